@@ -1,0 +1,1 @@
+"""The kernel ladder: versions, build, launch, bench, tune."""

@@ -1,3 +1,94 @@
-"""`whowaits` commands of this group (registered on import)."""
+"""`whowaits kernels list|build`, `whowaits bench`, `whowaits tune`: thin wrappers over ``kernels.*``."""
 
-from profiler.cli._app import app  # noqa: F401
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Optional
+
+import typer
+
+from profiler.cli._app import FORMAT_OPTION, Format, app
+
+kernels_app = typer.Typer(help="The kernel ladder: list versions, build cubins (no GPU needed).", no_args_is_help=True)
+app.add_typer(kernels_app, name="kernels")
+
+
+def _emit(rows: list[dict], fmt: Format, columns: list[str], title: str) -> None:
+    """Print rows as a rich table, JSON (full rows) or CSV (the listed columns)."""
+    if fmt == Format.json:
+        typer.echo(json.dumps(rows, indent=1))
+        return
+    if fmt == Format.csv:
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({c: row.get(c) for c in columns})
+        typer.echo(buf.getvalue().rstrip("\n"))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(c, overflow="fold")
+    for row in rows:
+        table.add_row(*["" if row.get(c) is None else str(row.get(c)) for c in columns])
+    Console().print(table)
+
+
+@kernels_app.command("list")
+def list_cmd(fmt: Format = FORMAT_OPTION) -> None:
+    """List the ladder's versions in order: id, title, the one change, default config."""
+    from kernels import registry
+
+    rows = [
+        {
+            "id": v.id,
+            "parent": v.parent,
+            "title": v.title,
+            "change": v.change,
+            "config": v.config.short_form(),
+            "supports": v.supports_text(),
+            "hypothesis": v.hypothesis,
+            "expected_bottleneck": v.expected_bottleneck,
+            "verdict": v.verdict,
+        }
+        for v in registry.versions()
+    ]
+    _emit(rows, fmt, ["id", "title", "change", "config"], "kernel ladder")
+
+
+@kernels_app.command("build")
+def build_cmd(
+    versions: Optional[list[str]] = typer.Argument(None, help="version ids (v01 or v01_naive); default: all"),
+    all_: bool = typer.Option(False, "--all", help="build every version"),
+    head_dim: Optional[int] = typer.Option(None, "--head-dim", help="build for this head dim (default: the version's)"),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="fp16 or bf16 (default: the version's)"),
+    causal: bool = typer.Option(False, "--causal", help="build the causal instantiation"),
+    force: bool = typer.Option(False, "--force", help="rebuild even when cached"),
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Compile each version's cubin with nvcc and report ptxas resources and static SASS opcode counts."""
+    from kernels import build, registry
+
+    vers = registry.resolve(versions, all_)
+    results = []
+    for v in vers:
+        cfg = v.config_for(head_dim or v.config.head_dim, dtype or v.config.dtype, causal)
+        results.append(build.build(v, cfg, force=force))
+    rows = [r.as_json() for r in results]
+    if fmt == Format.table:
+        for row in rows:
+            top = sorted(row["sass_opcodes"].items(), key=lambda kv: -kv[1])[:8]
+            row["top_sass"] = " ".join(f"{k}:{n}" for k, n in top)
+    _emit(
+        rows,
+        fmt,
+        ["version", "config_short", "registers", "smem_bytes", "stack_bytes", "spill_bytes", "top_sass"]
+        if fmt == Format.table
+        else ["version", "config_short", "registers", "smem_bytes", "stack_bytes", "spill_bytes", "barriers", "entry", "cubin"],
+        "kernels build (ptxas -v, cuobjdump -sass)",
+    )

@@ -1,0 +1,264 @@
+"""Build one cubin per (version, config) with nvcc, on any machine (no GPU needed).
+
+For each build a tiny translation unit is generated that includes ``kernels/<version>/kernel.cu`` and
+explicitly instantiates ``whowaits::<version>::flash_fwd<config.template_args()>``. Results are cached
+under ``$WHOWAITS_BUILD_DIR`` or ``<repo>/.cache/whowaits/build/<hash>/`` where the hash covers the
+kernel source, every file in ``kernels/common/``, the flags, the nvcc version and the config; a cache
+entry is written to a temporary folder and renamed into place, so a half-finished build is never read.
+
+``NVCC_FLAGS`` (the one place the flags live), with reasons:
+
+- ``-cubin -gencode arch=compute_90a,code=sm_90a``: machine code for the H200 only, loaded with the
+  driver API; the ``-gencode`` spelling, because ``-arch=sm_90a`` with nvcc 13.0 also runs a plain
+  sm_90 pass that rejects wgmma/setmaxnreg (device/HOPPER.md).
+- ``-O3``: release code, as benchmarked.
+- ``-lineinfo``: source lines for ncu's source page (``--import-source yes``), no effect on codegen.
+- ``-std=c++17``: ``if constexpr`` and friends in the templates.
+- ``-I kernels``: versions include shared helpers as ``"common/<name>.cuh"``.
+- ``-Xptxas -v``: ptxas prints registers, shared memory, stack and spills, parsed into ``BuildResult``.
+- no ``--use_fast_math``: each version chooses its math explicitly (``__expf``, ``exp2f``, ``__fdividef``),
+  so a rung that changes the softmax instructions (v06) changes them in its own source, not by a flag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from kernels import sass as _sass
+from kernels.config import FwdConfig
+from kernels.registry import KERNELS_DIR, Version
+from profiler.errors import WhowaitsError
+
+NVCC_FLAGS: tuple[str, ...] = (
+    "-cubin",
+    "-gencode",
+    "arch=compute_90a,code=sm_90a",
+    "-O3",
+    "-lineinfo",
+    "-std=c++17",
+    "-Xptxas",
+    "-v",
+)
+CACHE_FORMAT = 1  # bump when BuildResult's meta.json changes
+
+
+@dataclass
+class BuildResult:
+    """What one build produced: the cubin, its entry symbol and the resources ptxas reported."""
+
+    version: str
+    config: FwdConfig
+    cubin: Path
+    entry: str  # mangled name, for cuModuleGetFunction
+    registers: int
+    smem_static_bytes: int  # static __shared__ as ptxas reports it
+    smem_dynamic_bytes: int  # from the version's smem_layout (CONTRACT.md)
+    stack_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+    barriers: int
+    sass_opcodes: dict[str, int] = field(default_factory=dict)
+    ptxas_log: str = ""
+    cached: bool = False
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.smem_static_bytes + self.smem_dynamic_bytes
+
+    @property
+    def spill_bytes(self) -> int:
+        return self.spill_store_bytes + self.spill_load_bytes
+
+    def as_json(self) -> dict:
+        """The row ``whowaits kernels build --format json`` prints."""
+        return {
+            "version": self.version,
+            "config": self.config.as_dict(),
+            "config_short": self.config.short_form(),
+            "registers": self.registers,
+            "smem_bytes": self.smem_bytes,
+            "smem_static_bytes": self.smem_static_bytes,
+            "smem_dynamic_bytes": self.smem_dynamic_bytes,
+            "stack_bytes": self.stack_bytes,
+            "spill_bytes": self.spill_bytes,
+            "spill_store_bytes": self.spill_store_bytes,
+            "spill_load_bytes": self.spill_load_bytes,
+            "barriers": self.barriers,
+            "entry": self.entry,
+            "cubin": str(self.cubin),
+            "sass_opcodes": self.sass_opcodes,
+        }
+
+
+@lru_cache(maxsize=1)
+def find_nvcc() -> str:
+    """``nvcc`` on PATH, else ``/usr/local/cuda/bin/nvcc``; WhowaitsError if neither exists."""
+    for cand in (shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+        if cand and Path(cand).is_file():
+            return cand
+    raise WhowaitsError("nvcc not found: put the CUDA toolkit's bin on PATH (or install it in /usr/local/cuda)")
+
+
+@lru_cache(maxsize=1)
+def nvcc_version() -> str:
+    proc = subprocess.run([find_nvcc(), "--version"], capture_output=True, text=True)
+    lines = [ln for ln in proc.stdout.splitlines() if "release" in ln or "Build" in ln]
+    return " ".join(lines) or proc.stdout.strip()
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("WHOWAITS_BUILD_DIR")
+    return Path(env) if env else KERNELS_DIR.parent / ".cache" / "whowaits" / "build"
+
+
+def translation_unit(version: Version, config: FwdConfig) -> str:
+    """The generated .cu that instantiates one config of a version."""
+    e = config.element
+    return (
+        "// generated by kernels/build.py: one explicit instantiation\n"
+        "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+        f'#include "{version.id}/kernel.cu"\n'
+        f"template __global__ void whowaits::{version.id}::flash_fwd<{config.template_args()}>(\n"
+        f"    const {e}* __restrict__, const {e}* __restrict__, const {e}* __restrict__, {e}* __restrict__, int, float);\n"
+    )
+
+
+def _source_hash(version: Version, config: FwdConfig) -> str:
+    h = hashlib.sha256()
+    h.update(f"format={CACHE_FORMAT}\n".encode())
+    h.update(nvcc_version().encode())
+    h.update(" ".join(NVCC_FLAGS).encode())
+    h.update(translation_unit(version, config).encode())
+    h.update(version.smem_layout.encode())
+    for path in [version.source, *sorted((KERNELS_DIR / "common").glob("**/*"))]:
+        if path.is_file():
+            h.update(str(path.relative_to(KERNELS_DIR)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:24]
+
+
+_ENTRY_RE = re.compile(r"Compiling entry function '([^']+)'")
+_STACK_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED_RE = re.compile(r"Used (\d+) registers")
+_SMEM_RE = re.compile(r"(\d+) bytes smem")
+_BAR_RE = re.compile(r"used (\d+) barriers")
+
+
+def parse_ptxas(log: str) -> dict:
+    """Registers, static smem, stack, spills, barriers and the entry symbol from ``ptxas -v`` output."""
+    entry = _ENTRY_RE.search(log)
+    used = _USED_RE.search(log)
+    if not entry or not used:
+        raise WhowaitsError("could not parse ptxas -v output (no entry function / register count found)")
+    stack = _STACK_RE.search(log)
+    smem = _SMEM_RE.search(log[used.start():].splitlines()[0])
+    bars = _BAR_RE.search(log)
+    return {
+        "entry": entry.group(1),
+        "registers": int(used.group(1)),
+        "smem_static_bytes": int(smem.group(1)) if smem else 0,
+        "stack_bytes": int(stack.group(1)) if stack else 0,
+        "spill_store_bytes": int(stack.group(2)) if stack else 0,
+        "spill_load_bytes": int(stack.group(3)) if stack else 0,
+        "barriers": int(bars.group(1)) if bars else 0,
+    }
+
+
+def _first_error(text: str) -> str:
+    for line in text.splitlines():
+        if "error" in line.lower():
+            return line.strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[0] if lines else "(no output)"
+
+
+def build(version: Version, config: FwdConfig | None = None, *, force: bool = False) -> BuildResult:
+    """Build (or fetch from cache) the cubin of ``version`` at ``config`` (default: the version's own).
+
+    Raises WhowaitsError with nvcc's first error line when the kernel does not compile (a static_assert
+    that rejects the config lands here too).
+    """
+    if config is None:
+        config = version.config_for(version.config.head_dim, version.config.dtype, version.config.causal)
+    key = _source_hash(version, config)
+    out = cache_dir() / f"{version.id}-{config.short_form()}-{key}"
+    meta_path = out / "meta.json"
+    if meta_path.is_file() and not force:
+        meta = json.loads(meta_path.read_text())
+        return _result(version, config, out, meta, cached=True)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{version.id}-", dir=out.parent))
+    try:
+        tu = tmp / "tu.cu"
+        tu.write_text(translation_unit(version, config))
+        cubin = tmp / "kernel.cubin"
+        cmd = [find_nvcc(), *NVCC_FLAGS, "-I", str(KERNELS_DIR), "-o", str(cubin), str(tu)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        log = proc.stdout + proc.stderr
+        if proc.returncode != 0:
+            raise WhowaitsError(f"{version.id} [{config.short_form()}] does not compile: {_first_error(log)}")
+        meta = parse_ptxas(log)
+        meta["ptxas_log"] = log.strip()
+        meta["command"] = " ".join(cmd)
+        meta["sass_opcodes"] = _sass.opcode_counts(_sass.sass_text(cubin))
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+        if out.exists():  # a concurrent build of the same key won; use it
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return _result(version, config, out, meta, cached=False)
+
+
+def _result(version: Version, config: FwdConfig, out: Path, meta: dict, cached: bool) -> BuildResult:
+    return BuildResult(
+        version=version.id,
+        config=config,
+        cubin=out / "kernel.cubin",
+        entry=meta["entry"],
+        registers=meta["registers"],
+        smem_static_bytes=meta["smem_static_bytes"],
+        smem_dynamic_bytes=config.smem_bytes(version.smem_layout),
+        stack_bytes=meta["stack_bytes"],
+        spill_store_bytes=meta["spill_store_bytes"],
+        spill_load_bytes=meta["spill_load_bytes"],
+        barriers=meta.get("barriers", 0),
+        sass_opcodes=meta.get("sass_opcodes", {}),
+        ptxas_log=meta.get("ptxas_log", ""),
+        cached=cached,
+    )
+
+
+def build_many(
+    jobs: list[tuple[Version, FwdConfig | None]], *, workers: int | None = None
+) -> list[BuildResult | WhowaitsError]:
+    """Build several (version, config) pairs in parallel; a failure is returned in place, not raised."""
+
+    def one(job: tuple[Version, FwdConfig | None]) -> BuildResult | WhowaitsError:
+        try:
+            return build(*job)
+        except WhowaitsError as err:
+            return err
+
+    workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, jobs))
+
+
+def result_json(results: list[BuildResult]) -> list[dict]:
+    return [r.as_json() for r in results]
+
+
+__all__ = ["NVCC_FLAGS", "BuildResult", "build", "build_many", "parse_ptxas", "translation_unit", "cache_dir"]

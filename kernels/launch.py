@@ -1,0 +1,173 @@
+"""Launch a ladder version on torch tensors through the CUDA driver API (cuda.bindings): no C++ extension.
+
+``forward(q, k, v, causal=False, *, version, config=None, out=None) -> o`` takes (B, H, S, D) CUDA tensors,
+builds the version's cubin for that problem (cached, see ``kernels.build``), loads it once per process
+(``cuModuleLoad`` + ``cuModuleGetFunction``), raises the dynamic shared-memory limit when the config
+needs more than 48 KB, and launches it with ``cuLaunchKernel`` on torch's current stream, grid
+``(ceil(S / block_m), H, B)``, block ``32 * warps`` (CONTRACT.md).
+
+torch and cuda.bindings are imported lazily: importing this module needs neither.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+
+from kernels import registry
+from kernels.build import BuildResult, build
+from kernels.config import FwdConfig
+from profiler.errors import WhowaitsError
+
+SMEM_OPTIN_LIMIT = 227 * 1024  # H100/H200 per-block opt-in maximum
+_DEFAULT_DYNAMIC_SMEM = 48 * 1024
+_lock = threading.Lock()
+_functions: dict[tuple[str, int], object] = {}  # (cubin path, device) -> CUfunction, per process
+_modules: list[object] = []  # keep modules alive
+
+
+def _driver():
+    try:
+        from cuda.bindings import driver
+    except ImportError:  # cuda-python < 12.6 layout
+        try:
+            from cuda import cuda as driver  # type: ignore[no-redef]
+        except ImportError:
+            raise WhowaitsError("cuda.bindings is not installed: pip install 'whowaits[gpu]' on a GPU machine") from None
+    return driver
+
+
+def _call(result, what: str):
+    """Unpack a cuda.bindings ``(CUresult, *values)`` tuple; WhowaitsError on failure."""
+    driver = _driver()
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        _, name = driver.cuGetErrorName(err)
+        raise WhowaitsError(f"CUDA driver call {what} failed: {name.decode() if isinstance(name, bytes) else name}")
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else tuple(rest)
+
+
+def _ensure_context(device_index: int) -> None:
+    """Make sure a context is current on this thread (torch's primary context)."""
+    driver = _driver()
+    _call(driver.cuInit(0), "cuInit")
+    ctx = _call(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if ctx is None or int(ctx) == 0:
+        dev = _call(driver.cuDeviceGet(device_index), "cuDeviceGet")
+        primary = _call(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        _call(driver.cuCtxSetCurrent(primary), "cuCtxSetCurrent")
+
+
+def load_function(result: BuildResult, device_index: int):
+    """The CUfunction of a built cubin on one device, loaded once per process."""
+    key = (str(result.cubin), device_index)
+    with _lock:
+        fn = _functions.get(key)
+        if fn is not None:
+            return fn
+        driver = _driver()
+        _ensure_context(device_index)
+        module = _call(driver.cuModuleLoad(str(result.cubin).encode()), f"cuModuleLoad({result.cubin})")
+        fn = _call(driver.cuModuleGetFunction(module, result.entry.encode()), f"cuModuleGetFunction({result.entry})")
+        dyn = result.smem_dynamic_bytes
+        if result.smem_bytes > SMEM_OPTIN_LIMIT:
+            raise WhowaitsError(
+                f"{result.version} [{result.config.short_form()}] needs {result.smem_bytes} B shared memory per CTA, "
+                f"over the {SMEM_OPTIN_LIMIT} B limit"
+            )
+        if dyn > _DEFAULT_DYNAMIC_SMEM:
+            attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            _call(driver.cuFuncSetAttribute(fn, attr, dyn), "cuFuncSetAttribute(max dynamic smem)")
+        _modules.append(module)
+        _functions[key] = fn
+        return fn
+
+
+_TORCH_DTYPES = {"float16": "fp16", "bfloat16": "bf16"}
+
+
+def problem_of(q, k, v) -> tuple[int, int, int, int, str]:
+    """Validate q, k, v and return (B, H, S, D, dtype key); WhowaitsError naming what is wrong."""
+    import torch
+
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise WhowaitsError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_cuda:
+            raise WhowaitsError(f"{name} must be a CUDA tensor (it is on {t.device})")
+        if t.dim() != 4:
+            raise WhowaitsError(f"{name} must be 4-D (batch, heads, seqlen, head_dim), got shape {tuple(t.shape)}")
+        if not t.is_contiguous():
+            raise WhowaitsError(f"{name} must be contiguous in (B, H, S, D) layout; call .contiguous() first")
+        if t.data_ptr() % 16:
+            raise WhowaitsError(f"{name} must be 16-byte aligned (data_ptr % 16 == {t.data_ptr() % 16})")
+    if not (q.shape == k.shape == v.shape):
+        raise WhowaitsError(
+            f"q, k, v must have one shape (self-attention), got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if not (q.dtype == k.dtype == v.dtype):
+        raise WhowaitsError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (q.device == k.device == v.device):
+        raise WhowaitsError("q, k, v must be on one device")
+    dtype = _TORCH_DTYPES.get(str(q.dtype).removeprefix("torch."))
+    if dtype is None:
+        raise WhowaitsError(f"dtype {q.dtype} not supported: use torch.float16 or torch.bfloat16")
+    b, h, s, d = (int(x) for x in q.shape)
+    if min(b, h, s, d) < 1:
+        raise WhowaitsError(f"empty problem: shape {tuple(q.shape)}")
+    if h > 65535 or b > 65535:
+        raise WhowaitsError(f"heads ({h}) and batch ({b}) must each be <= 65535 (grid y/z limits)")
+    return b, h, s, d, dtype
+
+
+def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | None = None, out=None):
+    """o = softmax(q kᵀ / sqrt(D) [+ causal mask]) v computed by ladder version ``version``.
+
+    ``config`` overrides the version's default (its head_dim/dtype/causal must match the problem);
+    ``out`` is an optional preallocated output (same shape and dtype, contiguous) that is fully overwritten.
+    """
+    import torch
+
+    ver = registry.get(version)
+    b, h, s, d, dtype = problem_of(q, k, v)
+    ver.check_supports(d, dtype, causal)
+    if config is None:
+        config = ver.config_for(d, dtype, causal)
+    elif (config.head_dim, config.dtype, config.causal) != (d, dtype, causal):
+        raise WhowaitsError(
+            f"config {config.short_form()} does not match the problem (head_dim={d}, dtype={dtype}, causal={causal})"
+        )
+    if out is None:
+        out = torch.empty_like(q)
+    elif out.shape != q.shape or out.dtype != q.dtype or not out.is_contiguous() or out.device != q.device:
+        raise WhowaitsError("out must be a contiguous tensor of q's shape, dtype and device")
+
+    result = build(ver, config)
+    fn = load_function(result, q.device.index if q.device.index is not None else torch.cuda.current_device())
+    grid = (math.ceil(s / config.block_m), h, b)
+    launch_raw(fn, grid, config.threads, result.smem_dynamic_bytes, q, k, v, out, s, 1.0 / math.sqrt(d))
+    return out
+
+
+def launch_raw(fn, grid, threads: int, smem: int, q, k, v, o, seqlen: int, scale: float) -> None:
+    """cuLaunchKernel with the contract's argument list on torch's current stream."""
+    import torch
+
+    driver = _driver()
+    args = [
+        ctypes.c_void_p(q.data_ptr()),
+        ctypes.c_void_p(k.data_ptr()),
+        ctypes.c_void_p(v.data_ptr()),
+        ctypes.c_void_p(o.data_ptr()),
+        ctypes.c_int(seqlen),
+        ctypes.c_float(scale),
+    ]
+    params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+    stream = driver.CUstream(torch.cuda.current_stream(q.device).cuda_stream)
+    _call(
+        driver.cuLaunchKernel(fn, grid[0], grid[1], grid[2], threads, 1, 1, smem, stream, ctypes.addressof(params), 0),
+        "cuLaunchKernel",
+    )

@@ -1,0 +1,81 @@
+"""Static facts read from a built cubin, on any machine: SASS opcode counts and demangled names.
+
+Tools come from PyPI where possible (``nvidia-cuda-cuobjdump`` puts ``cuobjdump`` under
+``site-packages/nvidia/cu*/bin``), else from PATH / ``/usr/local/cuda/bin``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections import Counter
+from functools import lru_cache
+from pathlib import Path
+
+from profiler.errors import WhowaitsError
+
+
+def _pypi_tool(name: str) -> str | None:
+    try:
+        import nvidia  # namespace package from nvidia-cuda-* wheels
+    except ImportError:
+        return None
+    for base in getattr(nvidia, "__path__", []):
+        for cand in sorted(Path(base).glob(f"cu*/bin/{name}"), reverse=True):
+            if cand.is_file():
+                return str(cand)
+        cand = Path(base) / "cuda_cuobjdump" / "bin" / name  # cu12 wheel layout
+        if cand.is_file():
+            return str(cand)
+    return None
+
+
+@lru_cache(maxsize=None)
+def find_tool(name: str) -> str:
+    """Path of a CUDA binary tool (``cuobjdump``, ``nvdisasm``, ``cu++filt``); WhowaitsError if absent."""
+    for cand in (_pypi_tool(name), shutil.which(name), f"/usr/local/cuda/bin/{name}"):
+        if cand and Path(cand).is_file():
+            return cand
+    raise WhowaitsError(
+        f"{name} not found: install the PyPI package nvidia-cuda-cuobjdump (pip install -e .) or put CUDA's bin on PATH"
+    )
+
+
+# "        /*0040*/                   @!P0 HMMA.16816.F32 R4, R8, R12, R4 ;"
+_SASS_LINE = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)(?:\.[A-Z0-9_.]*)?\b")
+
+
+def sass_text(cubin: Path) -> str:
+    """``cuobjdump -sass`` of a cubin."""
+    proc = subprocess.run([find_tool("cuobjdump"), "-sass", str(cubin)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise WhowaitsError(f"cuobjdump failed on {cubin}: {(proc.stderr or proc.stdout).strip().splitlines()[:1]}")
+    return proc.stdout
+
+
+def opcode_counts(sass: str) -> dict[str, int]:
+    """Static count of each base opcode (modifiers dropped: ``HMMA.16816.F32`` -> ``HMMA``), most common first."""
+    counts: Counter[str] = Counter()
+    for line in sass.splitlines():
+        m = _SASS_LINE.match(line)
+        if m:
+            counts[m.group(1)] += 1
+    return dict(counts.most_common())
+
+
+def demangle(names: list[str]) -> list[str]:
+    """Demangle C++ symbols with ``cu++filt`` or binutils' ``c++filt`` (WhowaitsError if neither exists)."""
+    tool = None
+    for cand in ("cu++filt", "c++filt"):
+        try:
+            tool = find_tool(cand)
+            break
+        except WhowaitsError:
+            continue
+    if tool is None:
+        raise WhowaitsError("no demangler found: need cu++filt (CUDA) or c++filt (binutils) on PATH")
+    proc = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise WhowaitsError(f"{tool} failed: {proc.stderr.strip()[:200]}")
+    return proc.stdout.splitlines()[: len(names)]

@@ -1,0 +1,182 @@
+"""Metric maps and opcode classes: the data files in ``profiler/data/`` read into Python.
+
+This is the bottom layer: it imports nothing from the rest of ``profiler`` except the error
+type, and never imports ``ncu_report``. Raw Nsight Compute metric names live in
+``data/metrics.toml``; opcode classes in ``data/opcode_classes.toml``; GPU ceilings in
+``data/gpus.toml``. Everything here is pure and cached.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from profiler.errors import WhowaitsError
+
+__all__ = [
+    "MetricSpec",
+    "base_opcode",
+    "barrier_opcodes",
+    "classify_opcode",
+    "cycles_per_issue_metric",
+    "data_version",
+    "full_opcode",
+    "gpu_spec",
+    "metric_spec",
+    "metric_specs",
+    "opcode_classes",
+    "stall_config",
+    "stall_reasons",
+    "tensor_op_counters",
+]
+
+
+@lru_cache(maxsize=None)
+def _load(name: str) -> dict:
+    path = resources.files("profiler") / "data" / name
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as err:  # pragma: no cover - packaging error
+        raise WhowaitsError(f"data file {name} is missing from the installed package") from err
+    except tomllib.TOMLDecodeError as err:  # pragma: no cover - caught by tests
+        raise WhowaitsError(f"data file {name} is not valid TOML: {err}") from err
+
+
+def data_version() -> str:
+    """A string that changes whenever a data file's ``version`` changes (part of cache keys)."""
+    return "m{}-o{}-g{}".format(
+        _load("metrics.toml")["version"],
+        _load("opcode_classes.toml")["version"],
+        _load("gpus.toml")["version"],
+    )
+
+
+# --- metrics ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One canonical metric: the ncu names that can supply it (first present wins), its unit and
+    the ncu section whose collection supplies it."""
+
+    canonical: str
+    names: tuple[str, ...]
+    unit: str
+    section: str
+
+
+@lru_cache(maxsize=None)
+def metric_specs() -> dict[str, MetricSpec]:
+    """All canonical metrics of ``metrics.toml``, by canonical name."""
+    out = {}
+    for key, entry in _load("metrics.toml")["metric"].items():
+        out[key] = MetricSpec(key, tuple(entry["names"]), entry.get("unit", ""), entry["section"])
+    return out
+
+
+def metric_spec(canonical: str) -> MetricSpec:
+    """The :class:`MetricSpec` for ``canonical``; ``KeyError`` for an unknown name (a bug)."""
+    return metric_specs()[canonical]
+
+
+@lru_cache(maxsize=None)
+def stall_config() -> dict:
+    """The ``[stalls]`` table of ``metrics.toml`` (prefixes, reasons, ratio aliases, sections)."""
+    return _load("metrics.toml")["stalls"]
+
+
+def stall_reasons() -> tuple[str, ...]:
+    """ncu's stall reasons in DESIGN.md order (``gmma`` last: only some chips sample it)."""
+    return tuple(stall_config()["reasons"])
+
+
+def cycles_per_issue_metric(reason: str) -> str:
+    """The kernel-level ``…_per_issue_active.ratio`` metric for a sampler reason name
+    (``warpgroup_arrive`` -> ``gmma``, ``no_instructions`` -> ``no_instruction`` on gh100)."""
+    cfg = stall_config()
+    alias = cfg.get("ratio_alias", {}).get(reason, reason)
+    return cfg["cycles_per_issue"].format(reason=alias)
+
+
+@lru_cache(maxsize=None)
+def per_pc_metrics() -> dict[str, str]:
+    """Per-PC (SourceCounters) metrics: sass-frame column -> ncu metric name."""
+    return dict(_load("metrics.toml")["per_pc"])
+
+
+@lru_cache(maxsize=None)
+def tensor_op_counters() -> dict[str, tuple[tuple[str, ...], str]]:
+    """Tensor FLOP counters per path (``hmma``, ``hgmma``): (dense counters, section)."""
+    return {
+        path: (tuple(entry["counters"]), entry["section"])
+        for path, entry in _load("metrics.toml")["tensor_ops"].items()
+    }
+
+
+# --- opcodes ------------------------------------------------------------------------------------
+
+_PRED = re.compile(r"^\s*(?:@!?U?P[T0-9]+\s+)?")
+
+
+def full_opcode(sass: str) -> str:
+    """The mnemonic with its modifiers: ``'@!UP1 SYNCS.EXCH.64 URZ, [UR6], UR4'`` ->
+    ``'SYNCS.EXCH.64'``. Empty string for empty text."""
+    text = _PRED.sub("", sass, count=1)
+    tokens = text.split(None, 1)
+    return tokens[0].rstrip(";") if tokens else ""
+
+
+def base_opcode(sass_or_opcode: str) -> str:
+    """The base opcode (before the first '.'): ``'HGMMA.64x128x16.F32 R24, …'`` -> ``'HGMMA'``."""
+    op = full_opcode(sass_or_opcode)
+    return op.split(".", 1)[0]
+
+
+@lru_cache(maxsize=None)
+def opcode_classes() -> dict[str, dict]:
+    """Classes of ``opcode_classes.toml`` in display order: name -> {description, opcodes}."""
+    return dict(_load("opcode_classes.toml")["classes"])
+
+
+@lru_cache(maxsize=None)
+def _class_of_base() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for cls, entry in opcode_classes().items():
+        for op in entry["opcodes"]:
+            if op in out and out[op] != cls:  # pragma: no cover - guarded by a test
+                raise WhowaitsError(f"opcode {op} is in two classes: {out[op]} and {cls}")
+            out[op] = cls
+    return out
+
+
+def classify_opcode(opcode: str) -> str:
+    """Opcode class of a SASS opcode or line (match on the base opcode); ``OTHER`` if unknown."""
+    return _class_of_base().get(base_opcode(opcode), "OTHER")
+
+
+def known_base_opcodes() -> frozenset[str]:
+    """Every base opcode the class map names explicitly (``OTHER``'s included)."""
+    return frozenset(_class_of_base())
+
+
+@lru_cache(maxsize=None)
+def barrier_opcodes() -> frozenset[str]:
+    """Base opcodes of barrier-type instructions (``[barriers]`` of ``opcode_classes.toml``)."""
+    return frozenset(_load("opcode_classes.toml")["barriers"]["opcodes"])
+
+
+# --- GPUs ---------------------------------------------------------------------------------------
+
+
+def gpu_spec(device_name: str | None) -> tuple[str, dict] | None:
+    """The ``gpus.toml`` entry whose ``match`` regex finds ``device_name``: (chip, entry), or
+    ``None`` when no entry matches (ceilings then come only from the report itself)."""
+    if not device_name:
+        return None
+    for chip, entry in _load("gpus.toml").items():
+        if isinstance(entry, dict) and re.search(entry["match"], device_name):
+            return chip, entry
+    return None

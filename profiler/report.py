@@ -1,0 +1,416 @@
+"""Ingestion: an Nsight Compute report -> tidy pandas frames, cached as parquet.
+
+The ONLY module of the package that imports ``ncu_report`` (PyPI ``ncu-report``), and it does so
+lazily inside :func:`_ingest`, so a warm cache needs no ``ncu_report`` at all.
+
+Frames (one pair per profiled launch; see :class:`Launch`):
+
+``Launch.metrics`` (long, one row per kernel-level metric value)
+    ``report`` (str, the path given to :func:`load_report`), ``launch`` (int, index in the
+    report), ``kernel`` (str, demangled name), ``metric`` (str, ncu metric name), ``instance``
+    (str or None: the instance key of a metric instanced by a string, e.g. the opcode of
+    ``sass__inst_executed_per_opcode``; None for the metric's own value), ``value`` (float64;
+    NaN for a string-valued metric), ``text`` (str for string-valued metrics, else None),
+    ``unit`` (str).
+    Metrics instanced by PC are summarised by their own value here; their per-PC values are in
+    ``Launch.sass``. Other numerically-instanced metrics (occupancy curves, memory tables) keep
+    only their own value.
+
+``Launch.sass`` (one row per SASS instruction of the profiled function, by address)
+    ``launch`` (int), ``address`` (uint64, the PC), ``offset`` (int64, from the function's first
+    PC), ``sass`` (str, ncu's SASS text without leading blanks), ``opcode`` (str, mnemonic with
+    modifiers, e.g. ``HGMMA.64x128x16.F32``), ``base`` (str, e.g. ``HGMMA``), ``opcode_class``
+    (str, see ``data/opcode_classes.toml``), ``inst_executed``, ``thread_inst_executed``,
+    ``thread_inst_executed_true`` (int64, warp-/thread-level executed counts; 0 where the report
+    has no value), ``samples`` (int64, ``smsp__pcsamp_sample_count``), ``stall_<reason>`` and
+    ``not_issued_<reason>`` (int64, ``smsp__pcsamp_warps_issue_stalled_<reason>[_not_issued]``)
+    for every reason of ``metrics.stall_reasons()`` that the report samples, ``source_file``
+    (str or None) and ``source_line`` (Int64, <NA> without ``-lineinfo``).
+
+The cache lives in ``$WHOWAITS_CACHE_DIR`` (default ``~/.cache/whowaits``), keyed by the report
+file's sha256 plus the schema and data-file versions: a changed file (or a changed opcode map)
+never hits a stale entry; an unreadable entry is ignored and rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import struct
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from profiler import metrics as M
+from profiler.errors import WhowaitsError
+
+__all__ = ["Launch", "Report", "cache_dir", "load_report", "select_launches", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+_MAGIC = b"NVR\x00"
+
+METRIC_COLUMNS = ["report", "launch", "kernel", "metric", "instance", "value", "text", "unit"]
+
+
+@dataclass
+class Launch:
+    """One profiled kernel launch (an ncu "action"): its metrics and its per-PC SASS frame."""
+
+    report: str
+    index: int
+    kernel: str
+    metrics: pd.DataFrame
+    sass: pd.DataFrame
+    _scalars: dict | None = field(default=None, repr=False, compare=False)
+    _instanced: dict | None = field(default=None, repr=False, compare=False)
+
+    def _build_lookup(self) -> None:
+        scalars: dict[str, object] = {}
+        inst: dict[str, dict[str, float]] = {}
+        m = self.metrics
+        for name, instance, value, text in zip(m["metric"], m["instance"], m["value"], m["text"]):
+            if instance is None:
+                scalars[name] = text if text is not None else value
+            else:
+                inst.setdefault(name, {})[instance] = value
+        self._scalars, self._instanced = scalars, inst
+
+    def value(self, name: str):
+        """The value of ncu metric ``name`` (float, or str for string metrics); None if absent."""
+        if self._scalars is None:
+            self._build_lookup()
+        v = self._scalars.get(name)
+        if isinstance(v, float) and np.isnan(v):
+            return None
+        return v
+
+    def has(self, name: str) -> bool:
+        """Whether the report holds ncu metric ``name``."""
+        if self._scalars is None:
+            self._build_lookup()
+        return name in self._scalars
+
+    def instances(self, name: str) -> dict[str, float]:
+        """Instance key -> value of a metric instanced by string (e.g. per opcode); {} if absent."""
+        if self._instanced is None:
+            self._build_lookup()
+        return dict(self._instanced.get(name, {}))
+
+    def get(self, canonical: str):
+        """(value, ncu metric name) of a canonical metric of ``metrics.toml``: the first of its
+        names present in the report; (None, None) when none is."""
+        for name in M.metric_spec(canonical).names:
+            v = self.value(name)
+            if v is not None:
+                return v, name
+        return None, None
+
+
+@dataclass
+class Report:
+    """An ingested report: ``path`` as given, ``sha256`` of the file, its ``launches``."""
+
+    path: str
+    sha256: str
+    launches: list[Launch]
+
+
+# --- cache --------------------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    """``$WHOWAITS_CACHE_DIR`` or ``~/.cache/whowaits``."""
+    env = os.environ.get("WHOWAITS_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "whowaits"
+
+
+def _cache_paths(sha: str) -> tuple[Path, Path]:
+    key = f"{sha}.s{SCHEMA_VERSION}-{M.data_version()}"
+    d = cache_dir()
+    return d / f"{key}.metrics.parquet", d / f"{key}.sass.parquet"
+
+
+def _read_cache(sha: str) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    mpath, spath = _cache_paths(sha)
+    if not (mpath.is_file() and spath.is_file()):
+        return None
+    try:
+        mf = pd.read_parquet(mpath)
+        sf = pd.read_parquet(spath)
+    except Exception:  # any unreadable entry is a miss: rebuilt below
+        return None
+    if list(mf.columns) != METRIC_COLUMNS[1:] or "address" not in sf.columns or mf.empty:
+        return None
+    mf["instance"] = mf["instance"].astype(object).where(mf["instance"].notna(), None)
+    mf["text"] = mf["text"].astype(object).where(mf["text"].notna(), None)
+    return mf, sf
+
+
+def _atomic_write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_cache(sha: str, mf: pd.DataFrame, sf: pd.DataFrame) -> None:
+    mpath, spath = _cache_paths(sha)
+    try:
+        _atomic_write_parquet(sf, spath)
+        _atomic_write_parquet(mf, mpath)  # metrics last: its presence marks a complete entry
+    except OSError:
+        pass  # a read-only or full cache dir only costs speed
+
+
+# --- validation ---------------------------------------------------------------------------------
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _check_file(path: Path) -> None:
+    """Reject a missing path, a non-report and a truncated report, each with one line."""
+    if not path.exists():
+        raise WhowaitsError(f"{path}: no such file")
+    if path.is_dir():
+        raise WhowaitsError(f"{path}: is a directory, not an Nsight Compute report (.ncu-rep)")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+            size = path.stat().st_size
+            if head[:4] != _MAGIC:
+                raise WhowaitsError(
+                    f"{path}: not an Nsight Compute report (no NVR header; expected a .ncu-rep "
+                    "written by ncu -o)"
+                )
+            # The container seen in ncu 2025.x reports: magic, then blocks each prefixed by a
+            # little-endian uint32 length, the last one ending exactly at the end of the file.
+            # A block that runs past the end means the file was cut short.
+            off = 4
+            while off + 4 <= size:
+                f.seek(off)
+                (n,) = struct.unpack("<I", f.read(4))
+                off += 4 + n
+            if off != size:
+                raise WhowaitsError(
+                    f"{path}: truncated or corrupt Nsight Compute report (its last block ends at "
+                    f"byte {off}, the file has {size}); re-copy or re-profile it"
+                )
+    except OSError as err:
+        raise WhowaitsError(f"{path}: cannot read: {err.strerror or err}") from err
+
+
+# --- ingestion ----------------------------------------------------------------------------------
+
+
+def _per_pc(metric) -> tuple[list[int], list[int]]:
+    """(PCs, values) of a metric instanced by PC."""
+    n = metric.num_instances()
+    corr = metric.correlation_ids()
+    pcs = [corr.as_uint64(i) for i in range(n)]
+    vals = [metric.as_uint64(i) for i in range(n)]
+    return pcs, vals
+
+
+def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataFrame]:
+    """Rows of the metrics frame and the sass frame of one action."""
+    kind_string = ncu.IMetric.ValueKind_STRING
+    rows: list[tuple] = []
+    pc_metrics = {}
+    for name in action.metric_names():
+        m = action.metric_by_name(name)
+        if m is None:
+            continue
+        kind = m.kind()
+        unit = m.unit() or ""
+        if kind == kind_string:
+            rows.append((name, None, np.nan, m.as_string() if m.has_value() else "", unit))
+        else:
+            v = m.value() if m.has_value() else None
+            if isinstance(v, str):  # defensive: a string behind a numeric kind
+                rows.append((name, None, np.nan, v, unit))
+            else:
+                rows.append((name, None, np.nan if v is None else float(v), None, unit))
+        n = m.num_instances()
+        if n > 1 or (n == 1 and m.has_correlation_ids()):
+            if not m.has_correlation_ids():
+                continue
+            corr = m.correlation_ids()
+            if corr.kind() == kind_string:
+                for i in range(n):
+                    rows.append((name, corr.as_string(i), float(m.as_double(i)), None, unit))
+            elif name.startswith(M.stall_config()["sample_prefix"]) or name in (
+                M.stall_config()["sample_count"],
+                *M.per_pc_metrics().values(),
+            ):
+                pc_metrics[name] = m
+
+    sass = _sass_frame(action, index, pc_metrics)
+    return rows, sass
+
+
+def _sass_frame(action, index: int, pc_metrics: dict) -> pd.DataFrame:
+    cfg = M.stall_config()
+    per_pc = M.per_pc_metrics()
+    columns: dict[str, tuple[list[int], list[int]]] = {}
+    for col, name in per_pc.items():
+        if name in pc_metrics:
+            columns[col] = _per_pc(pc_metrics[name])
+    if cfg["sample_count"] in pc_metrics:
+        columns["samples"] = _per_pc(pc_metrics[cfg["sample_count"]])
+    for reason in M.stall_reasons():
+        name = cfg["sample_prefix"] + reason
+        if name in pc_metrics:
+            columns[f"stall_{reason}"] = _per_pc(pc_metrics[name])
+        if name + cfg["not_issued_suffix"] in pc_metrics:
+            columns[f"not_issued_{reason}"] = _per_pc(pc_metrics[name + cfg["not_issued_suffix"]])
+
+    all_pcs = sorted({pc for pcs, _ in columns.values() for pc in pcs})
+    addr = np.array(all_pcs, dtype=np.uint64)
+    pos = {pc: i for i, pc in enumerate(all_pcs)}
+    data: dict[str, object] = {
+        "launch": np.full(len(all_pcs), index, dtype=np.int64),
+        "address": addr,
+        "offset": (addr - addr[0]).astype(np.int64) if len(addr) else np.array([], np.int64),
+    }
+    texts = [(action.sass_by_pc(pc) or "").strip() for pc in all_pcs]
+    opcodes = [M.full_opcode(t) for t in texts]
+    bases = [op.split(".", 1)[0] for op in opcodes]
+    data["sass"] = texts
+    data["opcode"] = opcodes
+    data["base"] = bases
+    data["opcode_class"] = [M.classify_opcode(b) for b in bases]
+    wanted = [*per_pc, "samples"]
+    for reason in M.stall_reasons():
+        wanted += [f"stall_{reason}", f"not_issued_{reason}"]
+    for col in wanted:
+        if col not in columns:
+            continue
+        arr = np.zeros(len(all_pcs), dtype=np.int64)
+        pcs, vals = columns[col]
+        idx = [pos[pc] for pc in pcs]
+        arr[idx] = vals
+        data[col] = arr
+    files, lines = [], []
+    for pc in all_pcs:
+        si = action.source_info(pc)
+        if si is None:
+            files.append(None)
+            lines.append(pd.NA)
+        else:
+            files.append(si.file_name())
+            lines.append(si.line())
+    data["source_file"] = files
+    data["source_line"] = pd.array(lines, dtype="Int64")
+    return pd.DataFrame(data)
+
+
+def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    try:
+        import ncu_report as ncu
+    except ImportError as err:
+        raise WhowaitsError(
+            "reading a report needs the ncu-report package (pip install ncu-report); "
+            "it is not installed here"
+        ) from err
+    try:
+        ctx = ncu.load_report(str(path))
+    except Exception as err:
+        raise WhowaitsError(f"{path}: ncu_report cannot open it: {err}") from err
+    metric_rows: list[tuple] = []
+    sass_frames = []
+    index = 0
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for a in range(rng.num_actions()):
+            action = rng.action_by_idx(a)
+            kernel = action.name(ncu.IAction.NameBase_DEMANGLED) or action.name()
+            rows, sass = _ingest_action(action, index, kernel, ncu)
+            if not rows:
+                raise WhowaitsError(
+                    f"{path}: truncated or corrupt Nsight Compute report (launch {index} of "
+                    f"kernel {kernel!r} has no metrics)"
+                )
+            metric_rows += [(index, kernel, *row) for row in rows]
+            sass_frames.append(sass)
+            index += 1
+    if index == 0:
+        raise WhowaitsError(
+            f"{path}: no profiled kernel launch in this report (empty, truncated or corrupt)"
+        )
+    mf = pd.DataFrame(metric_rows, columns=METRIC_COLUMNS[1:])
+    mf["value"] = mf["value"].astype(np.float64)
+    sf = pd.concat(sass_frames, ignore_index=True)
+    return mf, sf
+
+
+def load_report(path: str | os.PathLike, *, use_cache: bool = True) -> Report:
+    """Read an Nsight Compute report into :class:`Report` (frames documented in this module's
+    docstring), from the parquet cache when the file's sha256 has been ingested before.
+
+    Raises :class:`WhowaitsError` (one line) for a missing path, a file that is not a report,
+    and a truncated or corrupt report.
+    """
+    p = Path(path)
+    _check_file(p)
+    sha = _sha256(p)
+    cached = _read_cache(sha) if use_cache else None
+    if cached is None:
+        mf, sf = _ingest(p)
+        if use_cache:
+            _write_cache(sha, mf, sf)
+    else:
+        mf, sf = cached
+    report = str(path)
+    launches = []
+    if mf["launch"].nunique() == 1:
+        groups = [(int(mf["launch"].iat[0]), mf)]
+        sgroups = {int(mf["launch"].iat[0]): sf}
+    else:
+        groups = [(int(k), g) for k, g in mf.groupby("launch", sort=True)]
+        sgroups = {int(k): g for k, g in sf.groupby("launch", sort=True)}
+    for idx, g in groups:
+        g = g.reset_index(drop=True)
+        g.insert(0, "report", report)
+        s = sgroups.get(idx)
+        if s is None:
+            s = sf.iloc[0:0]
+        launches.append(Launch(report, idx, str(g["kernel"].iat[0]), g, s.reset_index(drop=True)))
+    return Report(report, sha, launches)
+
+
+def select_launches(report: Report, kernel_regex: str | None) -> list[Launch]:
+    """Launches whose demangled kernel name matches ``kernel_regex`` (``re.search``); all of
+    them for None. :class:`WhowaitsError` for an invalid regex or one that matches nothing."""
+    if kernel_regex is None:
+        return list(report.launches)
+    try:
+        rx = re.compile(kernel_regex)
+    except re.error as err:
+        raise WhowaitsError(f"--kernel {kernel_regex!r} is not a valid regex: {err}") from err
+    out = [la for la in report.launches if rx.search(la.kernel)]
+    if not out:
+        names = sorted({_short(la.kernel) for la in report.launches})
+        raise WhowaitsError(
+            f"--kernel {kernel_regex!r} matches no launch in {report.path}; kernels there: "
+            + "; ".join(names)
+        )
+    return out
+
+
+def _short(name: str, width: int = 100) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"

@@ -1,3 +1,210 @@
-"""`whowaits` commands of this group (registered on import)."""
+"""`whowaits diff`, `whowaits migration` and `whowaits report`: thin renderers over
+:mod:`profiler.compare` (computation), :mod:`profiler.plots` and :mod:`profiler.html`."""
 
-from profiler.cli._app import app  # noqa: F401
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from profiler.cli._app import FORMAT_OPTION, Format, app
+
+SHAPE_OPTION = typer.Option(None, "--shape", help="Shape key (b1_h64_s1024_d128_fp16); default: the one all have.")
+KERNEL_OPTION = typer.Option(None, "--kernel", "-k",
+                             help="Kernel-name regex; once for all reports or once per report, in order.")
+REPORTS_OPTION = typer.Option(None, "--reports", help="Folder of version folders (default: reports/h200).")
+
+
+def _console():
+    from rich.console import Console  # noqa: PLC0415
+
+    width = int(os.environ.get("COLUMNS", 0) or 0) or (None if sys.stdout.isatty() else 150)
+    return Console(width=width, soft_wrap=False, highlight=False)
+
+
+def _warn_stderr(warnings: list[dict]) -> None:
+    for w in warnings:
+        print(f"whowaits: warning: {w['message']}", file=sys.stderr)
+
+
+def _pct(x, signed: bool = False) -> str:
+    if x is None or (isinstance(x, float) and x != x):
+        return "—"
+    return f"{100 * x:+.1f}" if signed else f"{100 * x:.1f}%"
+
+
+def _num(x, fmt: str = "{:.3g}") -> str:
+    if x is None or (isinstance(x, float) and x != x):
+        return "—"
+    return fmt.format(x) if isinstance(x, (int, float)) else str(x)
+
+
+def _share_table(title: str, df, keys: list[str], a: str, b: str, limit: int | None = None):
+    from rich.table import Table  # noqa: PLC0415
+
+    t = Table(title=title, title_justify="left")
+    for k in keys:
+        t.add_column(k)
+    for c in (f"samples {a}", f"samples {b}", f"share {a}", f"share {b}", "Δ pp", "Δ interval (pp)"):
+        t.add_column(c, justify="right")
+    t.add_column("")
+    rows = df[(df["share_a"] > 0) | (df["share_b"] > 0)]
+    shown = rows.head(limit) if limit else rows
+    for r in shown.to_dict(orient="records"):
+        sig = bool(r["significant"])
+        t.add_row(*[str(r[k]) for k in keys], str(r["samples_a"]), str(r["samples_b"]), _pct(r["share_a"]),
+                  _pct(r["share_b"]), ("[bold]" if sig else "[dim]") + _pct(r["delta"], True),
+                  f"[{_pct(r['delta_lo'], True)}, {_pct(r['delta_hi'], True)}]",
+                  "[bold]significant" if sig else "[dim]noise")
+    if limit and len(rows) > limit:
+        t.caption = f"{len(rows) - limit} smaller rows not shown (--format json/csv has them all)"
+    return t
+
+
+def _render_diff(d, console) -> None:
+    from rich.panel import Panel  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    from profiler.compare.diff import fmt_ns  # noqa: PLC0415
+
+    for w in d.warnings:
+        console.print(Panel(w["message"], title="confound", border_style="yellow"))
+    mt = Table(title=f"{d.a} → {d.b}", title_justify="left")
+    for c in ("metric", d.a, d.b, "B/A", ""):
+        mt.add_column(c, justify="right" if c not in ("metric", "") else "left")
+    for r in d.metrics.to_dict(orient="records"):
+        if r["a"] is None and r["b"] is None:
+            continue
+        fa, fb = r["a"], r["b"]
+        if r["metric"] == "duration_ns":
+            fa, fb = fmt_ns(fa), fmt_ns(fb)
+        mark = "" if r["significant"] is None else ("[bold]significant" if r["significant"] else "[dim]noise (±5%)")
+        mt.add_row(r["metric"], _num(fa), _num(fb), _num(r["ratio"], "{:.3g}x"), mark)
+    console.print(mt)
+    console.print(_share_table("Stall reasons (share of all stall samples; 95% family-wise intervals)",
+                               d.stalls, ["reason"], d.a, d.b))
+    console.print(_share_table("Who waits: opcode class", d.classes, ["class"], d.a, d.b))
+    console.print(_share_table("Who waits on whom: class x reason (top 15)", d.waits, ["class", "reason"], d.a, d.b,
+                               limit=15))
+    console.print(_share_table("Short scoreboard (SSC): all, then per class", d.ssc, ["class"], d.a, d.b))
+    if len(d.barriers):
+        bt = Table(title="Barriers (static: in the SASS; executed: instructions run)", title_justify="left")
+        for c in ("kind", "opcode", d.a, d.b, "B/A"):
+            bt.add_column(c, justify="right" if c not in ("kind", "opcode") else "left")
+        for r in d.barriers.to_dict(orient="records"):
+            bt.add_row(r["kind"], r["opcode"], _num(r["a"], "{:,}"), _num(r["b"], "{:,}"), _num(r["ratio"], "{:.3g}x"))
+        console.print(bt)
+    for n in dict.fromkeys(d.notes):
+        console.print(f"[dim]note: {n}")
+    console.print(f"\n[bold]Verdict:[/bold] {d.verdict}")
+
+
+def _emit(obj_dict: dict, long_frame, fmt: Format, render) -> None:
+    if fmt == Format.json:
+        print(json.dumps(obj_dict, indent=2, default=str))
+    elif fmt == Format.csv:
+        long_frame.to_csv(sys.stdout, index=False)
+    else:
+        render(_console())
+
+
+@app.command("diff")
+def diff_cmd(
+    a: str = typer.Argument(..., help="Version id (in reports/h200/) or report path: the baseline."),
+    b: str = typer.Argument(..., help="Version id or report path: the one compared against A."),
+    shape: Optional[str] = SHAPE_OPTION,
+    kernel: Optional[List[str]] = KERNEL_OPTION,
+    reports: Optional[Path] = REPORTS_OPTION,
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Diff two versions' stall breakdowns: who waits on whom, SSC, barriers, tensor pipe, roofline, time."""
+    from profiler.compare import diff_versions  # noqa: PLC0415
+
+    d = diff_versions(a, b, shape=shape, kernels=kernel, reports=reports)
+    if fmt != Format.table:
+        _warn_stderr(d.warnings)
+    _emit(d.to_dict(), d.long_frame(), fmt, lambda c: _render_diff(d, c))
+
+
+def _render_migration(m, console) -> None:
+    from rich.panel import Panel  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    from profiler.compare.diff import fmt_ns  # noqa: PLC0415
+
+    for w in m.warnings:
+        console.print(Panel(w["message"], title="confound", border_style="yellow"))
+    t = Table(title="Bottleneck migration", title_justify="left")
+    for c in ("version", "duration", "TFLOPS", "vs prev", "top waiter", "share [95%]", "tensor path", "tensor pipe",
+              "SSC"):
+        t.add_column(c, justify="left" if c in ("version", "top waiter", "tensor path") else "right")
+    for r in m.table.to_dict(orient="records"):
+        top = f"{r['top_class']}·{r['top_reason']}" if r["top_class"] else "—"
+        t.add_row(r["version"], fmt_ns(r["duration_ns"]), _num(r["tflops"], "{:.0f}"),
+                  _num(r["speedup_prev"], "{:.2f}x"), top,
+                  f"{_pct(r['top_share'])} [{_pct(r['top_lo'])}, {_pct(r['top_hi'])}]",
+                  _num(r["tensor_path"]), _num(r["tensor_pipe_pct"], "{:.1f}%"), _pct(r["ssc_share"]))
+    console.print(t)
+    if len(m.steps):
+        console.print("[bold]Path of the top waiter[/bold]")
+        for s in m.steps.to_dict(orient="records"):
+            console.print(f"  {s['step']}. {s['sentence']}")
+    for n in dict.fromkeys(m.notes):
+        console.print(f"[dim]note: {n}")
+
+
+def _report(profiled, m, out: Path, force: bool) -> Path:
+    from profiler.compare import diff  # noqa: PLC0415
+    from profiler.compare.confound import confounds  # noqa: PLC0415
+    from profiler.html import render_report, write_html  # noqa: PLC0415
+
+    diffs = [diff(x.summary, y.summary, x.label, y.label, warnings=confounds([x, y]))
+             for x, y in zip(profiled, profiled[1:])]
+    return write_html(out, render_report(m, profiled, diffs), force=force)
+
+
+@app.command("migration")
+def migration_cmd(
+    versions: Optional[List[str]] = typer.Argument(None, help="Versions or report paths, in order "
+                                                                "(default: every version with a report, ladder order)."),
+    shape: Optional[str] = SHAPE_OPTION,
+    kernel: Optional[List[str]] = KERNEL_OPTION,
+    reports: Optional[Path] = REPORTS_OPTION,
+    html: Optional[Path] = typer.Option(None, "--html", help="Also write the standalone HTML report here."),
+    force: bool = typer.Option(False, "--force", help="Overwrite the --html file if it exists."),
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Where the bottleneck goes across versions: top waiter, time, TFLOPS, one sentence per step."""
+    from profiler.compare import load_versions, migrate  # noqa: PLC0415
+
+    profiled = load_versions(versions, shape=shape, kernels=kernel, reports=reports)
+    m = migrate(profiled=profiled)
+    if fmt != Format.table:
+        _warn_stderr(m.warnings)
+    _emit(m.to_dict(), m.table, fmt, lambda c: _render_migration(m, c))
+    if html is not None:
+        written = _report(profiled, m, html, force)
+        print(f"whowaits: wrote {written}", file=sys.stderr)
+
+
+@app.command("report")
+def report_cmd(
+    versions: Optional[List[str]] = typer.Argument(None, help="Versions or report paths (default: all, ladder order)."),
+    html: Path = typer.Option(..., "--html", help="Where to write the self-contained HTML file."),
+    shape: Optional[str] = SHAPE_OPTION,
+    kernel: Optional[List[str]] = KERNEL_OPTION,
+    reports: Optional[Path] = REPORTS_OPTION,
+    force: bool = typer.Option(False, "--force", help="Overwrite the HTML file if it exists."),
+) -> None:
+    """Write one self-contained HTML report: ladder, migration, each version, consecutive diffs."""
+    from profiler.compare import load_versions, migrate  # noqa: PLC0415
+
+    profiled = load_versions(versions, shape=shape, kernels=kernel, reports=reports)
+    m = migrate(profiled=profiled)
+    _warn_stderr(m.warnings)
+    written = _report(profiled, m, html, force)
+    print(f"wrote {written} ({written.stat().st_size / 1e6:.1f} MB, {len(profiled)} version(s))")

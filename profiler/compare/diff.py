@@ -1,0 +1,284 @@
+"""Diff two versions' bottlenecks: stall breakdowns, who waits on whom, SSC, barriers, tensor
+utilisation, roofline point and duration, each change marked significant or within noise.
+
+:func:`diff` is a pure function of two summaries (DESIGN.md's ``show`` objects, e.g. from
+:func:`profiler.compare.subjects.load`); the CLI and the notebooks only render what it returns.
+Shares are fractions of all stall samples of a launch; changes are ``B - A``; intervals come from
+:mod:`profiler.compare.stats` (Wilson per share, Newcombe per change, Bonferroni per table).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from profiler.compare import stats
+
+NOT_WAITING = ("selected", "not_selected")
+"""Reasons that are not a wait on another instruction (``selected``: the warp issued;
+``not_selected``: it was eligible but another warp issued). They stay in every table but are
+never named the *top waiter*."""
+
+SHARE_COLUMNS = ["samples_a", "samples_b", "share_a", "share_b", "lo_a", "hi_a", "lo_b", "hi_b",
+                 "delta", "delta_lo", "delta_hi", "significant"]
+
+
+@dataclass
+class Diff:
+    """Everything ``whowaits diff`` shows. Frames (all shares are fractions, ``delta = B - A``):
+
+    - ``stalls``: reason + :data:`SHARE_COLUMNS`, one row per reason sampled in A or B, by max share.
+    - ``classes``: class, top_reason_a, top_reason_b + :data:`SHARE_COLUMNS` (who waits, per opcode class).
+    - ``waits``: class, reason + :data:`SHARE_COLUMNS` (opcode class x reason).
+    - ``ssc``: class + :data:`SHARE_COLUMNS`, short-scoreboard samples per class (the first row,
+      class ``all``, is SSC's share of all samples); shares of the class rows are of all samples.
+    - ``barriers``: kind (static|executed), opcode, a, b, ratio (b / a; None where a is 0 or unknown).
+    - ``metrics``: metric, a, b, ratio, significant (None where no interval is known): duration,
+      TFLOPS, tensor pipe %, FLOPs, bytes and intensity per level, stall cycles per issue.
+    ``verdict`` is one sentence; ``top_a``/``top_b`` the top waiters ({class, reason, share});
+    ``warnings`` the confounds (:mod:`profiler.compare.confound`); ``notes`` what could not be compared.
+    """
+
+    a: str
+    b: str
+    stalls: pd.DataFrame
+    classes: pd.DataFrame
+    waits: pd.DataFrame
+    ssc: pd.DataFrame
+    barriers: pd.DataFrame
+    metrics: pd.DataFrame
+    verdict: str
+    top_a: dict | None
+    top_b: dict | None
+    speedup: float | None
+    warnings: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+    TABLES = ("metrics", "stalls", "classes", "waits", "ssc", "barriers")
+
+    def to_dict(self) -> dict:
+        """JSON-ready: every frame as a list of records (NaN -> None)."""
+        out = {"a": self.a, "b": self.b, "verdict": self.verdict, "speedup": self.speedup,
+               "top_a": self.top_a, "top_b": self.top_b, "warnings": self.warnings, "notes": self.notes}
+        for name in self.TABLES:
+            out[name] = records(getattr(self, name))
+        return out
+
+    def long_frame(self) -> pd.DataFrame:
+        """All tables stacked, with a leading ``table`` column (the CSV form)."""
+        parts = [getattr(self, n).assign(table=n) for n in self.TABLES if len(getattr(self, n))]
+        if not parts:
+            return pd.DataFrame(columns=["table"])
+        df = pd.concat(parts, ignore_index=True, sort=False)
+        return df[["table"] + [c for c in df.columns if c != "table"]]
+
+
+def records(df: pd.DataFrame) -> list[dict]:
+    """Frame rows as plain-Python dicts (numpy scalars unwrapped, NaN -> None)."""
+    out = []
+    for row in df.to_dict(orient="records"):
+        clean = {}
+        for k, v in row.items():
+            if isinstance(v, np.generic):
+                v = v.item()
+            if isinstance(v, float) and np.isnan(v):
+                v = None
+            clean[k] = v
+        out.append(clean)
+    return out
+
+
+def total_samples(summary: dict) -> int:
+    """All stall samples of a launch: the denominator of every share."""
+    return int(sum((summary.get("stall_samples") or {}).values()))
+
+
+def _share_frame(keys: list[str], rows_a: dict, rows_b: dict, n_a: int, n_b: int) -> pd.DataFrame:
+    idx = list(dict.fromkeys(list(rows_a) + list(rows_b)))
+    if not idx:
+        return pd.DataFrame(columns=keys + SHARE_COLUMNS)
+    ka = np.array([rows_a.get(i, 0) for i in idx], dtype=float)
+    kb = np.array([rows_b.get(i, 0) for i in idx], dtype=float)
+    s = stats.share_change(ka, n_a, kb, n_b)
+    df = pd.DataFrame([i if isinstance(i, tuple) else (i,) for i in idx], columns=keys)
+    df["samples_a"] = ka.astype(int)
+    df["samples_b"] = kb.astype(int)
+    for c in SHARE_COLUMNS[2:]:
+        df[c] = s[c]
+    df["significant"] = df["significant"].astype(bool)
+    order = np.argsort(-np.fmax(np.nan_to_num(df["share_a"].to_numpy()), np.nan_to_num(df["share_b"].to_numpy())),
+                       kind="stable")
+    return df.iloc[order].reset_index(drop=True)
+
+
+def top_waiter(summary: dict) -> dict | None:
+    """The opcode class x reason with the most stall samples, ``selected``/``not_selected`` aside.
+    Returns ``{class, reason, samples, share}`` (share of all samples) or None without samples."""
+    n = total_samples(summary)
+    rows = [w for w in summary.get("who_waits") or [] if w.get("reason") not in NOT_WAITING and w.get("samples")]
+    if not rows or not n:
+        return None
+    w = max(rows, key=lambda r: r["samples"])
+    return {"class": w["class"], "reason": w["reason"], "samples": int(w["samples"]), "share": w["samples"] / n}
+
+
+def waiter_name(w: dict | None) -> str:
+    return f"{w['class']}·{w['reason']}" if w else "nothing (no samples)"
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{100 * x:.0f}%"
+
+
+def fmt_ns(ns) -> str:
+    """A duration for people: ns, µs or ms with 3 significant figures."""
+    if ns is None:
+        return "n/a"
+    ns = float(ns)
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3g} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.3g} µs"
+    return f"{ns:.3g} ns"
+
+
+def _ratio(a, b):
+    if a is None or b is None:
+        return None
+    try:
+        return float(b) / float(a) if float(a) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _metrics(sa: dict, sb: dict) -> pd.DataFrame:
+    ra, rb = sa.get("roofline") or {}, sb.get("roofline") or {}
+    dur = stats.duration_change(sa.get("duration_ns"), sb.get("duration_ns"))
+    rows = [("duration_ns", sa.get("duration_ns"), sb.get("duration_ns"), dur["ratio"], dur["significant"]),
+            ("achieved_tflops", ra.get("achieved_tflops"), rb.get("achieved_tflops"), None, None),
+            ("tensor_pipe_pct", sa.get("tensor_pipe_pct"), sb.get("tensor_pipe_pct"), None, None),
+            ("tensor_path", sa.get("tensor_path"), sb.get("tensor_path"), None, None),
+            ("flops", ra.get("flops"), rb.get("flops"), None, None)]
+    for lv in ("l1", "l2", "dram"):
+        rows.append((f"bytes_{lv}", (ra.get("bytes") or {}).get(lv), (rb.get("bytes") or {}).get(lv), None, None))
+    for lv in ("l1", "l2", "dram"):
+        rows.append((f"intensity_{lv}", (ra.get("intensity") or {}).get(lv), (rb.get("intensity") or {}).get(lv),
+                     None, None))
+    cpi_a, cpi_b = sa.get("stall_cycles_per_issue"), sb.get("stall_cycles_per_issue")
+    if isinstance(cpi_a, dict) or isinstance(cpi_b, dict):
+        cpi_a = sum(v for v in (cpi_a or {}).values() if v is not None) if cpi_a else None
+        cpi_b = sum(v for v in (cpi_b or {}).values() if v is not None) if cpi_b else None
+    rows.append(("stall_cycles_per_issue", cpi_a, cpi_b, None, None))
+    la, lb = sa.get("launch") or {}, sb.get("launch") or {}
+    for k in ("registers_per_thread", "shared_mem_bytes", "achieved_occupancy_pct", "waves_per_sm"):
+        rows.append((k, la.get(k), lb.get(k), None, None))
+    out = []
+    for name, a, b, ratio, sig in rows:
+        if ratio is None and name != "tensor_path":
+            ratio = _ratio(a, b)
+        out.append({"metric": name, "a": a, "b": b, "ratio": ratio, "significant": sig})
+    return pd.DataFrame(out, columns=["metric", "a", "b", "ratio", "significant"])
+
+
+def _by_class(ssc: dict) -> dict:
+    bc = (ssc or {}).get("by_class")
+    if isinstance(bc, dict):
+        return {k: v if not isinstance(v, dict) else v.get("samples", 0) for k, v in bc.items()}
+    return {r["class"]: r.get("samples") or 0 for r in bc or []}
+
+
+def verdict(label_a: str, label_b: str, sa: dict, sb: dict, top_a: dict | None, top_b: dict | None,
+            waits: pd.DataFrame | None = None) -> str:
+    """One sentence: the time change first, then where the top waiter went (with both shares)."""
+    dur = stats.duration_change(sa.get("duration_ns"), sb.get("duration_ns"))
+    times = f"{fmt_ns(sa.get('duration_ns'))} → {fmt_ns(sb.get('duration_ns'))}"
+    if dur["ratio"] is None:
+        head = f"{label_b} vs {label_a}: no duration to compare"
+    elif not dur["significant"]:
+        head = f"{label_b} runs as fast as {label_a} within noise (±{100 * stats.DURATION_NOISE:.0f}%, {times})"
+    elif dur["speedup"] > 1:
+        head = f"{label_b} is {dur['speedup']:.2g}x faster than {label_a} ({times})"
+    else:
+        head = f"{label_b} is {1 / dur['speedup']:.2g}x slower than {label_a} ({times})"
+
+    def share_in(summary, w):
+        n = total_samples(summary)
+        if not w or not n:
+            return None
+        for r in summary.get("who_waits") or []:
+            if r.get("class") == w["class"] and r.get("reason") == w["reason"]:
+                return r["samples"] / n
+        return 0.0
+
+    if top_a is None or top_b is None:
+        tail = "no stall samples to say who waits"
+    elif (top_a["class"], top_a["reason"]) == (top_b["class"], top_b["reason"]):
+        noise = ""
+        if waits is not None and len(waits):
+            hit = waits[(waits["class"] == top_a["class"]) & (waits["reason"] == top_a["reason"])]
+            if len(hit) and not bool(hit["significant"].iloc[0]):
+                noise = ", within noise"
+        tail = f"the top waiter stays {waiter_name(top_a)} ({_pct(top_a['share'])} → {_pct(top_b['share'])}{noise})"
+    else:
+        tail = (f"the top waiter moved from {waiter_name(top_a)} ({_pct(top_a['share'])} → "
+                f"{_pct(share_in(sb, top_a))}) to {waiter_name(top_b)} "
+                f"({_pct(share_in(sa, top_b))} → {_pct(top_b['share'])})")
+    extra = ""
+    pa, pb = sa.get("tensor_path"), sb.get("tensor_path")
+    if pa != pb and pa is not None and pb is not None:
+        extra = f"; tensor path {pa} → {pb}"
+    return f"{head}; {tail}{extra}."
+
+
+def diff(a: dict, b: dict, label_a: str = "A", label_b: str = "B", warnings: list | None = None) -> Diff:
+    """Compare summary ``b`` against summary ``a`` (one launch each, or merged launches).
+
+    ``warnings`` (the confound guard's findings) are carried into the result untouched.
+    """
+    na, nb = total_samples(a), total_samples(b)
+    notes = []
+    if not na or not nb:
+        notes.append(f"no stall samples in {label_a if not na else label_b}: shares cannot be compared "
+                     "(collect WarpStateStats/SourceCounters)")
+    stalls = _share_frame(["reason"], a.get("stall_samples") or {}, b.get("stall_samples") or {}, na, nb)
+    oa = {r["class"]: r.get("samples") or 0 for r in a.get("opcode_waits") or []}
+    ob = {r["class"]: r.get("samples") or 0 for r in b.get("opcode_waits") or []}
+    classes = _share_frame(["class"], oa, ob, na, nb)
+    ta = {r["class"]: r.get("top_reason") for r in a.get("opcode_waits") or []}
+    tb = {r["class"]: r.get("top_reason") for r in b.get("opcode_waits") or []}
+    classes.insert(1, "top_reason_a", [ta.get(c) for c in classes["class"]])
+    classes.insert(2, "top_reason_b", [tb.get(c) for c in classes["class"]])
+    wa = {(r["class"], r["reason"]): r.get("samples") or 0 for r in a.get("who_waits") or []}
+    wb = {(r["class"], r["reason"]): r.get("samples") or 0 for r in b.get("who_waits") or []}
+    waits = _share_frame(["class", "reason"], wa, wb, na, nb)
+
+    ssc_a, ssc_b = a.get("short_scoreboard") or {}, b.get("short_scoreboard") or {}
+    head = _share_frame(["class"], {"all": ssc_a.get("samples") or 0}, {"all": ssc_b.get("samples") or 0}, na, nb)
+    per = _share_frame(["class"], _by_class(ssc_a), _by_class(ssc_b), na, nb)
+    ssc = pd.concat([head, per], ignore_index=True) if len(per) else head
+    ssc["cycles_per_issue_a"] = [ssc_a.get("cycles_per_issue")] + [None] * (len(ssc) - 1)
+    ssc["cycles_per_issue_b"] = [ssc_b.get("cycles_per_issue")] + [None] * (len(ssc) - 1)
+
+    bar_rows = []
+    for kind in ("static", "executed"):
+        ba = ((a.get("barriers") or {}).get(kind)) or {}
+        bb = ((b.get("barriers") or {}).get(kind)) or {}
+        for op in sorted(set(ba) | set(bb)):
+            bar_rows.append({"kind": kind, "opcode": op, "a": ba.get(op, 0), "b": bb.get(op, 0),
+                             "ratio": _ratio(ba.get(op, 0), bb.get(op, 0))})
+        for side, summ, label in (("a", a, label_a), ("b", b, label_b)):
+            if (summ.get("barriers") or {}).get(kind) is None:
+                notes.append(f"{label}: {kind} barrier counts unknown")
+    barriers = pd.DataFrame(bar_rows, columns=["kind", "opcode", "a", "b", "ratio"])
+
+    metrics = _metrics(a, b)
+    top_a, top_b = top_waiter(a), top_waiter(b)
+    dur = stats.duration_change(a.get("duration_ns"), b.get("duration_ns"))
+    for side, summ, label in (("a", a, label_a), ("b", b, label_b)):
+        for m in summ.get("missing") or []:
+            notes.append(f"{label}: {m.get('field')} missing (needs section {m.get('section')})")
+    return Diff(a=label_a, b=label_b, stalls=stalls, classes=classes, waits=waits, ssc=ssc, barriers=barriers,
+                metrics=metrics, verdict=verdict(label_a, label_b, a, b, top_a, top_b, waits),
+                top_a=top_a, top_b=top_b, speedup=dur["speedup"], warnings=list(warnings or []), notes=notes)

@@ -1,0 +1,186 @@
+"""The bottleneck's path across versions: who waits in each version, and where it goes next.
+
+:func:`migration` is a pure function of the versions' summaries in ladder order. It returns the
+ladder table (dominant waiter, duration, TFLOPS per version), the stall shares per version, one
+generated sentence per step (the same verdict as :func:`profiler.compare.diff.diff` gives for the
+pair), and the roofline trajectory: one point per version on the L1, L2 and DRAM rooflines,
+with the roofs of the tensor paths the versions actually used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from profiler.compare import stats
+from profiler.compare.diff import diff, records, top_waiter, total_samples
+
+LEVELS = ("l1", "l2", "dram")
+
+
+@dataclass
+class Migration:
+    """What ``whowaits migration`` shows. Frames:
+
+    - ``table``: version, kernel, duration_ns, tflops, speedup_prev (vs the previous version),
+      speedup_first, top_class, top_reason, top_share, top_lo, top_hi (Wilson interval),
+      tensor_path, tensor_pipe_pct, ssc_share, intensity_l1, intensity_l2, intensity_dram,
+      title, change (from the version registry; empty for external subjects), step (the sentence
+      of the step that led to this version; empty for the first).
+    - ``stall_shares``: version, reason, samples, share, lo, hi (long; every reason sampled anywhere).
+    - ``waiters``: version, class, reason, samples, share: the class x reason rows that are the top
+      waiter of at least one version, for every version (the path chart).
+    - ``steps``: step, src, dst, speedup, top_src, top_dst, moved (bool), sentence.
+    - ``roofline``: version, level, intensity (FLOP/byte), tflops (achieved), path (tensor path).
+    - ``roofs``: path, level, intensity, tflops: points of each roof (a bandwidth slope then the
+      compute ceiling) for the tensor paths used, from ``roofline.ceilings`` of the summaries.
+    ``path`` is the top waiter per version in order; ``warnings`` the confound guard's findings.
+    """
+
+    versions: list
+    table: pd.DataFrame
+    stall_shares: pd.DataFrame
+    waiters: pd.DataFrame
+    steps: pd.DataFrame
+    roofline: pd.DataFrame
+    roofs: pd.DataFrame
+    path: list
+    warnings: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+    TABLES = ("table", "steps", "stall_shares", "waiters", "roofline", "roofs")
+
+    def to_dict(self) -> dict:
+        out = {"versions": self.versions, "path": self.path, "warnings": self.warnings, "notes": self.notes}
+        for name in self.TABLES:
+            out[name] = records(getattr(self, name))
+        return out
+
+
+def _ceiling_points(ceilings: dict, intensity_max: float) -> list[dict]:
+    """Roof polylines from one summary's ``roofline.ceilings``: for each level with a bandwidth,
+    from a low intensity up the slope to the ridge point, then flat to ``intensity_max``."""
+    if not ceilings:
+        return []
+    peak = ceilings.get("tflops")
+    bws = ceilings.get("bandwidth_gbs") or {}
+    if not peak:
+        return []
+    out = []
+    for lv in LEVELS:
+        bw = bws.get(lv)
+        if not bw:
+            continue
+        # tflops = GB/s * FLOP/B / 1e3 ; ridge at peak * 1e3 / bw FLOP/B
+        ridge = peak * 1e3 / bw
+        lo = min(ridge / 100, 0.1)
+        hi = max(intensity_max * 4, ridge * 4)
+        for x in (lo, ridge, hi):
+            out.append({"level": lv, "intensity": x, "tflops": min(peak, bw * x / 1e3)})
+    return out
+
+
+def migration(profiled: list, info: dict | None = None, warnings: list | None = None) -> Migration:
+    """The migration over ``profiled`` (a list of :class:`~profiler.compare.subjects.Profiled`, in
+    ladder order; one is enough). ``info`` maps version id -> registry metadata (title, change…)."""
+    info = info or {}
+    labels = [p.label for p in profiled]
+    rows, shares, road = [], [], []
+    first_dur = profiled[0].summary.get("duration_ns") if profiled else None
+    prev = None
+    tops = []
+    for p in profiled:
+        s = p.summary
+        n = total_samples(s)
+        top = top_waiter(s)
+        tops.append(top)
+        roof = s.get("roofline") or {}
+        inten = roof.get("intensity") or {}
+        dur = s.get("duration_ns")
+        lo = hi = None
+        if top and n:
+            lo_a, hi_a = stats.wilson_interval(top["samples"], n)
+            lo, hi = float(lo_a), float(hi_a)
+        ssc = (s.get("short_scoreboard") or {}).get("samples")
+        meta = info.get(p.subject.version or "", {})
+        rows.append({
+            "version": p.label, "kernel": s.get("kernel"), "duration_ns": dur,
+            "tflops": roof.get("achieved_tflops"),
+            "speedup_prev": stats.duration_change(prev, dur)["speedup"] if prev else None,
+            "speedup_first": stats.duration_change(first_dur, dur)["speedup"] if first_dur else None,
+            "top_class": top["class"] if top else None, "top_reason": top["reason"] if top else None,
+            "top_share": top["share"] if top else None, "top_lo": lo, "top_hi": hi,
+            "tensor_path": s.get("tensor_path"), "tensor_pipe_pct": s.get("tensor_pipe_pct"),
+            "ssc_share": (ssc / n if ssc is not None and n else None),
+            **{f"intensity_{lv}": inten.get(lv) for lv in LEVELS},
+            "title": meta.get("title", ""), "change": meta.get("change", ""),
+        })
+        prev = dur
+        samples = s.get("stall_samples") or {}
+        if n:
+            reasons = list(samples)
+            k = np.array([samples[r] for r in reasons], dtype=float)
+            lo_r, hi_r = stats.wilson_interval(k, n)
+            for r, kk, l, h in zip(reasons, k, lo_r, hi_r):
+                shares.append({"version": p.label, "reason": r, "samples": int(kk), "share": kk / n,
+                               "lo": float(l), "hi": float(h)})
+        for lv in LEVELS:
+            road.append({"version": p.label, "level": lv, "intensity": inten.get(lv),
+                         "tflops": roof.get("achieved_tflops"), "path": s.get("tensor_path")})
+
+    stall_shares = pd.DataFrame(shares, columns=["version", "reason", "samples", "share", "lo", "hi"])
+    if len(stall_shares):  # every reason appears for every version (0 where unsampled), fixed order
+        order = (stall_shares.groupby("reason")["share"].max().sort_values(ascending=False).index.tolist())
+        full = pd.MultiIndex.from_product([[lb for lb in labels if lb in set(stall_shares["version"])], order],
+                                          names=["version", "reason"])
+        stall_shares = (stall_shares.set_index(["version", "reason"]).reindex(full).reset_index())
+        stall_shares["samples"] = stall_shares["samples"].fillna(0).astype(int)
+        stall_shares["share"] = stall_shares["share"].fillna(0.0)
+
+    keyset = list(dict.fromkeys((t["class"], t["reason"]) for t in tops if t))
+    wrows = []
+    for p in profiled:
+        n = total_samples(p.summary)
+        got = {(w["class"], w["reason"]): w.get("samples") or 0 for w in p.summary.get("who_waits") or []}
+        for c, r in keyset:
+            wrows.append({"version": p.label, "class": c, "reason": r, "samples": int(got.get((c, r), 0)),
+                          "share": got.get((c, r), 0) / n if n else None})
+    waiters = pd.DataFrame(wrows, columns=["version", "class", "reason", "samples", "share"])
+
+    srows = []
+    for i in range(1, len(profiled)):
+        pa, pb = profiled[i - 1], profiled[i]
+        d = diff(pa.summary, pb.summary, pa.label, pb.label)
+        ta, tb = d.top_a, d.top_b
+        moved = bool(ta and tb and (ta["class"], ta["reason"]) != (tb["class"], tb["reason"]))
+        srows.append({"step": i, "src": pa.label, "dst": pb.label, "speedup": d.speedup,
+                      "top_src": f"{ta['class']}·{ta['reason']}" if ta else None,
+                      "top_dst": f"{tb['class']}·{tb['reason']}" if tb else None,
+                      "moved": moved, "sentence": d.verdict})
+    steps = pd.DataFrame(srows, columns=["step", "src", "dst", "speedup", "top_src", "top_dst", "moved", "sentence"])
+
+    roofline = pd.DataFrame(road, columns=["version", "level", "intensity", "tflops", "path"])
+    imax = pd.to_numeric(roofline["intensity"], errors="coerce").max() if len(roofline) else np.nan
+    imax = float(imax) if imax == imax else 1000.0
+    roof_rows, seen = [], set()
+    for p in profiled:
+        r = p.summary.get("roofline") or {}
+        path = p.summary.get("tensor_path")
+        if path in seen:
+            continue
+        seen.add(path)
+        for pt in _ceiling_points(r.get("ceilings") or {}, imax):
+            roof_rows.append({"path": path, **pt})
+    roofs = pd.DataFrame(roof_rows, columns=["path", "level", "intensity", "tflops"])
+    notes = []
+    for p in profiled:
+        for m in p.summary.get("missing") or []:
+            notes.append(f"{p.label}: {m.get('field')} missing (needs section {m.get('section')})")
+    table = pd.DataFrame(rows)
+    table["step"] = [""] + list(steps["sentence"])
+    return Migration(versions=labels, table=table, stall_shares=stall_shares, waiters=waiters,
+                     steps=steps, roofline=roofline, roofs=roofs,
+                     path=[{"version": lb, **(t or {})} for lb, t in zip(labels, tops)],
+                     warnings=list(warnings or []), notes=notes)

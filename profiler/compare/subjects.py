@@ -1,0 +1,238 @@
+"""Find and load what is compared: a *subject* is one report of one version at one shape.
+
+Versions are folders of ``reports/<gpu>/`` (``reports/h200/v03_ldsm/b1_h64_s1024_d128_fp16.ncu-rep``);
+external subjects are versions too (``ext-sdpa-cudnn``). A spec given on the command line is
+either a version id or a report path. Ladder order comes from ``kernels.registry`` when it knows
+the versions; the rest follow (other versions by name, then ``ext-*`` subjects).
+
+This is the one module of :mod:`profiler.compare` that touches files: it resolves specs, calls
+:func:`profiler.analyze.summarize` and reads provenance sidecars. Everything else in the package
+is a pure function of the summaries it returns.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from profiler.errors import WhowaitsError
+
+REPORT_SUFFIX = ".ncu-rep"
+DEFAULT_GPU = "h200"
+SHAPE_RE = re.compile(r"^b\d+_h\d+_s\d+_d\d+_[a-z0-9]+(_causal)?$")
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One report to compare: ``label`` is what tables print (the version id, or the file stem)."""
+
+    label: str
+    path: Path
+    version: str | None = None
+    shape: str | None = None
+
+
+@dataclass
+class Profiled:
+    """A subject with its summary (DESIGN.md's ``show`` object, launches merged) and sidecar."""
+
+    subject: Subject
+    summary: dict
+    launches: int = 1
+    sidecar: dict | None = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.subject.label
+
+
+# ----------------------------------------------------------------------------- locating
+
+def reports_dir(gpu: str = DEFAULT_GPU, root: str | os.PathLike | None = None) -> Path:
+    """The folder holding one folder per version: ``$WHOWAITS_REPORTS_DIR``, else
+    ``./reports/<gpu>`` when it exists, else ``reports/<gpu>`` of the checkout this package lives in."""
+    if root is not None:
+        return Path(root)
+    env = os.environ.get("WHOWAITS_REPORTS_DIR")
+    if env:
+        return Path(env)
+    here = Path.cwd() / "reports" / gpu
+    if here.is_dir():
+        return here
+    return Path(__file__).resolve().parents[2] / "reports" / gpu
+
+
+def _registry_versions() -> list[dict]:
+    """Ladder versions from ``kernels.registry`` in ladder order, as dicts (id, title, change,
+    hypothesis, expected_bottleneck, verdict, parent). Empty when the registry is unavailable."""
+    try:
+        from kernels import registry  # noqa: PLC0415 (optional, lazy)
+    except Exception:  # noqa: BLE001 - the registry is optional for comparing reports
+        return []
+    for name in ("discover", "versions", "load_versions", "ladder", "all_versions"):
+        fn = getattr(registry, name, None)
+        if callable(fn):
+            try:
+                found = list(fn())
+            except Exception:  # noqa: BLE001
+                return []
+            break
+    else:
+        return []
+    keys = ("id", "parent", "title", "change", "hypothesis", "expected_bottleneck", "verdict")
+    out = []
+    for v in found:
+        d = {k: (v.get(k) if isinstance(v, dict) else getattr(v, k, None)) for k in keys}
+        if d.get("id"):
+            out.append({k: ("" if val is None else str(val)) for k, val in d.items()})
+    return out
+
+
+def version_info() -> dict[str, dict]:
+    """Registry metadata by version id (empty where the registry does not know the version)."""
+    return {v["id"]: v for v in _registry_versions()}
+
+
+def known_versions(rdir: Path) -> list[str]:
+    """Every version with at least one report in ``rdir``, in ladder order, then others, then ext-*."""
+    if not rdir.is_dir():
+        return []
+    have = sorted(p.name for p in rdir.iterdir()
+                  if p.is_dir() and any(p.glob(f"*{REPORT_SUFFIX}")))
+    ladder = [v["id"] for v in _registry_versions()]
+    ordered = [v for v in ladder if v in have]
+    rest = [v for v in have if v not in ordered]
+    return ordered + [v for v in rest if not v.startswith("ext-")] + [v for v in rest if v.startswith("ext-")]
+
+
+def shapes_of(rdir: Path, version: str) -> list[str]:
+    """Shape keys that ``version`` has reports for."""
+    return sorted(p.name[: -len(REPORT_SUFFIX)] for p in (rdir / version).glob(f"*{REPORT_SUFFIX}"))
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.endswith(REPORT_SUFFIX) or os.sep in spec or "/" in spec
+
+
+def resolve(specs: list[str], shape: str | None = None, rdir: Path | None = None) -> list[Subject]:
+    """Turn version ids or report paths into subjects, all at one shape.
+
+    Version ids take ``shape`` when given, else the one shape every named version has.
+    Raises :class:`WhowaitsError` for an unknown version (listing the known ones), a version
+    without a report at the shape, an ambiguous shape or a report path that does not exist.
+    """
+    rdir = reports_dir() if rdir is None else rdir
+    known = known_versions(rdir)
+    ladder_ids = {v["id"] for v in _registry_versions()}
+    kinds: list[tuple[str, str]] = []
+    for spec in specs:
+        p = Path(spec)
+        if p.is_file():
+            kinds.append(("path", spec))
+        elif spec in known:
+            kinds.append(("version", spec))
+        elif len([v for v in known if v.startswith(spec + "_")]) == 1:  # v03 for v03_ldsm
+            kinds.append(("version", next(v for v in known if v.startswith(spec + "_"))))
+        elif _looks_like_path(spec):
+            raise WhowaitsError(f"no such report: {spec}")
+        elif spec in ladder_ids or (rdir / spec).is_dir():
+            raise WhowaitsError(
+                f"version '{spec}' has no report in {rdir}/{spec}/; profile it first (whowaits profile {spec})")
+        else:
+            listed = ", ".join(known) if known else "none"
+            raise WhowaitsError(f"unknown version '{spec}'; known versions with reports in {rdir}: {listed}")
+
+    versions = [s for k, s in kinds if k == "version"]
+    if versions:
+        if shape is None:
+            common = set(shapes_of(rdir, versions[0]))
+            for v in versions[1:]:
+                common &= set(shapes_of(rdir, v))
+            if not common:
+                raise WhowaitsError(
+                    "the versions share no shape: " + "; ".join(
+                        f"{v}: {', '.join(shapes_of(rdir, v))}" for v in versions) + " (use report paths)")
+            if len(common) > 1:
+                raise WhowaitsError(f"several shapes to choose from ({', '.join(sorted(common))}); pick one with --shape")
+            shape = common.pop()
+        else:
+            for v in versions:
+                if shape not in shapes_of(rdir, v):
+                    raise WhowaitsError(
+                        f"no report for version '{v}' at shape {shape} ({rdir / v / (shape + REPORT_SUFFIX)}); "
+                        f"it has: {', '.join(shapes_of(rdir, v))}")
+
+    out = []
+    for kind, spec in kinds:
+        if kind == "version":
+            out.append(Subject(label=spec, path=rdir / spec / f"{shape}{REPORT_SUFFIX}", version=spec, shape=shape))
+        else:
+            p = Path(spec)
+            stem = p.name[: -len(REPORT_SUFFIX)] if p.name.endswith(REPORT_SUFFIX) else p.stem
+            version = p.parent.name if p.parent.name else None
+            label = version if version and version not in ("", ".") else stem
+            out.append(Subject(label=label, path=p, version=version,
+                               shape=stem if SHAPE_RE.match(stem) else None))
+    # Two subjects may print the same label (two shapes of one version): make labels unique.
+    counts = Counter(s.label for s in out)
+    if any(c > 1 for c in counts.values()):
+        out = [Subject(label=f"{s.label}/{s.path.name[: -len(REPORT_SUFFIX)]}" if counts[s.label] > 1 else s.label,
+                       path=s.path, version=s.version, shape=s.shape) for s in out]
+    return out
+
+
+def resolve_all(shape: str | None = None, rdir: Path | None = None) -> list[Subject]:
+    """Every version with a report, ladder order then ext subjects, at one shape.
+
+    Without ``shape`` the shape most versions have is taken (ties: the first by name), and the
+    versions lacking it are left out."""
+    rdir = reports_dir() if rdir is None else rdir
+    known = known_versions(rdir)
+    if not known:
+        raise WhowaitsError(f"no reports found in {rdir} (expected {rdir}/<version>/<shape>{REPORT_SUFFIX})")
+    if shape is None:
+        counts = Counter(s for v in known for s in shapes_of(rdir, v))
+        shape = sorted(counts, key=lambda s: (-counts[s], s))[0]
+    chosen = [v for v in known if shape in shapes_of(rdir, v)]
+    if not chosen:
+        raise WhowaitsError(f"no version has a report at shape {shape} in {rdir}")
+    return resolve(chosen, shape=shape, rdir=rdir)
+
+
+# ----------------------------------------------------------------------------- loading
+
+def _read_sidecar(path: Path) -> dict | None:
+    from profiler.provenance import read_sidecar  # noqa: PLC0415
+
+    return read_sidecar(path)
+
+
+def load(subject: Subject, kernel: str | None = None) -> Profiled:
+    """Summarise ``subject``'s report (launches matching ``kernel``, merged) with its sidecar."""
+    from profiler.analyze import summarize  # noqa: PLC0415 (keeps import of this module cheap)
+    from profiler.compare.merge import merge_launches  # noqa: PLC0415
+
+    launches = summarize(str(subject.path), kernel=kernel)
+    if not launches:
+        what = f" matching --kernel '{kernel}'" if kernel else ""
+        raise WhowaitsError(f"no kernel launch{what} in {subject.path}")
+    summary = merge_launches(launches)
+    return Profiled(subject=subject, summary=summary, launches=len(launches),
+                    sidecar=_read_sidecar(subject.path))
+
+
+def load_many(subjects: list[Subject], kernels: list[str] | None = None) -> list[Profiled]:
+    """:func:`load` each subject; ``kernels`` is one regex for all, or one per subject."""
+    if not kernels:
+        ks = [None] * len(subjects)
+    elif len(kernels) == 1:
+        ks = kernels * len(subjects)
+    elif len(kernels) == len(subjects):
+        ks = list(kernels)
+    else:
+        raise WhowaitsError(f"give one --kernel for all reports or one per report ({len(subjects)}), not {len(kernels)}")
+    return [load(s, k) for s, k in zip(subjects, ks)]

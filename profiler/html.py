@@ -1,0 +1,213 @@
+"""The standalone HTML report: one file, plotly.js inlined, readable offline.
+
+Sections: the confound guard's warnings, the ladder table, the migration (stall shares per
+version, the top waiters' path with one sentence per step, the roofline trajectory), each
+version's breakdown (stall reasons, who waits on whom, top instructions) and the diff of every
+pair of consecutive versions. Rendering only: it takes a :class:`~profiler.compare.Migration`,
+the loaded versions and their consecutive :class:`~profiler.compare.Diff` s, and draws them with
+:mod:`profiler.plots`. :func:`write_html` writes atomically (temp file + rename).
+
+The page records every JavaScript error and ``console.error`` on ``<html data-errors=N>`` so a
+headless browser's DOM dump shows whether it rendered cleanly.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import os
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from profiler.errors import WhowaitsError
+
+_ERROR_HOOK = """<script>
+(function () {
+  var errs = [];
+  function note(msg) {
+    errs.push(String(msg));
+    document.documentElement.setAttribute('data-errors', String(errs.length));
+    document.documentElement.setAttribute('data-first-error', errs[0].slice(0, 300));
+  }
+  window.addEventListener('error', function (e) { note(e.message || 'error'); });
+  window.addEventListener('unhandledrejection', function (e) { note('unhandled rejection: ' + e.reason); });
+  var ce = console.error;
+  console.error = function () { note(Array.prototype.join.call(arguments, ' ')); ce.apply(console, arguments); };
+})();
+</script>"""
+
+_DONE_HOOK = """<script>
+window.addEventListener('load', function () {
+  var n = document.querySelectorAll('.js-plotly-plot .main-svg').length;
+  document.documentElement.setAttribute('data-main-svgs', String(n));
+});
+</script>"""
+
+_CSS = """
+body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem auto; max-width: 1200px;
+       color: #222; padding: 0 1rem; }
+h1 { margin-bottom: .2rem; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2rem; margin-top: 2.5rem; }
+.meta { color: #666; font-size: .9rem; }
+table { border-collapse: collapse; font-size: .88rem; margin: .6rem 0; }
+th, td { border-bottom: 1px solid #eee; padding: .25rem .6rem; text-align: left; vertical-align: top; }
+th { background: #f6f6f6; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.warn { background: #fff4e5; border-left: 4px solid #f0a020; padding: .5rem .8rem; margin: .4rem 0; }
+.note { color: #666; font-size: .85rem; }
+.verdict { font-size: 1.05rem; background: #eef6ff; border-left: 4px solid #2171b5; padding: .5rem .8rem; }
+.noise { color: #999; } .sig { font-weight: 600; }
+nav a { margin-right: .8rem; }
+"""
+
+
+def _e(x) -> str:
+    return _html.escape("" if x is None else str(x))
+
+
+def _num(x, fmt: str = "{:.3g}") -> str:
+    if x is None or (isinstance(x, float) and x != x):
+        return "—"
+    if isinstance(x, (int, float)):
+        return fmt.format(x)
+    return _e(x)
+
+
+def _pct(x) -> str:
+    return _num(None if x is None else 100 * x, "{:.1f}%")
+
+
+def _table(headers: list[str], rows: list[list[str]], num_cols: set[int] = frozenset()) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td class='num'>{c}</td>" if i in num_cols else f"<td>{c}</td>"
+                                    for i, c in enumerate(r)) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _fig(fig) -> str:
+    return fig.to_html(include_plotlyjs=False, full_html=False,
+                       config={"displaylogo": False, "responsive": True})
+
+
+def _warnings(warnings: list[dict]) -> str:
+    return "".join(f"<div class='warn'>⚠ {_e(w['message'])}</div>" for w in warnings)
+
+
+def _ladder_table(m) -> str:
+    from profiler.compare.diff import fmt_ns  # noqa: PLC0415
+
+    rows = []
+    for r in m.table.to_dict(orient="records"):
+        top = f"{_e(r['top_class'])}·{_e(r['top_reason'])}" if r.get("top_class") else "—"
+        rows.append([f"<a href='#v-{_e(r['version'])}'>{_e(r['version'])}</a>", _e(r.get("title")),
+                     _e(r.get("change")), _e(fmt_ns(r.get("duration_ns"))), _num(r.get("tflops"), "{:.0f}"),
+                     _num(r.get("speedup_prev"), "{:.2f}x"), top,
+                     f"{_pct(r.get('top_share'))} <span class='note'>[{_pct(r.get('top_lo'))}, "
+                     f"{_pct(r.get('top_hi'))}]</span>",
+                     _e(r.get("tensor_path")), _num(r.get("tensor_pipe_pct"), "{:.1f}%")])
+    return _table(["version", "title", "change", "duration", "TFLOPS", "vs prev", "top waiter", "share [95%]",
+                   "tensor path", "tensor pipe"], rows, {3, 4, 5, 7, 9})
+
+
+def _version_section(p, m) -> str:
+    from profiler import plots  # noqa: PLC0415
+
+    s = p.summary
+    label = p.label
+    shares = m.stall_shares[m.stall_shares["version"] == label]
+    n = sum((s.get("stall_samples") or {}).values())
+    waits = pd.DataFrame(s.get("who_waits") or [], columns=["class", "reason", "samples", "share"])
+    if n and len(waits):
+        waits = waits.assign(share=waits["samples"] / n)
+    parts = [f"<section id='v-{_e(label)}'><h3>{_e(label)}</h3>",
+             f"<p class='meta'>kernel <code>{_e(s.get('kernel'))}</code> · {_e(p.subject.path)}"
+             f"{' · ' + str(p.launches) + ' launches merged' if p.launches > 1 else ''}</p>"]
+    parts.append(_fig(plots.stall_breakdown(shares, title=f"{label}: stall reasons (95% intervals)")))
+    parts.append(_fig(plots.who_waits_heatmap(waits, title=f"{label}: who waits on whom (% of samples)")))
+    tops = s.get("top_instructions") or []
+    if tops:
+        rows = [[_e(hex(t["address"]) if isinstance(t.get("address"), int) else t.get("address")),
+                 f"<code>{_e(t.get('sass'))}</code>", _e(t.get("class")), _num(t.get("samples"), "{:d}"),
+                 _e(t.get("top_reason"))] for t in tops[:10]]
+        parts.append("<h4>Top instructions by stall samples</h4>"
+                     + _table(["address", "SASS", "class", "samples", "top reason"], rows, {3}))
+    missing = s.get("missing") or []
+    if missing:
+        parts.append("<p class='note'>Missing: " + "; ".join(
+            f"{_e(x.get('field'))} (section {_e(x.get('section'))})" for x in missing) + "</p>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _diff_section(d) -> str:
+    from profiler import plots  # noqa: PLC0415
+
+    rows = []
+    for r in d.stalls.to_dict(orient="records"):
+        if not (r["share_a"] or r["share_b"]):
+            continue
+        cls = "sig" if r["significant"] else "noise"
+        rows.append([_e(r["reason"]), _num(r["samples_a"], "{:d}"), _num(r["samples_b"], "{:d}"),
+                     _pct(r["share_a"]), _pct(r["share_b"]),
+                     f"<span class='{cls}'>{_num(100 * r['delta'], '{:+.1f}')} pp</span>",
+                     f"[{_num(100 * r['delta_lo'], '{:+.1f}')}, {_num(100 * r['delta_hi'], '{:+.1f}')}]",
+                     "significant" if r["significant"] else "noise"])
+    table = _table(["reason", f"samples {d.a}", f"samples {d.b}", f"share {d.a}", f"share {d.b}", "Δ", "interval",
+                    ""], rows, {1, 2, 3, 4, 5, 6})
+    return (f"<section id='d-{_e(d.a)}-{_e(d.b)}'><h3>{_e(d.a)} → {_e(d.b)}</h3>"
+            + _warnings(d.warnings)
+            + f"<p class='verdict'>{_e(d.verdict)}</p>" + table
+            + _fig(plots.diff_deltas(d.classes, key="class",
+                                     title=f"{d.a} → {d.b}: change per opcode class (pp, grey = noise)"))
+            + "</section>")
+
+
+def render_report(m, profiled: list, diffs: list, title: str = "whowaits: who waits on whom, version by version") -> str:
+    """The whole page as a string (see the module docstring for its sections)."""
+    from plotly.offline import get_plotlyjs  # noqa: PLC0415
+
+    from profiler import plots  # noqa: PLC0415
+
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    steps = "".join(f"<li>{_e(s)}</li>" for s in m.steps["sentence"]) or "<li>one version: no step yet</li>"
+    body = [
+        f"<h1>{_e(title)}</h1>",
+        f"<p class='meta'>{len(m.versions)} version(s) · generated {when} by whowaits</p>",
+        "<nav><a href='#ladder'>ladder</a><a href='#migration'>migration</a><a href='#versions'>versions</a>"
+        "<a href='#diffs'>diffs</a></nav>",
+        _warnings(m.warnings),
+        "<h2 id='ladder'>Ladder</h2>", _ladder_table(m),
+        "<h2 id='migration'>Migration</h2>",
+        "<h3>Path of the top waiter</h3><ol>" + steps + "</ol>",
+        _fig(plots.migration_stalls(m.stall_shares)),
+        _fig(plots.waiter_path(m.waiters, m.table)),
+        _fig(plots.ladder_speed(m.table)),
+        _fig(plots.roofline_trajectory(m.roofline, m.roofs)),
+        "".join(f"<p class='note'>{_e(n)}</p>" for n in dict.fromkeys(m.notes)),
+        "<h2 id='versions'>Versions</h2>", "".join(_version_section(p, m) for p in profiled),
+        "<h2 id='diffs'>Consecutive diffs</h2>",
+        "".join(_diff_section(d) for d in diffs) or "<p class='note'>one version: nothing to diff.</p>",
+    ]
+    return ("<!DOCTYPE html>\n<html lang='en' data-errors='0'><head><meta charset='utf-8'>"
+            f"<title>{_e(title)}</title><style>{_CSS}</style>{_ERROR_HOOK}"
+            f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
+            + "\n".join(body) + _DONE_HOOK + "</body></html>\n")
+
+
+def write_html(path: str | os.PathLike, text: str, force: bool = False) -> Path:
+    """Write ``text`` to ``path`` through a temp file in the same folder and a rename.
+    An existing file is kept unless ``force``."""
+    path = Path(path)
+    if path.exists() and not force:
+        raise WhowaitsError(f"{path} exists; pass --force to overwrite it")
+    if not path.parent.is_dir():
+        raise WhowaitsError(f"folder {path.parent} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,203 @@
+"""Plotly figures of the comparison views. Figures only: every function takes frames computed
+elsewhere (:mod:`profiler.compare`) and draws them; nothing here computes an analysis.
+
+plotly is imported inside each function, so importing this module costs nothing on machines
+without it (the GPU box).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+# One colour per stall reason, stable across figures (ncu's reason names).
+REASON_COLORS = {
+    "long_scoreboard": "#1f77b4", "short_scoreboard": "#ff7f0e", "barrier": "#2ca02c",
+    "math_pipe_throttle": "#d62728", "mio_throttle": "#9467bd", "wait": "#8c564b",
+    "not_selected": "#e377c2", "selected": "#7f7f7f", "warpgroup_arrive": "#bcbd22",
+    "gmma": "#bcbd22", "lg_throttle": "#17becf", "dispatch_stall": "#aec7e8",
+    "branch_resolving": "#ffbb78", "no_instructions": "#98df8a", "membar": "#ff9896",
+    "drain": "#c5b0d5", "imc_miss": "#c49c94", "misc": "#f7b6d2", "sleeping": "#c7c7c7",
+    "tex_throttle": "#dbdb8d",
+}
+LEVEL_TITLES = {"l1": "L1", "l2": "L2", "dram": "DRAM"}
+_TEMPLATE = "plotly_white"
+
+
+def _go():
+    import plotly.graph_objects as go  # noqa: PLC0415
+
+    return go
+
+
+def _color(reason: str) -> str:
+    return REASON_COLORS.get(reason, "#444444")
+
+
+def stall_breakdown(shares: pd.DataFrame, title: str = "Stall reasons") -> "object":
+    """Horizontal bars of one version's stall shares with their intervals.
+
+    ``shares``: reason, share, lo, hi (fractions), e.g. ``Migration.stall_shares`` of one version."""
+    go = _go()
+    df = shares[shares["share"] > 0].sort_values("share")
+    fig = go.Figure(go.Bar(
+        x=100 * df["share"], y=df["reason"], orientation="h",
+        marker_color=[_color(r) for r in df["reason"]],
+        error_x=dict(type="data", symmetric=False, array=100 * (df["hi"] - df["share"]),
+                     arrayminus=100 * (df["share"] - df["lo"])),
+        hovertemplate="%{y}: %{x:.1f}%<extra></extra>"))
+    fig.update_layout(template=_TEMPLATE, title=title, xaxis_title="share of stall samples (%)",
+                      height=max(260, 22 * len(df) + 120), margin=dict(l=140))
+    return fig
+
+
+def who_waits_heatmap(waits: pd.DataFrame, title: str = "Who waits on whom (share of samples, %)",
+                      share_col: str = "share") -> "object":
+    """Opcode class x stall reason heatmap. ``waits``: class, reason, ``share_col`` (fractions)."""
+    go = _go()
+    if not len(waits):
+        return _empty(title, "no stall samples")
+    piv = waits.pivot_table(index="class", columns="reason", values=share_col, aggfunc="sum", fill_value=0.0)
+    piv = piv.loc[piv.sum(axis=1).sort_values().index, piv.sum(axis=0).sort_values(ascending=False).index]
+    fig = go.Figure(go.Heatmap(z=100 * piv.to_numpy(), x=list(piv.columns), y=list(piv.index),
+                               colorscale="Reds", colorbar=dict(title="%"),
+                               hovertemplate="%{y} · %{x}: %{z:.1f}%<extra></extra>"))
+    fig.update_layout(template=_TEMPLATE, title=title, height=max(300, 24 * len(piv) + 160),
+                      margin=dict(l=110, b=140), xaxis_tickangle=-40)
+    return fig
+
+
+def diff_shares(table: pd.DataFrame, key: str = "reason", label_a: str = "A", label_b: str = "B",
+                title: str = "Stall shares, A and B") -> "object":
+    """Grouped bars of A's and B's shares with intervals. ``table``: ``Diff.stalls`` (or
+    ``Diff.classes`` with ``key='class'``)."""
+    go = _go()
+    df = table[(table["share_a"] > 0) | (table["share_b"] > 0)].iloc[::-1]
+    fig = go.Figure()
+    for side, name, color in (("a", label_a, "#9ecae1"), ("b", label_b, "#08519c")):
+        fig.add_trace(go.Bar(
+            y=df[key], x=100 * df[f"share_{side}"], name=name, orientation="h", marker_color=color,
+            error_x=dict(type="data", symmetric=False, array=100 * (df[f"hi_{side}"] - df[f"share_{side}"]),
+                         arrayminus=100 * (df[f"share_{side}"] - df[f"lo_{side}"])),
+            hovertemplate="%{y}: %{x:.1f}%<extra>" + name + "</extra>"))
+    fig.update_layout(template=_TEMPLATE, barmode="group", title=title, xaxis_title="share of stall samples (%)",
+                      height=max(300, 34 * len(df) + 140), margin=dict(l=160))
+    return fig
+
+
+def diff_deltas(table: pd.DataFrame, key: str = "reason", title: str = "Change B − A (percentage points)") -> "object":
+    """Bars of each share's change with its interval; significant changes dark, noise pale."""
+    go = _go()
+    df = table[(table["share_a"] > 0) | (table["share_b"] > 0)].iloc[::-1]
+    colors = ["#b2182b" if (s and d > 0) else "#2166ac" if s else "#cccccc"
+              for s, d in zip(df["significant"], df["delta"])]
+    labels = [f"{k}{'' if s else ' (noise)'}" for k, s in zip(df[key], df["significant"])]
+    fig = go.Figure(go.Bar(
+        y=labels, x=100 * df["delta"], orientation="h", marker_color=colors,
+        error_x=dict(type="data", symmetric=False, array=100 * (df["delta_hi"] - df["delta"]),
+                     arrayminus=100 * (df["delta"] - df["delta_lo"])),
+        hovertemplate="%{y}: %{x:+.1f} pp<extra></extra>"))
+    fig.update_layout(template=_TEMPLATE, title=title, xaxis_title="Δ share (pp)", height=max(280, 24 * len(df) + 140),
+                      margin=dict(l=190))
+    return fig
+
+
+def migration_stalls(stall_shares: pd.DataFrame, title: str = "Stall shares per version") -> "object":
+    """Stacked bars: one bar per version, one segment per stall reason. ``Migration.stall_shares``."""
+    go = _go()
+    fig = go.Figure()
+    versions = list(dict.fromkeys(stall_shares["version"]))
+    for reason in dict.fromkeys(stall_shares["reason"]):
+        sub = stall_shares[stall_shares["reason"] == reason].set_index("version").reindex(versions)
+        if not (sub["share"] > 0).any():
+            continue
+        fig.add_trace(go.Bar(x=versions, y=100 * sub["share"].fillna(0), name=reason, marker_color=_color(reason),
+                             hovertemplate="%{x} · " + reason + ": %{y:.1f}%<extra></extra>"))
+    fig.update_layout(template=_TEMPLATE, barmode="stack", title=title, yaxis_title="share of stall samples (%)",
+                      legend=dict(traceorder="normal"), height=460)
+    return fig
+
+
+def waiter_path(waiters: pd.DataFrame, table: pd.DataFrame | None = None,
+                title: str = "The top waiters across versions") -> "object":
+    """Lines: the share of each class·reason that is some version's top waiter, per version;
+    the version's own top waiter is ringed. ``Migration.waiters`` (+ ``Migration.table``)."""
+    go = _go()
+    fig = go.Figure()
+    versions = list(dict.fromkeys(waiters["version"]))
+    tops = set()
+    if table is not None and len(table):
+        tops = {(v, c, r) for v, c, r in zip(table["version"], table["top_class"], table["top_reason"])}
+    for (cls, reason), sub in waiters.groupby(["class", "reason"], sort=False):
+        sub = sub.set_index("version").reindex(versions)
+        ring = [bool((v, cls, reason) in tops) for v in versions]
+        fig.add_trace(go.Scatter(
+            x=versions, y=100 * sub["share"], mode="lines+markers", name=f"{cls}·{reason}",
+            marker=dict(size=[14 if r else 7 for r in ring], line=dict(width=[2 if r else 0 for r in ring],
+                                                                           color="black")),
+            hovertemplate="%{x}: %{y:.1f}%<extra>" + f"{cls}·{reason}" + "</extra>"))
+    fig.update_layout(template=_TEMPLATE, title=title, yaxis_title="share of stall samples (%)", height=420)
+    return fig
+
+
+def ladder_speed(table: pd.DataFrame, title: str = "Achieved TFLOPS per version") -> "object":
+    """Bars of achieved TFLOPS with the duration in the hover. ``Migration.table``."""
+    go = _go()
+    fig = go.Figure(go.Bar(x=table["version"], y=table["tflops"], marker_color="#31a354",
+                           customdata=table[["duration_ns"]].to_numpy(),
+                           hovertemplate="%{x}: %{y:.0f} TFLOPS, %{customdata[0]:.0f} ns<extra></extra>"))
+    fig.update_layout(template=_TEMPLATE, title=title, yaxis_title="TFLOPS", height=360)
+    return fig
+
+
+def _log(x):
+    return math.log10(x) if x and x > 0 else None
+
+
+def roofline_trajectory(points: pd.DataFrame, roofs: pd.DataFrame,
+                        title: str = "Roofline trajectory (one arrow per step)") -> "object":
+    """One panel per memory level (L1, L2, DRAM), log-log: the roofs of the tensor paths used
+    (``Migration.roofs``) and one point per version joined by arrows (``Migration.roofline``)."""
+    go = _go()
+    from plotly.subplots import make_subplots  # noqa: PLC0415
+
+    levels = [lv for lv in LEVEL_TITLES if lv in set(points["level"])] or list(LEVEL_TITLES)
+    fig = make_subplots(rows=1, cols=len(levels), subplot_titles=[LEVEL_TITLES[lv] for lv in levels],
+                        horizontal_spacing=0.06)
+    dashes = ["solid", "dash", "dot", "dashdot"]
+    for col, lv in enumerate(levels, start=1):
+        r = roofs[roofs["level"] == lv]
+        for i, (path, sub) in enumerate(r.groupby("path", sort=False, dropna=False)):
+            fig.add_trace(go.Scatter(x=sub["intensity"], y=sub["tflops"], mode="lines",
+                                     line=dict(color="#555555", dash=dashes[i % len(dashes)], width=1.5),
+                                     name=f"roof ({path})", legendgroup=f"roof-{path}", showlegend=(col == 1),
+                                     hovertemplate="roof " + str(path) + ": %{y:.0f} TFLOPS at %{x:.3g} FLOP/B"
+                                                   "<extra></extra>"), row=1, col=col)
+        p = points[(points["level"] == lv)].dropna(subset=["intensity", "tflops"])
+        p = p[(p["intensity"] > 0) & (p["tflops"] > 0)]
+        fig.add_trace(go.Scatter(x=p["intensity"], y=p["tflops"], mode="markers+text", text=p["version"],
+                                 textposition="top center", marker=dict(size=9, color="#08519c"),
+                                 name="versions", showlegend=(col == 1), legendgroup="versions",
+                                 hovertemplate="%{text}: %{y:.0f} TFLOPS at %{x:.3g} FLOP/B<extra></extra>"),
+                      row=1, col=col)
+        xs, ys = list(p["intensity"]), list(p["tflops"])
+        axis = "" if col == 1 else str(col)
+        for i in range(1, len(xs)):
+            fig.add_annotation(x=_log(xs[i]), y=_log(ys[i]), ax=_log(xs[i - 1]), ay=_log(ys[i - 1]),
+                               xref=f"x{axis}", yref=f"y{axis}", axref=f"x{axis}", ayref=f"y{axis}",
+                               showarrow=True, arrowhead=3, arrowsize=1.2, arrowwidth=1.5, arrowcolor="#d62728",
+                               text="")
+        fig.update_xaxes(type="log", title_text="FLOP / byte", row=1, col=col)
+        fig.update_yaxes(type="log", row=1, col=col)
+    fig.update_yaxes(title_text="TFLOPS", row=1, col=1)
+    fig.update_layout(template=_TEMPLATE, title=title, height=440)
+    return fig
+
+
+def _empty(title: str, message: str):
+    go = _go()
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    fig.update_layout(template=_TEMPLATE, title=title, height=200, xaxis_visible=False, yaxis_visible=False)
+    return fig

@@ -92,3 +92,40 @@ def build_cmd(
         else ["version", "config_short", "registers", "smem_bytes", "stack_bytes", "spill_bytes", "barriers", "entry", "cubin"],
         "kernels build (ptxas -v, cuobjdump -sass)",
     )
+
+
+@app.command("bench")
+def bench_cmd(
+    names: Optional[list[str]] = typer.Argument(None, help="versions (default: all) and/or baseline names"),
+    shape: list[str] = typer.Option(["b1_h64_s1024_d128_fp16"], "--shape", "-s", help="shape key(s)"),
+    baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="add the torch SDPA / unfused rows"),
+    reps: int = typer.Option(50, "--reps", help="timed calls per row (median; >= 30)"),
+    warmup: int = typer.Option(5, "--warmup", help="untimed calls first"),
+    out: Optional[str] = typer.Option(None, "--out", help="folder for the JSON/CSV (default reports/<gpu>/bench)"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing result file"),
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Time versions and torch baselines in one run (GPU); save reports/<gpu>/bench/<date>-<shape>.json + .csv."""
+    from pathlib import Path
+
+    from kernels import bench
+
+    quiet = fmt != Format.table
+    results = bench.run(names, shape, baselines=baselines, reps=reps, warmup=warmup,
+                        out_dir=Path(out) if out else None, force=force,
+                        log=(lambda *_: None) if quiet else typer.echo)
+    rows = []
+    for _shape, shape_rows, path in results:
+        for r in shape_rows:
+            rows.append(bench._finite(bench.asdict(r)))
+        if not quiet:
+            typer.echo(f"wrote {path} (+ .csv)")
+    if fmt == Format.table:
+        for r in rows:
+            for key, digits in (("ms", 4), ("tflops", 1), ("snr_db", 1), ("pct_sdpa_flash", 1), ("pct_sdpa_cudnn", 1)):
+                if r.get(key) is not None:
+                    r[key] = round(r[key], digits)
+            if r.get("rel_err") is not None:
+                r["rel_err"] = f"{r['rel_err']:.2e}"
+    _emit(rows, fmt, ["implementation", "shape", "ms", "tflops", "rel_err", "snr_db", "pct_sdpa_flash",
+                      "pct_sdpa_cudnn", "note"], "whowaits bench")

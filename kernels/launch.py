@@ -25,6 +25,7 @@ _DEFAULT_DYNAMIC_SMEM = 48 * 1024
 _lock = threading.Lock()
 _functions: dict[tuple[str, int], object] = {}  # (cubin path, device) -> CUfunction, per process
 _modules: list[object] = []  # keep modules alive
+_built: dict[tuple[str, FwdConfig], BuildResult] = {}  # per process: no source re-hash on every launch
 
 
 def _driver():
@@ -145,7 +146,9 @@ def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | 
     elif out.shape != q.shape or out.dtype != q.dtype or not out.is_contiguous() or out.device != q.device:
         raise WhowaitsError("out must be a contiguous tensor of q's shape, dtype and device")
 
-    result = build(ver, config)
+    result = _built.get((ver.id, config))  # build() re-hashes the sources (~0.2 ms host time per call),
+    if result is None:  # which a timed call would count when the GPU runs ahead of the host
+        result = _built.setdefault((ver.id, config), build(ver, config))
     fn = load_function(result, q.device.index if q.device.index is not None else torch.cuda.current_device())
     grid = (math.ceil(s / config.block_m), h, b)
     launch_raw(fn, grid, config.threads, result.smem_dynamic_bytes, q, k, v, out, s, 1.0 / math.sqrt(d))

@@ -1,3 +1,203 @@
-"""`whowaits` commands of this group (registered on import)."""
+"""`whowaits show`: one report's bottlenecks, launch by launch — a thin renderer over
+:func:`profiler.analyze.summarize` (the JSON contract) and the analyses' frames."""
 
-from profiler.cli._app import app  # noqa: F401
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from profiler.cli._app import FORMAT_OPTION, Format, app
+from profiler.errors import WhowaitsError
+
+
+@app.command()
+def show(
+    report: Path = typer.Argument(..., help="An Nsight Compute report (.ncu-rep).", show_default=False),
+    kernel: Optional[str] = typer.Option(None, "--kernel", "-k", help="Regex on the demangled kernel name."),
+    fmt: Format = FORMAT_OPTION,
+    top: int = typer.Option(10, "--top", min=1, help="How many top instructions (and who-waits cells) to list."),
+) -> None:
+    """Show where one report's warps wait: stalls, who waits on whom, SSC, barriers, tensor
+    cores, roofline and launch shape, per profiled launch."""
+    from profiler.analyze import summarize  # noqa: PLC0415
+
+    summaries = summarize(report, kernel=kernel, top=top)
+    if fmt is Format.json:
+        json.dump(summaries, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif fmt is Format.csv:
+        write_csv(summaries, sys.stdout)
+    else:
+        render_tables(summaries, top=top)
+
+
+# --- csv ----------------------------------------------------------------------------------------
+
+
+def _flatten(prefix: str, value, out: list[tuple[str, object]]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(value, list) and value and isinstance(value[0], dict):
+        for i, v in enumerate(value):
+            _flatten(f"{prefix}.{i}", v, out)
+    elif isinstance(value, list):
+        out.append((prefix, "x".join(str(x) for x in value)))
+    else:
+        out.append((prefix, value))
+
+
+def write_csv(summaries: list[dict], stream) -> None:
+    """A flat long table: report, launch, kernel, field (dotted path into the JSON object), value
+    (empty for null)."""
+    w = csv.writer(stream, lineterminator="\n")
+    w.writerow(["report", "launch", "kernel", "field", "value"])
+    for s in summaries:
+        rows: list[tuple[str, object]] = []
+        for key, value in s.items():
+            if key in ("report", "launch_index", "kernel"):
+                continue
+            _flatten(key, value, rows)
+        for field, value in rows:
+            w.writerow([s["report"], s["launch_index"], s["kernel"], field, "" if value is None else value])
+
+
+# --- tables -------------------------------------------------------------------------------------
+
+
+def _console():
+    from rich.console import Console  # noqa: PLC0415
+
+    width = int(os.environ.get("COLUMNS", 0) or 0) or (None if sys.stdout.isatty() else 160)
+    return Console(width=width, soft_wrap=False, highlight=False)
+
+
+def _pct(x) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x, fmt: str = "{:,.0f}") -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def _si(x, unit: str = "") -> str:
+    if x is None:
+        return "—"
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}".rstrip()
+
+
+def _table(title: str, columns: list[tuple[str, str]]):
+    from rich.table import Table  # noqa: PLC0415
+
+    t = Table(title=title, title_justify="left", title_style="bold")
+    for name, justify in columns:
+        t.add_column(name, justify=justify, no_wrap=justify == "right")
+    return t
+
+
+def render_tables(summaries: list[dict], top: int = 10) -> None:
+    """Rich tables for each launch summary (stdout)."""
+    con = _console()
+    for s in summaries:
+        la, dev = s["launch"], s["device"]
+        con.rule(f"[bold]launch {s['launch_index']}[/bold] · {s['report']}")
+        con.print(f"[bold]{s['kernel']}[/bold]", soft_wrap=True)
+        shape = (
+            f"grid {la['grid']}  block {la['block']}  cluster {la['cluster']}  "
+            f"regs/thread {_num(la['registers_per_thread'])}  smem/block {_num(la['shared_mem_bytes'])} B  "
+            f"waves/SM {_num(la['waves_per_sm'], '{:.2f}')}  achieved occupancy "
+            f"{_num(la['achieved_occupancy_pct'], '{:.1f}')}%"
+        )
+        con.print(
+            f"{dev['name']} (cc {dev['cc']}, {dev['sm_count']} SMs) · duration "
+            f"{_num(None if s['duration_ns'] is None else s['duration_ns'] / 1e3, '{:,.2f}')} µs"
+        )
+        con.print(shape)
+
+        t = _table("Stall breakdown (PC sampling)", [("reason", "left"), ("samples", "right"), ("share", "right"), ("cycles/issue", "right")])
+        order = sorted(s["stall_samples"], key=lambda r: -(s["stall_samples"][r] or 0))
+        for r in order:
+            n = s["stall_samples"][r]
+            if n == 0:
+                continue
+            cpi = s["stall_cycles_per_issue"].get(r)
+            t.add_row(r, _num(n), _pct(s["stall_share"][r]), _num(cpi, "{:.3f}"))
+        zero = [r for r in order if s["stall_samples"][r] == 0]
+        if zero:
+            t.caption = "no samples: " + ", ".join(zero)
+        con.print(t)
+
+        t = _table("Who waits on whom (opcode class × reason)", [("class", "left"), ("reason", "left"), ("samples", "right"), ("share", "right"), ("sits on", "left"), ("top instruction", "left")])
+        for c in s["who_waits"][:top]:
+            t.add_row(c["class"], c["reason"], _num(c["samples"]), _pct(c["share"]), c["top_opcode"], c["top_sass"])
+        if len(s["who_waits"]) > top:
+            t.caption = f"{len(s['who_waits']) - top} more cells (--top N, or --format json)"
+        con.print(t)
+
+        t = _table("Waits by opcode class", [("class", "left"), ("samples", "right"), ("share", "right"), ("top reason", "left")])
+        for c in s["opcode_waits"]:
+            t.add_row(c["class"], _num(c["samples"]), _pct(c["share"]), c["top_reason"])
+        con.print(t)
+
+        ssc = s["short_scoreboard"]
+        con.print(
+            f"[bold]Short scoreboard (SSC)[/bold]: {_num(ssc['samples'])} samples, {_pct(ssc['share'])} "
+            f"of stalls, {_num(ssc['cycles_per_issue'], '{:.3f}')} cycles/issue"
+        )
+        t = _table("SSC by waiting class", [("class", "left"), ("samples", "right")])
+        for cls, n in ssc["by_class"].items():
+            t.add_row(cls, _num(n))
+        con.print(t)
+
+        t = _table("Barriers", [("opcode", "left"), ("static", "right"), ("executed", "right")])
+        for op, n in s["barriers"]["static"].items():
+            t.add_row(op, _num(n), _num(s["barriers"]["executed"].get(op)))
+        con.print(t)
+
+        rl = s["roofline"]
+        ti = s["tensor_inst"]
+        con.print(
+            f"[bold]Tensor cores[/bold]: pipe {_num(s['tensor_pipe_pct'], '{:.1f}')}% active · path "
+            f"{s['tensor_path'] or '—'} (HMMA {_num(ti['hmma'])}, HGMMA {_num(ti['hgmma'])} executed)"
+        )
+        con.print(
+            f"[bold]Roofline[/bold]: {_si(rl['flops'], 'FLOP')} → {_num(rl['achieved_tflops'], '{:.1f}')} "
+            f"TFLOP/s achieved, compute roof {_num(rl['ceilings']['compute_tflops'], '{:.1f}')} TFLOP/s"
+        )
+        t = _table(
+            "Roofline by memory level",
+            [("level", "left"), ("bytes", "right"), ("FLOP/byte", "right"), ("bandwidth roof", "right"), ("attainable TFLOP/s", "right")],
+        )
+        for lv in ("l1", "l2", "dram"):
+            t.add_row(
+                lv.upper(), _si(rl["bytes"][lv], "B"), _num(rl["intensity"][lv], "{:,.1f}"),
+                _si(rl["ceilings"]["bandwidth_bytes_per_s"][lv], "B/s"), _num(rl["attainable_tflops"][lv], "{:.1f}"),
+            )
+        fp = rl["flops_by_path"]
+        c = rl["ceilings"]
+        con.print(t)
+        con.print(
+            f"FLOPs: HMMA {_si(fp['tensor_hmma'])}, HGMMA {_si(fp['tensor_hgmma'])}, FP32 {_si(fp['fp32'])}, "
+            f"FP16 {_si(fp['fp16'])} · roofs (TFLOP/s): HGMMA {_num(c['tensor_hgmma_tflops'], '{:.0f}')}, "
+            f"HMMA {_num(c['tensor_hmma_tflops'], '{:.0f}')}, FP32 {_num(c['fp32_tflops'], '{:.1f}')}"
+        )
+
+        t = _table("Top instructions by stall samples", [("offset", "right"), ("class", "left"), ("samples", "right"), ("top reason", "left"), ("sass", "left")])
+        for ins in s["top_instructions"]:
+            t.add_row(f"{ins['offset']:#06x}", ins["class"], _num(ins["samples"]), ins["top_reason"], ins["sass"])
+        con.print(t)
+
+        if s["missing"]:
+            con.print(
+                "[bold]Missing[/bold] (null in --format json): "
+                + "; ".join(f"{m['field']} ← section {m['section']}" for m in s["missing"])
+            )

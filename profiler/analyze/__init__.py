@@ -1,0 +1,30 @@
+"""Single-launch analyses: pure functions of a :class:`profiler.report.Launch`.
+
+Each returns a DataFrame whose columns its docstring lists (absent inputs are NaN/<NA>/None,
+and ``frame.attrs["missing"]`` names the field and the ncu section that would supply it), except
+:func:`summarize_launch` / :func:`summarize`, which return DESIGN.md's JSON contract objects.
+"""
+
+from profiler.analyze.kernel import barriers, launch_stats, roofline, tensor_util
+from profiler.analyze.stalls import (
+    opcode_waits,
+    short_scoreboard,
+    stall_breakdown,
+    top_instructions,
+    who_waits,
+)
+from profiler.analyze.summary import summarize, summarize_launch
+
+__all__ = [
+    "barriers",
+    "launch_stats",
+    "opcode_waits",
+    "roofline",
+    "short_scoreboard",
+    "stall_breakdown",
+    "summarize",
+    "summarize_launch",
+    "tensor_util",
+    "top_instructions",
+    "who_waits",
+]

@@ -1,0 +1,209 @@
+"""Where warps wait: stall breakdown, who waits on whom (opcode class x reason), top
+instructions, and short-scoreboard (SSC) stalls. Pure functions of a :class:`~profiler.report.Launch`.
+
+Sample counts are ncu's PC-sampling counts (``smsp__pcsamp_warps_issue_stalled_<reason>``);
+kernel-level totals are the metrics' own values, per-PC ones their instances (which sum to the
+totals). Cycles per issued instruction are the kernel-level
+``smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio`` (WarpStateStats).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from profiler import metrics as M
+from profiler.analyze._common import missing, per_pc_stalls, with_missing
+
+
+def stall_breakdown(launch) -> pd.DataFrame:
+    """Stall samples, share and warp cycles per issued instruction for every ncu stall reason.
+
+    One row per reason of ``metrics.stall_reasons()`` (DESIGN.md order, ``warpgroup_arrive``
+    included); ``gmma`` only when the report samples it.
+
+    Columns:
+      ``reason`` (str); ``samples`` (Int64: ``smsp__pcsamp_warps_issue_stalled_<reason>``, <NA>
+      when the report lacks it); ``not_issued`` (Int64: the ``_not_issued`` variant);
+      ``share`` (float: samples / all stall samples, sums to 1; NaN when samples are missing);
+      ``cycles_per_issue`` (float: ``smsp__average_warps_issue_stalled_<r>_per_issue_active.ratio``
+      with gh100's aliases ``gmma`` for warpgroup_arrive, ``no_instruction`` for no_instructions;
+      NaN when absent); ``ratio_metric`` (str: that ratio's ncu name).
+    ``attrs["missing"]``: [{field, section}] for absent values.
+    """
+    cfg = M.stall_config()
+    rows, gone = [], []
+    for reason in M.stall_reasons():
+        name = cfg["sample_prefix"] + reason
+        samples = launch.value(name)
+        not_issued = launch.value(name + cfg["not_issued_suffix"])
+        ratio_name = M.cycles_per_issue_metric(reason)
+        ratio = launch.value(ratio_name)
+        if reason == "gmma" and samples is None:
+            continue  # only some chips sample gmma; gh100 samples wgmma waits as warpgroup_arrive
+        if samples is None:
+            gone.append(missing(f"stall_samples.{reason}", cfg["section"]))
+        if ratio is None:
+            gone.append(missing(f"stall_cycles_per_issue.{reason}", cfg["section"]))
+        rows.append((reason, samples, not_issued, ratio, ratio_name))
+    df = pd.DataFrame(rows, columns=["reason", "samples", "not_issued", "cycles_per_issue", "ratio_metric"])
+    df["samples"] = pd.array([None if v is None else int(v) for v in df["samples"]], dtype="Int64")
+    df["not_issued"] = pd.array([None if v is None else int(v) for v in df["not_issued"]], dtype="Int64")
+    df["cycles_per_issue"] = df["cycles_per_issue"].astype("float64")
+    total = df["samples"].sum(skipna=True)
+    df.insert(3, "share", (df["samples"].astype("float64") / total) if total else np.nan)
+    return with_missing(df, gone)
+
+
+def _top_by_group(sass: pd.DataFrame, keys: np.ndarray, values: np.ndarray) -> dict:
+    """For each key, the row index of ``sass`` with the most ``values``."""
+    out: dict = {}
+    best: dict = {}
+    for i, (k, v) in enumerate(zip(keys, values)):
+        if v > best.get(k, 0):
+            best[k] = v
+            out[k] = i
+    return out
+
+
+def who_waits(launch) -> pd.DataFrame:
+    """Who waits on whom: stall samples per opcode class x reason, non-zero cells only, sorted by
+    samples (descending).
+
+    Columns:
+      ``opcode_class`` (str); ``reason`` (str); ``samples`` (int64: sampled warps stalled for
+      ``reason`` at instructions of that class); ``share`` (float: of all stall samples);
+      ``top_opcode`` (str: the opcode with modifiers carrying most of the cell's samples — e.g.
+      a ``barrier`` stall on ``WARPGROUP.DEPBAR.LE`` is a wgmma wait, on ``BAR.SYNC`` a CTA
+      barrier); ``top_address`` (uint64: the PC of the single instruction carrying most of the
+      cell's samples); ``top_sass`` (str: its SASS text).
+    ``attrs["missing"]`` names SourceCounters when the report has no per-PC samples.
+    """
+    sass = launch.sass
+    reasons, mat = per_pc_stalls(sass)
+    cols = ["opcode_class", "reason", "samples", "share", "top_opcode", "top_address", "top_sass"]
+    if mat.shape[1] == 0 or len(sass) == 0:
+        return with_missing(
+            pd.DataFrame(columns=cols), [missing("who_waits", M.stall_config()["per_pc_section"])]
+        )
+    total = int(mat.sum())
+    classes = sass["opcode_class"].to_numpy()
+    opcodes = sass["opcode"].to_numpy()
+    rows = []
+    for j, reason in enumerate(reasons):
+        col = mat[:, j]
+        nz = np.flatnonzero(col)
+        if not len(nz):
+            continue
+        by_class = pd.Series(col[nz]).groupby(classes[nz]).sum()
+        for cls, samples in by_class.items():
+            in_cls = nz[classes[nz] == cls]
+            by_op = pd.Series(col[in_cls]).groupby(opcodes[in_cls]).sum()
+            top_i = in_cls[int(np.argmax(col[in_cls]))]
+            rows.append(
+                (
+                    cls,
+                    reason,
+                    int(samples),
+                    samples / total if total else np.nan,
+                    str(by_op.idxmax()),
+                    np.uint64(sass["address"].iat[top_i]),
+                    sass["sass"].iat[top_i],
+                )
+            )
+    df = pd.DataFrame(rows, columns=cols)
+    df = df.sort_values(["samples", "opcode_class", "reason"], ascending=[False, True, True])
+    return with_missing(df.reset_index(drop=True), [])
+
+
+def opcode_waits(launch) -> pd.DataFrame:
+    """Stall samples per opcode class, sorted by samples (descending); classes with none omitted.
+
+    Columns: ``opcode_class`` (str), ``samples`` (int64), ``share`` (float: of all stall
+    samples), ``top_reason`` (str: the reason with most of the class's samples),
+    ``top_reason_samples`` (int64).
+    """
+    ww = who_waits(launch)
+    cols = ["opcode_class", "samples", "share", "top_reason", "top_reason_samples"]
+    if ww.empty:
+        return with_missing(pd.DataFrame(columns=cols), ww.attrs.get("missing", []))
+    total = ww["samples"].sum()
+    g = ww.groupby("opcode_class", sort=False)
+    agg = g["samples"].sum()
+    top = ww.loc[g["samples"].idxmax()].set_index("opcode_class")
+    df = pd.DataFrame(
+        {
+            "opcode_class": agg.index,
+            "samples": agg.to_numpy(dtype=np.int64),
+            "share": agg.to_numpy() / total,
+            "top_reason": top.loc[agg.index, "reason"].to_numpy(),
+            "top_reason_samples": top.loc[agg.index, "samples"].to_numpy(dtype=np.int64),
+        }
+    )
+    df = df.sort_values(["samples", "opcode_class"], ascending=[False, True]).reset_index(drop=True)
+    return with_missing(df, [])
+
+
+def top_instructions(launch, n: int = 10) -> pd.DataFrame:
+    """The ``n`` instructions with the most stall samples (descending), for reading the SASS.
+
+    Columns: ``address`` (uint64 PC), ``offset`` (int64, from the function start), ``sass``
+    (str), ``opcode_class`` (str), ``samples`` (int64: all stall samples at the PC), ``share``
+    (float: of all stall samples), ``top_reason`` (str), ``top_reason_samples`` (int64),
+    ``inst_executed`` (Int64: warp-level executions; <NA> without SourceCounters).
+    """
+    sass = launch.sass
+    reasons, mat = per_pc_stalls(sass)
+    cols = [
+        "address", "offset", "sass", "opcode_class", "samples", "share",
+        "top_reason", "top_reason_samples", "inst_executed",
+    ]
+    if mat.shape[1] == 0 or len(sass) == 0:
+        return with_missing(
+            pd.DataFrame(columns=cols), [missing("top_instructions", M.stall_config()["per_pc_section"])]
+        )
+    per_pc = mat.sum(axis=1)
+    total = per_pc.sum()
+    order = np.argsort(-per_pc, kind="stable")[: max(int(n), 0)]
+    order = order[per_pc[order] > 0]
+    top_j = mat[order].argmax(axis=1) if len(order) else np.array([], dtype=int)
+    executed = (
+        pd.array(sass["inst_executed"].to_numpy()[order], dtype="Int64")
+        if "inst_executed" in sass.columns
+        else pd.array([pd.NA] * len(order), dtype="Int64")
+    )
+    df = pd.DataFrame(
+        {
+            "address": sass["address"].to_numpy()[order],
+            "offset": sass["offset"].to_numpy()[order],
+            "sass": sass["sass"].to_numpy()[order],
+            "opcode_class": sass["opcode_class"].to_numpy()[order],
+            "samples": per_pc[order].astype(np.int64),
+            "share": per_pc[order] / total if total else np.nan,
+            "top_reason": [reasons[j] for j in top_j],
+            "top_reason_samples": mat[order, top_j].astype(np.int64) if len(order) else [],
+            "inst_executed": executed,
+        }
+    )
+    return with_missing(df, [])
+
+
+def short_scoreboard(launch) -> pd.DataFrame:
+    """Short-scoreboard (SSC) stall samples by the opcode class of the waiting instruction:
+    who waits on an MIO result (shared memory, LDSM, SHFL, MUFU, …). Sorted by samples.
+
+    Kernel totals (samples, share, cycles per issue) are the ``short_scoreboard`` row of
+    :func:`stall_breakdown`.
+
+    Columns: ``opcode_class`` (str), ``samples`` (int64), ``share`` (float: of all SSC samples),
+    ``top_opcode`` (str: opcode with modifiers carrying most of the class's SSC samples),
+    ``top_address`` (uint64), ``top_sass`` (str).
+    """
+    ww = who_waits(launch)
+    cols = ["opcode_class", "samples", "share", "top_opcode", "top_address", "top_sass"]
+    if ww.empty:
+        return with_missing(pd.DataFrame(columns=cols), ww.attrs.get("missing", []))
+    ssc = ww[ww["reason"] == "short_scoreboard"].copy()
+    total = ssc["samples"].sum()
+    ssc["share"] = ssc["samples"] / total if total else np.nan
+    return with_missing(ssc[cols].reset_index(drop=True), [])

@@ -1,0 +1,165 @@
+"""One launch's whole story as the JSON object of DESIGN.md's contract (``whowaits show --format json``)."""
+
+from __future__ import annotations
+
+import math
+
+from profiler.analyze._common import py
+from profiler.analyze.kernel import _dedup, barriers, launch_stats, roofline, tensor_util
+from profiler.analyze.stalls import (
+    opcode_waits,
+    short_scoreboard,
+    stall_breakdown,
+    top_instructions,
+    who_waits,
+)
+
+
+def _tflops(v):
+    v = py(v)
+    return None if v is None else v / 1e12
+
+
+def summarize_launch(launch, top: int = 10) -> dict:
+    """The contract object for one launch; plain JSON-serialisable Python values.
+
+    Keys: ``report`` (path), ``launch_index`` (index of the launch in the report; also
+    ``launch.index``), ``kernel`` (demangled), ``duration_ns``,
+    ``stall_samples`` {reason: int|null} (every ncu reason, ``warpgroup_arrive`` included,
+    ``gmma`` where sampled), ``stall_share`` {reason: float} (sums to 1),
+    ``stall_cycles_per_issue`` {reason: float|null}, ``short_scoreboard`` {samples, share,
+    cycles_per_issue, by_class: {class: samples}}, ``barriers`` {static: {opcode: count},
+    executed: {opcode: count}}, ``tensor_pipe_pct``, ``tensor_path`` ("hmma"/"gmma"/"mixed"/
+    "none"/null), ``tensor_inst`` {hmma, hgmma}, ``roofline`` {flops, flops_by_path, bytes:
+    {l1, l2, dram}, intensity: {l1, l2, dram}, achieved_tflops, attainable_tflops: {l1, l2,
+    dram}, ceilings: {tensor_hmma_tflops, tensor_hgmma_tflops, fp32_tflops, fp16_tflops,
+    compute_tflops, bandwidth_bytes_per_s: {l1, l2, dram}}}, ``opcode_waits`` [{class, samples,
+    share, top_reason}] by samples, ``who_waits`` [{class, reason, samples, share, top_opcode,
+    top_address, top_sass}] (non-zero cells), ``top_instructions`` [{address, offset, sass, class,
+    samples, top_reason}], ``launch`` {index, grid, block, cluster, registers_per_thread,
+    shared_mem_bytes, waves_per_sm, achieved_occupancy_pct}, ``device`` {name, cc, sm_count},
+    ``missing`` [{field, section}]: every null above, with the ncu section that would supply it.
+    """
+    gone: list[dict] = []
+
+    sb = stall_breakdown(launch)
+    gone += sb.attrs.get("missing", [])
+    stall_samples = {r: py(s) for r, s in zip(sb["reason"], sb["samples"])}
+    stall_share = {r: py(s) for r, s in zip(sb["reason"], sb["share"])}
+    stall_cpi = {r: py(c) for r, c in zip(sb["reason"], sb["cycles_per_issue"])}
+
+    ww = who_waits(launch)
+    gone += ww.attrs.get("missing", [])
+    ow = opcode_waits(launch)
+    ssc = short_scoreboard(launch)
+    ti = top_instructions(launch, n=top)
+
+    bar = barriers(launch)
+    gone += bar.attrs.get("missing", [])
+    tu = tensor_util(launch)
+    gone += tu.attrs.get("missing", [])
+    rl = roofline(launch)
+    gone += rl.attrs.get("missing", [])
+    ls = launch_stats(launch)
+    gone += ls.attrs.get("missing", [])
+
+    q = {k: py(v) for k, v in zip(rl["quantity"], rl["value"])}
+    duration, _ = launch.get("duration_ns")
+    t = tu.iloc[0]
+    lrow = ls.iloc[0]
+    return {
+        "report": launch.report,
+        "launch_index": int(launch.index),
+        "kernel": launch.kernel,
+        "duration_ns": py(duration),
+        "stall_samples": stall_samples,
+        "stall_share": stall_share,
+        "stall_cycles_per_issue": stall_cpi,
+        "short_scoreboard": {
+            "samples": stall_samples.get("short_scoreboard"),
+            "share": stall_share.get("short_scoreboard"),
+            "cycles_per_issue": stall_cpi.get("short_scoreboard"),
+            "by_class": {c: int(s) for c, s in zip(ssc["opcode_class"], ssc["samples"])},
+        },
+        "barriers": {
+            "static": {o: int(s) for o, s in zip(bar["opcode"], bar["static"])},
+            "executed": {o: py(e) for o, e in zip(bar["opcode"], bar["executed"])},
+        },
+        "tensor_pipe_pct": py(t["tensor_pipe_pct"]),
+        "tensor_path": t["path"],
+        "tensor_inst": {"hmma": py(t["hmma_inst"]), "hgmma": py(t["hgmma_inst"])},
+        "roofline": {
+            "flops": q["flops"],
+            "flops_by_path": {
+                "tensor_hmma": q["flops_tensor_hmma"],
+                "tensor_hgmma": q["flops_tensor_hgmma"],
+                "fp32": q["flops_fp32"],
+                "fp16": q["flops_fp16"],
+            },
+            "bytes": {lv: q[f"bytes_{lv}"] for lv in ("l1", "l2", "dram")},
+            "intensity": {lv: q[f"intensity_{lv}"] for lv in ("l1", "l2", "dram")},
+            "achieved_tflops": _tflops(q["achieved_flops_per_second"]),
+            "attainable_tflops": {lv: _tflops(q[f"attainable_{lv}"]) for lv in ("l1", "l2", "dram")},
+            "ceilings": {
+                "tensor_hmma_tflops": _tflops(q["ceiling_tensor_hmma"]),
+                "tensor_hgmma_tflops": _tflops(q["ceiling_tensor_hgmma"]),
+                "fp32_tflops": _tflops(q["ceiling_fp32"]),
+                "fp16_tflops": _tflops(q["ceiling_fp16"]),
+                "compute_tflops": _tflops(q["ceiling_compute"]),
+                "bandwidth_bytes_per_s": {lv: q[f"ceiling_bandwidth_{lv}"] for lv in ("l1", "l2", "dram")},
+            },
+        },
+        "opcode_waits": [
+            {"class": c, "samples": int(s), "share": float(sh), "top_reason": r}
+            for c, s, sh, r in zip(ow["opcode_class"], ow["samples"], ow["share"], ow["top_reason"])
+        ],
+        "who_waits": [
+            {
+                "class": c,
+                "reason": r,
+                "samples": int(s),
+                "share": float(sh),
+                "top_opcode": op,
+                "top_address": int(a),
+                "top_sass": tx,
+            }
+            for c, r, s, sh, op, a, tx in zip(
+                ww["opcode_class"], ww["reason"], ww["samples"], ww["share"],
+                ww["top_opcode"], ww["top_address"], ww["top_sass"],
+            )
+        ],
+        "top_instructions": [
+            {"address": int(a), "offset": int(o), "sass": tx, "class": c, "samples": int(s), "top_reason": r}
+            for a, o, tx, c, s, r in zip(
+                ti["address"], ti["offset"], ti["sass"], ti["opcode_class"], ti["samples"], ti["top_reason"]
+            )
+        ],
+        "launch": {
+            "index": int(launch.index),
+            "grid": lrow["grid"],
+            "block": lrow["block"],
+            "cluster": lrow["cluster"],
+            "registers_per_thread": py(lrow["registers_per_thread"]),
+            "shared_mem_bytes": py(lrow["shared_mem_bytes"]),
+            "waves_per_sm": py(lrow["waves_per_sm"]),
+            "achieved_occupancy_pct": py(lrow["achieved_occupancy_pct"]),
+        },
+        "device": {
+            "name": lrow["device_name"],
+            "cc": lrow["cc"],
+            "sm_count": py(lrow["sm_count"]),
+        },
+        "missing": _dedup(gone),
+    }
+
+
+def summarize(path, kernel: str | None = None, top: int = 10) -> list[dict]:
+    """:func:`summarize_launch` for every launch of the report at ``path`` whose kernel name
+    matches the regex ``kernel`` (all launches for None). Raises ``WhowaitsError`` (one line)
+    for a bad path or report, and for a regex that matches nothing."""
+    from profiler.report import load_report, select_launches
+
+    report = load_report(path)
+    return [summarize_launch(la, top=top) for la in select_launches(report, kernel)]
+
+

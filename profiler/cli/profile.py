@@ -1,3 +1,115 @@
-"""`whowaits` commands of this group (registered on import)."""
+"""`whowaits profile`: one version, every version (one ncu session), or any program, under ncu.
 
-from profiler.cli._app import app  # noqa: F401
+A thin layer over :mod:`profiler.collect`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import typer
+
+from profiler.cli._app import app
+from profiler.errors import WhowaitsError
+
+
+@app.command("profile")
+def profile(
+    versions: list[str] = typer.Argument(None, help="Ladder version ids (v03_... or v03); several share one ncu session."),
+    shape: str = typer.Option("b1_h64_s1024_d128_fp16", "--shape", help="Shape key b{B}_h{H}_s{S}_d{D}_{dtype}[_causal]."),
+    section_set: str = typer.Option("whowaits", "--set", help="whowaits (our sections/, default) or full (ncu's own)."),
+    all_versions: bool = typer.Option(False, "--all", help="Every version in ONE ncu session over ONE runner process."),
+    ext: bool = typer.Option(False, "--ext", help="With --all: also the runner's external subjects (torch SDPA flash, cuDNN)."),
+    cmd: str = typer.Option(None, "--cmd", help="Profile any program instead (shell-quoted command line)."),
+    kernel: str = typer.Option(None, "--kernel", help="With --cmd: regex on the demangled kernel name."),
+    name: str = typer.Option(None, "--name", help="With --cmd: subject name, the report folder (e.g. ext-cublas-gemm)."),
+    launch_skip: int = typer.Option(0, "--launch-skip", help="With --cmd: matching launches to skip (warm-up)."),
+    nvtx: str = typer.Option(None, "--nvtx", help="With --cmd: only launches inside this NVTX push/pop range."),
+    warmup: int = typer.Option(3, "--warmup", help="Warm-up launches per version before the measured one."),
+    out: Path = typer.Option(None, "--out", help="Reports root (default: the repo's reports/)."),
+    gpu: str = typer.Option(None, "--gpu", help="GPU folder under the reports root (default: from nvidia-smi, e.g. h200)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing reports."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the ncu command and run nothing."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Echo ncu's and the program's output to stderr."),
+) -> None:
+    """Profile under Nsight Compute: exactly one measured launch per subject, written to
+    reports/<gpu>/<subject>/<shape>.ncu-rep with a provenance sidecar <shape>.json."""
+    from profiler import collect
+
+    if cmd is not None:
+        if versions or all_versions:
+            raise WhowaitsError("--cmd profiles one program: give no version ids and no --all with it")
+        if not kernel or not name:
+            raise WhowaitsError("--cmd needs --kernel REGEX and --name NAME")
+        session = collect.plan_command(cmd, kernel, name, shape, launch_skip=launch_skip,
+                                       section_set=section_set, nvtx_range=nvtx)
+    elif all_versions:
+        if versions:
+            raise WhowaitsError("give either version ids or --all, not both")
+        session = collect.plan_all(shape, ext=ext, section_set=section_set, warmup=warmup)
+    elif versions:
+        if ext:
+            raise WhowaitsError("--ext goes with --all")
+        session = collect.plan_versions(list(versions), shape, section_set=section_set, warmup=warmup)
+    else:
+        raise WhowaitsError("nothing to profile: give a version id, --all, or --cmd")
+
+    if dry_run:
+        try:
+            ncu = collect.find_ncu()
+        except WhowaitsError:
+            ncu = "ncu"
+        typer.echo(shlex.join(session.ncu_argv(ncu, "<tmp>/session")))
+        if len(session.targets) > 1:
+            for t in session.targets:
+                typer.echo(shlex.join(collect.split_command(ncu, Path("<tmp>/session.ncu-rep"), t,
+                                                            Path(f"<tmp>/{t.name}.ncu-rep"))))
+        return
+
+    result = _run_with_progress(collect, session, out, gpu, force, verbose)
+    for r in result.results:
+        if r.ok:
+            typer.echo(f"{r.target.name}: {r.report} ({r.passes} passes)")
+    typer.echo(f"ncu session: {result.wall_s:.1f} s wall for {len(session.targets)} subject(s)")
+    if result.failures:
+        typer.echo("failed:", err=True)
+        for r in result.failures:
+            typer.echo(f"  {r.target.name}: {r.error}", err=True)
+        raise typer.Exit(1)
+
+
+def _run_with_progress(collect, session, out, gpu, force, verbose=False):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    kw = dict(out_root=out or collect.REPORTS_DIR, gpu=gpu, force=force)
+    console = Console(stderr=True)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=False) as bar:
+        total = len(session.targets)
+        task = bar.add_task("profiling", total=total)
+
+        state = {"profiled": 0, "done": 0}
+
+        def show() -> None:  # half a step when ncu has measured a launch, the other half when its file is written
+            bar.update(task, completed=(state["profiled"] + state["done"]) / 2)
+
+        def on_line(line: str) -> None:
+            if verbose:
+                bar.console.print(line, markup=False, highlight=False)
+            if line.startswith("==PROF== Profiling") and "pass" in line:
+                state["profiled"] += 1
+                kernel = line.split('"')[1] if line.count('"') >= 2 else "kernel"
+                bar.update(task, description=f"profiled {kernel[:40]}")
+                show()
+
+        def on_done(r) -> None:
+            state["done"] += 1
+            if r.error:  # a failed target never gets its 'measured' half
+                state["profiled"] += 1
+            show()
+
+        result = collect.run_session(session, on_line=on_line, on_target_done=on_done, **kw)
+        bar.update(task, completed=total, description="done")
+    return result

@@ -1,0 +1,601 @@
+"""Profile kernels under Nsight Compute: the only module that starts ``ncu``.
+
+One ncu *session* profiles one process for one or more *targets* (a ladder version, or an external
+subject such as torch SDPA's flash kernel), exactly one measured launch each, and writes
+``reports/<gpu>/<target>/<shape>.ncu-rep`` plus its provenance sidecar ``<shape>.json``
+(:mod:`profiler.provenance`). Public functions:
+
+- :func:`plan_version` / :func:`plan_all` / :func:`plan_command`: what to run (no side effects).
+- :meth:`Session.ncu_argv`: the exact ncu command line (``whowaits profile --dry-run`` prints it).
+- :func:`run_session`: run one session, check ncu's output, write the reports + sidecars atomically.
+- :func:`parse_ncu_output`: passes per kernel and the error, if any, from ncu's own messages.
+- :func:`section_files` / :func:`set_metrics`: the ``whowaits`` section set and the metric names it collects.
+
+How one measured launch is pinned down: ladder versions run in ``python -m kernels.runner``, which launches
+each version N warm-up times and then once inside the NVTX push/pop range ``whowaits:<version>``; ncu takes
+``--nvtx --nvtx-include whowaits:<version>/`` with the exact demangled-name regex of that version's kernel
+and ``--launch-count`` = number of targets. External programs (``--cmd``) are pinned by a kernel-name regex
+plus ``--launch-skip`` (the warm-up launches of that kernel) and ``--launch-count 1``.
+
+ncu always runs with ``--clock-control none`` (the card's clocks are left alone), ``--cache-control all``
+and ``--import-source yes`` (ladder builds carry ``-lineinfo``, see ``kernels/build.py``). With the
+``whowaits`` set, ncu's section search path is replaced by this repo's ``sections/`` folder, so only our
+six sections are collected (no built-in section or rule runs).
+
+A session writes into a temporary folder beside the destination and renames each finished file into
+place; on any error nothing is left behind, and an existing report is never overwritten without ``force``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from profiler import provenance
+from profiler.errors import WhowaitsError
+
+REPO = Path(__file__).resolve().parents[1]
+SECTIONS_DIR = REPO / "sections"
+REPORTS_DIR = REPO / "reports"
+SECTION_SCHEMA = SECTIONS_DIR / "section-schema.textproto"
+DEFAULT_SHAPE = "b1_h64_s1024_d128_fp16"
+DEFAULT_SET = "whowaits"
+DEFAULT_WARMUP = 3
+CLOCK_CONTROL = "none"
+CACHE_CONTROL = "all"
+NVTX_PREFIX = "whowaits:"
+
+# External subjects that `python -m kernels.runner` can launch itself (so `--all --ext` stays one process):
+# runner name -> (report folder, regex on the demangled kernel name). Names as recorded by ncu on the H200.
+EXT_SUBJECTS: dict[str, tuple[str, str]] = {
+    "sdpa-flash": ("ext-sdpa-flash", r"flash_fwd_kernel"),
+    "sdpa-cudnn": ("ext-sdpa-cudnn", r"cudnn_generated.*sdpa.*fprop"),
+}
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+# --------------------------------------------------------------------------------------------------------
+# what to run
+@dataclass(frozen=True)
+class Target:
+    """One measured launch in a session: where its report goes and how ncu recognises its kernel."""
+
+    name: str  # report folder under reports/<gpu>/: a version id or ext-NAME
+    kernel_regex: str  # regex on the demangled kernel name
+    nvtx_range: str | None = None  # NVTX push/pop range holding exactly this launch, if any
+    runner_arg: str | None = None  # its positional for `python -m kernels.runner`, for runner sessions
+
+
+@dataclass
+class Session:
+    """One ncu process over one profiled program; ``targets`` in the order the program launches them."""
+
+    targets: list[Target]
+    program: list[str]
+    shape: str
+    section_set: str = DEFAULT_SET
+    launch_skip: int = 0
+    cwd: Path = REPO
+    env: dict[str, str] = field(default_factory=dict)
+    build: list[str] = field(default_factory=list)  # version ids to build (with -lineinfo) before running
+    warmup: int | None = None  # set for runner sessions: the program is regenerated for any subset of targets
+
+    def subset(self, targets: list[Target]) -> "Session":
+        """The same session for some of its targets (runner sessions only; a command session is all-or-nothing)."""
+        if targets == self.targets:
+            return self
+        if self.warmup is None:
+            raise ValueError("only a runner session can be split into subsets")
+        program = runner_program([t.runner_arg for t in targets], self.shape, self.warmup)
+        return Session(targets, program, self.shape, self.section_set, self.launch_skip, self.cwd, self.env,
+                       [], self.warmup)
+
+    @property
+    def launch_count(self) -> int:
+        return len(self.targets)
+
+    @property
+    def kernel_filter(self) -> str:
+        regexes = [t.kernel_regex for t in self.targets]
+        joined = regexes[0] if len(set(regexes)) == 1 else "|".join(f"({r})" for r in dict.fromkeys(regexes))
+        return "regex:" + joined
+
+    @property
+    def nvtx_include(self) -> list[str] | None:
+        ranges = [f"{t.nvtx_range}/" for t in self.targets if t.nvtx_range]
+        return ranges or None
+
+    def ncu_argv(self, ncu: str = "ncu", export: str | os.PathLike = "report") -> list[str]:
+        """The full ncu command line writing to ``export`` (ncu appends ``.ncu-rep``)."""
+        argv = [ncu, "--clock-control", CLOCK_CONTROL, "--cache-control", CACHE_CONTROL, "--import-source", "yes"]
+        if self.section_set == DEFAULT_SET:
+            argv += ["--section-folder", str(SECTIONS_DIR)]
+        argv += ["--set", self.section_set]
+        argv += ["--kernel-name-base", "demangled", "--kernel-name", self.kernel_filter]
+        if self.nvtx_include:
+            argv.append("--nvtx")
+            for expr in self.nvtx_include:
+                argv += ["--nvtx-include", expr]
+        argv += ["--launch-skip", str(self.launch_skip), "--launch-count", str(self.launch_count)]
+        argv += ["--force-overwrite", "--export", str(export)]
+        return argv + list(self.program)
+
+
+def _check_name(name: str) -> str:
+    if not _NAME_RE.match(name) or name in (".", ".."):
+        raise WhowaitsError(f"bad subject name {name!r}: use letters, digits, '_', '-', '.'")
+    return name
+
+
+def _shape_key(shape: str) -> str:
+    from kernels.config import Shape  # kernels.config needs no GPU
+
+    return Shape.parse(shape).key
+
+
+def version_target(version_id: str) -> Target:
+    """The target of a ladder version: its kernel's demangled-name prefix and its NVTX range (kernels/CONTRACT.md)."""
+    return Target(version_id, rf"whowaits::{re.escape(version_id)}::flash_fwd<", NVTX_PREFIX + version_id, version_id)
+
+
+def ext_runner_target(runner_name: str) -> Target:
+    folder, regex = EXT_SUBJECTS[runner_name]
+    return Target(folder, regex, NVTX_PREFIX + runner_name, runner_name)
+
+
+def runner_program(names: list[str], shape: str, warmup: int) -> list[str]:
+    return [sys.executable, "-m", "kernels.runner", *names, "--shape", shape, "--warmup", str(warmup)]
+
+
+def plan_versions(version_ids: list[str], shape: str = DEFAULT_SHAPE, *, ext: list[str] = (),
+                  section_set: str = DEFAULT_SET, warmup: int = DEFAULT_WARMUP) -> Session:
+    """One session over ``python -m kernels.runner`` for the given versions (and runner ext subjects)."""
+    from kernels import registry
+
+    shape = _shape_key(shape)
+    ids = [registry.get(v).id for v in version_ids]
+    for e in ext:
+        if e not in EXT_SUBJECTS:
+            raise WhowaitsError(f"unknown external subject {e!r}: the runner knows {', '.join(EXT_SUBJECTS)}")
+    targets = [version_target(v) for v in ids] + [ext_runner_target(e) for e in ext]
+    if not targets:
+        raise WhowaitsError("nothing to profile")
+    return Session(targets, runner_program([t.runner_arg for t in targets], shape, warmup), shape, section_set,
+                   build=ids, warmup=warmup)
+
+
+def plan_version(version_id: str, shape: str = DEFAULT_SHAPE, **kw) -> Session:
+    """One ladder version (``whowaits profile VERSION``)."""
+    return plan_versions([version_id], shape, **kw)
+
+
+def plan_all(shape: str = DEFAULT_SHAPE, *, ext: bool = False, **kw) -> Session:
+    """Every ladder version (and the runner's external subjects with ``ext``) in ONE session and ONE process."""
+    from kernels import registry
+
+    ids = [v.id for v in registry.versions()]
+    if not ids and not ext:
+        raise WhowaitsError("no kernel versions found under kernels/v*/version.toml")
+    return plan_versions(ids, shape, ext=list(EXT_SUBJECTS) if ext else [], **kw)
+
+
+def plan_command(command: str | list[str], kernel_regex: str, name: str, shape: str = DEFAULT_SHAPE, *,
+                 launch_skip: int = 0, section_set: str = DEFAULT_SET, nvtx_range: str | None = None) -> Session:
+    """Any program (``whowaits profile --cmd "…" --kernel REGEX --name ext-NAME``): the first launch of a
+    kernel matching ``kernel_regex`` after ``launch_skip`` earlier ones (inside ``nvtx_range`` if given)."""
+    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    if not argv:
+        raise WhowaitsError("--cmd is empty")
+    try:
+        re.compile(kernel_regex)
+    except re.error as err:
+        raise WhowaitsError(f"--kernel {kernel_regex!r} is not a valid regex: {err}") from None
+    if launch_skip < 0:
+        raise WhowaitsError("--launch-skip must be >= 0")
+    target = Target(_check_name(name), kernel_regex, nvtx_range)
+    return Session([target], argv, _shape_key(shape), section_set, launch_skip=launch_skip)
+
+
+# --------------------------------------------------------------------------------------------------------
+# the environment
+def find_ncu() -> str:
+    """Path of ncu: ``$WHOWAITS_NCU`` or ``ncu`` on PATH."""
+    env = os.environ.get("WHOWAITS_NCU")
+    if env:
+        if not (Path(env).is_file() and os.access(env, os.X_OK)):
+            raise WhowaitsError(f"WHOWAITS_NCU={env} is not an executable file")
+        return env
+    path = shutil.which("ncu")
+    if not path:
+        raise WhowaitsError(
+            "ncu (Nsight Compute CLI) not found on PATH: install Nsight Compute (it ships with the CUDA toolkit, "
+            "e.g. /usr/local/cuda/bin) or set WHOWAITS_NCU"
+        )
+    return path
+
+
+def _run_text(argv: list[str], timeout: float = 60) -> str | None:
+    try:
+        cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return cp.stdout if cp.returncode == 0 else None
+
+
+def ncu_version(ncu: str) -> str | None:
+    """``ncu --version`` -> e.g. ``"2025.3.1.0"``."""
+    out = _run_text([ncu, "--version"])
+    m = re.search(r"Version\s+([0-9][0-9.]*)", out or "")
+    return m.group(1) if m else None
+
+
+def gpu_info() -> tuple[str | None, str | None]:
+    """(GPU name, driver version) of GPU 0 from nvidia-smi, or (None, None) where it cannot tell."""
+    smi = shutil.which("nvidia-smi")
+    out = _run_text([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"]) if smi else None
+    if not out or not out.strip():
+        return None, None
+    first = out.strip().splitlines()[0]
+    name, _, driver = first.partition(",")
+    return name.strip() or None, driver.strip() or None
+
+
+def gpu_slug(gpu_name: str | None) -> str:
+    """``"NVIDIA H200"`` -> ``"h200"`` (the reports/<gpu>/ folder)."""
+    if not gpu_name:
+        return "unknown-gpu"
+    s = re.sub(r"^nvidia\s+", "", gpu_name.strip(), flags=re.I).lower()
+    return re.sub(r"[^a-z0-9]+", "-", s).strip("-") or "unknown-gpu"
+
+
+def git_state(repo: Path = REPO) -> tuple[str | None, bool | None]:
+    """(HEAD commit, dirty?) of the repo; ``$WHOWAITS_GIT_COMMIT``/``$WHOWAITS_GIT_DIRTY`` where the copy has no .git."""
+    commit = _run_text(["git", "-C", str(repo), "rev-parse", "HEAD"], timeout=10)
+    if commit:
+        status = _run_text(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"], timeout=20)
+        return commit.strip(), (bool(status.strip()) if status is not None else None)
+    env_commit = os.environ.get("WHOWAITS_GIT_COMMIT") or None
+    dirty = os.environ.get("WHOWAITS_GIT_DIRTY")
+    return env_commit, (dirty not in ("", "0", "false")) if dirty is not None else None
+
+
+def tool_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("whowaits")
+    except Exception:  # not installed (PYTHONPATH checkout)
+        return None
+
+
+# --------------------------------------------------------------------------------------------------------
+# ncu's messages
+_PASSES_RE = re.compile(r'==PROF== Profiling "(?P<kernel>[^"]*)".*?(?P<passes>\d+) pass(?:es)?')
+_APP_ERR_RE = re.compile(r"==ERROR== The application returned an error code \((?P<code>-?\d+)\)")
+_NO_DEVICE_PATTERNS = (
+    "no cuda-capable device",
+    "no supported cuda devices",
+    "no cuda devices",
+    "no nvidia gpu",
+    "cuda_error_no_device",
+    "cudaerrornodevice",
+    "no cuda gpus are available",
+    "found no nvidia driver",
+)
+
+
+@dataclass
+class NcuOutcome:
+    """What ncu's console output says about a session."""
+
+    profiled: list[tuple[str, int]]  # (kernel name as ncu printed it, replay passes), in order
+    error: str | None  # one line for the user, or None
+
+
+def _last_program_line(text: str) -> str:
+    for line in reversed(text.splitlines()):
+        s = line.strip()
+        if s and not s.startswith("=="):
+            return s[:300]
+    return ""
+
+
+def parse_ncu_output(text: str, returncode: int = 0) -> NcuOutcome:
+    """Passes per profiled kernel and the first problem ncu reports, as one line (None when all is well)."""
+    profiled = [(m.group("kernel"), int(m.group("passes"))) for m in _PASSES_RE.finditer(text)]
+    low = text.lower()
+    error = None
+    if "err_nvgpuctrperm" in low:
+        error = ("ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM): run as root or enable "
+                 "counter access for all users (NVreg_RestrictProfilingToAdminUsers=0), see "
+                 "https://developer.nvidia.com/ERR_NVGPUCTRPERM")
+    elif any(p in low for p in _NO_DEVICE_PATTERNS):
+        error = "no usable NVIDIA GPU: " + (_ncu_error_line(text) or _last_program_line(text) or "no device found")
+    elif (m := _APP_ERR_RE.search(text)) is not None:
+        last = _last_program_line(text)
+        error = f"the profiled program failed with exit code {m.group('code')}" + (f": {last}" if last else "")
+    elif "no kernels were profiled" in low:
+        error = "the kernel filter matched no kernel launch (ncu: No kernels were profiled)"
+    elif returncode != 0:
+        error = f"ncu failed with exit code {returncode}: " + (_ncu_error_line(text) or _last_program_line(text) or "no message")
+    return NcuOutcome(profiled, error)
+
+
+def _ncu_error_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.startswith("==ERROR=="):
+            return line[len("==ERROR=="):].strip()[:300]
+    return ""
+
+
+# --------------------------------------------------------------------------------------------------------
+# running a session
+@dataclass
+class TargetResult:
+    target: Target
+    report: Path | None = None
+    sidecar: Path | None = None
+    passes: int | None = None
+    kernel: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class SessionResult:
+    session: Session
+    argvs: list[list[str]]  # one ncu command per ncu process (more than one only after a crash)
+    wall_s: float
+    results: list[TargetResult]
+    log: str
+
+    @property
+    def failures(self) -> list[TargetResult]:
+        return [r for r in self.results if not r.ok]
+
+
+def report_path(out_root: Path, gpu: str, name: str, shape: str) -> Path:
+    return Path(out_root) / gpu / name / f"{shape}.ncu-rep"
+
+
+def _stream(argv: list[str], cwd: Path, env: dict, on_line: Callable[[str], None] | None) -> tuple[int, str]:
+    """Run argv, merging stderr into stdout; feed each line to ``on_line``; return (exit code, all output)."""
+    full_env = os.environ | env
+    lines: list[str] = []
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", bufsize=1)
+    except OSError as err:
+        raise WhowaitsError(f"could not start {argv[0]}: {err.strerror}") from None
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if on_line:
+            on_line(line.rstrip("\n"))
+    return proc.wait(), "".join(lines)
+
+
+def _build_versions(ids: list[str], shape: str) -> dict[str, str]:
+    """Build each version's cubin for ``shape`` (-lineinfo, cached); {version: error} for those that fail."""
+    if not ids:
+        return {}
+    from kernels import build as kbuild
+    from kernels import registry
+    from kernels.config import Shape
+
+    s = Shape.parse(shape)
+    failed = {}
+    for vid in ids:
+        try:
+            v = registry.get(vid)
+            kbuild.build(v, v.config_for(s.head_dim, s.dtype, s.causal))
+        except WhowaitsError as err:
+            failed[vid] = f"build failed: {err}"
+    return failed
+
+
+def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | None = None, force: bool = False,
+                on_line: Callable[[str], None] | None = None,
+                on_target_done: Callable[[TargetResult], None] | None = None) -> SessionResult:
+    """Run the session under ncu and write one report + sidecar per target that ncu profiled.
+
+    Raises :class:`WhowaitsError` for what makes profiling impossible (no ncu, no GPU, counter permission,
+    an existing report without ``force``, a filter that matched nothing) and, for a one-target session, for
+    a crashed program. With several targets a version that fails (does not build, crashes the runner, is
+    not profiled) is recorded in the result's ``failures`` and the others go on: after a crash a new ncu
+    session resumes with the targets after the failing one. No file is left behind for a failed target.
+    """
+    ncu = find_ncu()
+    gpu_name, driver = gpu_info()
+    slug = gpu or gpu_slug(gpu_name)
+    dests = {t.name: report_path(out_root, slug, t.name, session.shape) for t in session.targets}
+    if not force:
+        existing = [str(p) for p in dests.values() if p.exists()]
+        if existing:
+            raise WhowaitsError(f"report exists: {existing[0]} (use --force to overwrite)")
+
+    results = {t.name: TargetResult(t) for t in session.targets}
+
+    def fail(t: Target, msg: str) -> None:
+        results[t.name].error = msg
+        if on_target_done:
+            on_target_done(results[t.name])
+
+    for name, err in _build_versions(session.build, session.shape).items():
+        fail(next(t for t in session.targets if t.name == name), err)
+    pending = [t for t in session.targets if not results[t.name].error]
+    if not pending:
+        return SessionResult(session, [], 0.0, list(results.values()), "")
+
+    out_root = Path(out_root)
+    (out_root / slug).mkdir(parents=True, exist_ok=True)
+    tmpdir = Path(tempfile.mkdtemp(prefix=".whowaits-profile-", dir=out_root / slug))
+    argvs: list[list[str]] = []
+    logs: list[str] = []
+    wall = 0.0
+    try:
+        ncu_ver = ncu_version(ncu)
+        commit, dirty = git_state(session.cwd)
+        staged: list[tuple[TargetResult, Path, dict]] = []
+        while pending:
+            sub = session.subset(pending)
+            stem = tmpdir / f"session{len(argvs)}"
+            argv = sub.ncu_argv(ncu, stem)
+            argvs.append(argv)
+            t0 = time.perf_counter()
+            code, log = _stream(argv, session.cwd, session.env, on_line)
+            wall += time.perf_counter() - t0
+            logs.append(log)
+            outcome = parse_ncu_output(log, code)
+            rep = stem.with_name(stem.name + ".ncu-rep")
+            parts = _assign(pending, outcome.profiled) if rep.is_file() else {}
+            crashed = outcome.error is not None and outcome.error.startswith("the profiled program failed")
+            if outcome.error and not (crashed and len(session.targets) > 1):
+                raise WhowaitsError(outcome.error)
+            if not outcome.error and not rep.is_file():
+                raise WhowaitsError(f"ncu exited {code} but wrote no report: "
+                                    + (_ncu_error_line(log) or _last_program_line(log) or "no message"))
+            resume: list[Target] = []
+            for i, t in enumerate(pending):
+                hit = parts.get(t.name)
+                if hit is None:
+                    if crashed:  # the first target not profiled is the one that crashed: go on after it
+                        fail(t, outcome.error)
+                        resume = pending[i + 1:]
+                        break
+                    fail(t, "not profiled: no launch of its kernel matched the filter")
+                    continue
+                r = results[t.name]
+                r.kernel, r.passes = hit
+                part = rep if len(parts) == 1 else tmpdir / f"{t.name}.ncu-rep"
+                if part != rep:
+                    try:
+                        split_report(ncu, rep, t, part)
+                    except WhowaitsError as err:
+                        fail(t, str(err))
+                        continue
+                side = provenance.make_sidecar(
+                    version=t.name, shape=session.shape, ncu_command=[a.replace(str(tmpdir), "<tmp>") for a in argv], ncu_version=ncu_ver,
+                    driver_version=driver, gpu=gpu_name, git_commit=commit, git_dirty=dirty,
+                    clock_control=CLOCK_CONTROL, cache_control=CACHE_CONTROL, section_set=session.section_set,
+                    kernel_filter="regex:" + t.kernel_regex, launch_skip=sub.launch_skip,
+                    launch_count=sub.launch_count, nvtx_include=[f"{t.nvtx_range}/"] if t.nvtx_range else None,
+                    time=datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+                    tool_version=tool_version(), report_sha256=provenance.sha256_file(part),
+                )
+                staged.append((r, part, side))
+            pending = resume
+        for r, part, side in staged:  # every part exists and is checked: move them into place
+            dest = dests[r.target.name]
+            if dest.exists() and not force:
+                fail(r.target, f"report appeared meanwhile: {dest} (use --force to overwrite)")
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            side_tmp = tmpdir / f"{r.target.name}.json"
+            provenance.write_json_atomic(side_tmp, side)
+            os.replace(part, dest)
+            os.replace(side_tmp, provenance.sidecar_path(dest))
+            r.report, r.sidecar = dest, provenance.sidecar_path(dest)
+            if on_target_done:
+                on_target_done(r)
+        return SessionResult(session, argvs, wall, [results[t.name] for t in session.targets], "".join(logs))
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _assign(targets: list[Target], profiled: list[tuple[str, int]]) -> dict[str, tuple[str, int]]:
+    """Match ncu's 'Profiling "<kernel>"' lines to targets by each target's regex, in launch order."""
+    out: dict[str, tuple[str, int]] = {}
+    pending = list(profiled)
+    for t in targets:
+        rx = re.compile(t.kernel_regex)
+        for i, (kernel, passes) in enumerate(pending):
+            if rx.search(kernel) or (len(targets) == 1):
+                out[t.name] = (kernel, passes)
+                del pending[i]
+                break
+    return out
+
+
+def split_command(ncu: str, combined: Path, target: Target, out: Path) -> list[str]:
+    """ncu command that copies one target's launch out of a combined report into its own report."""
+    argv = [ncu, "--import", str(combined), "--kernel-name-base", "demangled",
+            "--kernel-name", "regex:" + target.kernel_regex]
+    if target.nvtx_range:
+        argv += ["--nvtx", "--nvtx-include", f"{target.nvtx_range}/"]
+    return argv + ["--force-overwrite", "--export", str(out)]
+
+
+def split_report(ncu: str, combined: Path, target: Target, out: Path) -> Path:
+    argv = split_command(ncu, combined, target, out)
+    code, log = _stream(argv, REPO, {}, None)
+    outcome = parse_ncu_output(log, code)
+    if outcome.error or not out.is_file():
+        raise WhowaitsError(f"could not split {target.name} out of the session report: "
+                            + (outcome.error or _ncu_error_line(log) or "ncu wrote no file"))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------
+# the section set
+def _section_class():
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
+
+    fdp = text_format.Parse(SECTION_SCHEMA.read_text(), descriptor_pb2.FileDescriptorProto())
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("whowaits.section.ProfilerSection"))
+
+
+def section_files(folder: Path = SECTIONS_DIR, set_name: str = DEFAULT_SET) -> dict[Path, object]:
+    """Every ``*.section`` in ``folder`` that belongs to ``set_name``, parsed against sections/section-schema.textproto."""
+    from google.protobuf import text_format
+
+    cls = _section_class()
+    out = {}
+    for p in sorted(Path(folder).glob("*.section")):
+        try:
+            msg = text_format.Parse(p.read_text(), cls())
+        except text_format.ParseError as err:
+            raise WhowaitsError(f"{p}: {err}") from None
+        if any(s.Identifier == set_name for s in msg.Sets):
+            out[p] = msg
+    return out
+
+
+def _walk_metrics(msg, found: list) -> None:
+    for fd, value in msg.ListFields():
+        if fd.message_type is None:
+            continue
+        repeated = fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED
+        items = value if repeated else [value]
+        for item in items:
+            if fd.message_type.name == "Metric":
+                found.append(item)
+            _walk_metrics(item, found)
+
+
+def section_metrics(msg) -> list:
+    """Every ``Metric`` message in a parsed section (header, body, metrics, source metrics)."""
+    found: list = []
+    _walk_metrics(msg, found)
+    return found
+
+
+def set_metrics(folder: Path = SECTIONS_DIR, set_name: str = DEFAULT_SET) -> set[str]:
+    """Names of every metric the set collects, as written in the section files (``group:`` names included)."""
+    return {m.Name for msg in section_files(folder, set_name).values() for m in section_metrics(msg) if m.Name}

@@ -1,0 +1,126 @@
+"""Provenance sidecars: ``<shape>.json`` beside every ``<shape>.ncu-rep`` (DESIGN.md, "Reports").
+
+A sidecar records how a report was taken, so that views can refuse to compare reports whose collection
+differs (the confound guard) and a reader can reproduce the profile. Keys (every one always present; a
+value that cannot be known is ``null``)::
+
+    version          the subject: a ladder version id (v03_...) or an external subject (ext-sdpa-flash)
+    shape            shape key, b{B}_h{H}_s{S}_d{D}_{dtype}[_causal]
+    ncu_command      the full ncu argv (list of str), as run
+    ncu_version      e.g. "2025.3.1.0"
+    driver_version   e.g. "580.159.04"
+    gpu              e.g. "NVIDIA H200"
+    git_commit       HEAD of the repo when profiled
+    git_dirty        whether the work tree had uncommitted changes
+    clock_control    ncu --clock-control ("none")
+    cache_control    ncu --cache-control ("all" = caches flushed before each replay pass)
+    section_set      ncu --set ("whowaits", "full", ...)
+    kernel_filter    the kernel name filter, e.g. "regex:whowaits::v03_x::flash_fwd<"
+    launch_skip      ncu --launch-skip
+    launch_count     ncu --launch-count
+    nvtx_include     list of --nvtx-include expressions, or null
+    time             ISO-8601 UTC time the profile finished
+    tool_version     whowaits' version
+    report_sha256    sha256 of the report file the sidecar describes
+
+Writes are atomic (a temporary file in the same folder, then ``os.replace``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from profiler.errors import WhowaitsError
+
+SIDECAR_KEYS: tuple[str, ...] = (
+    "version",
+    "shape",
+    "ncu_command",
+    "ncu_version",
+    "driver_version",
+    "gpu",
+    "git_commit",
+    "git_dirty",
+    "clock_control",
+    "cache_control",
+    "section_set",
+    "kernel_filter",
+    "launch_skip",
+    "launch_count",
+    "nvtx_include",
+    "time",
+    "tool_version",
+    "report_sha256",
+)
+
+
+def sidecar_path(report_path: str | os.PathLike) -> Path:
+    """``reports/h200/v03/b1_..._fp16.ncu-rep`` -> ``reports/h200/v03/b1_..._fp16.json``."""
+    p = Path(report_path)
+    name = p.name
+    if name.endswith(".ncu-rep"):
+        name = name[: -len(".ncu-rep")]
+    return p.with_name(name + ".json")
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_sidecar(report_path: str | os.PathLike) -> dict | None:
+    """The sidecar of a report as a dict with every key of :data:`SIDECAR_KEYS`, or ``None`` if it has none.
+
+    Keys missing from an older sidecar come back as ``None``; a sidecar that is not a JSON object raises
+    :class:`WhowaitsError`.
+    """
+    sp = sidecar_path(report_path)
+    if not sp.is_file():
+        return None
+    try:
+        data = json.loads(sp.read_text())
+    except json.JSONDecodeError as err:
+        raise WhowaitsError(f"{sp}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    if not isinstance(data, dict):
+        raise WhowaitsError(f"{sp}: expected a JSON object")
+    return {k: data.get(k) for k in SIDECAR_KEYS} | {k: v for k, v in data.items() if k not in SIDECAR_KEYS}
+
+
+def make_sidecar(**fields) -> dict:
+    """A sidecar dict: every key of :data:`SIDECAR_KEYS` (unknown ones ``None``); unknown keywords are an error."""
+    extra = set(fields) - set(SIDECAR_KEYS)
+    if extra:
+        raise ValueError(f"unknown sidecar keys: {sorted(extra)}")
+    return {k: fields.get(k) for k in SIDECAR_KEYS}
+
+
+def write_json_atomic(path: str | os.PathLike, data) -> Path:
+    """Write ``data`` as indented JSON to ``path`` through a temporary file and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_sidecar(report_path: str | os.PathLike, sidecar: dict) -> Path:
+    """Write the sidecar of ``report_path`` atomically; ``report_sha256`` is filled in from the report if unset."""
+    data = make_sidecar(**{k: v for k, v in sidecar.items() if k in SIDECAR_KEYS})
+    if data["report_sha256"] is None and Path(report_path).is_file():
+        data["report_sha256"] = sha256_file(report_path)
+    return write_json_atomic(sidecar_path(report_path), data)

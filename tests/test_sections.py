@@ -1,0 +1,171 @@
+"""The `whowaits` section set (sections/*.section): parses, names only real gh100 metrics, covers the analyses.
+
+Every file is parsed with protobuf's text format against sections/section-schema.textproto (a
+FileDescriptorProto compiled at run time: no protoc). Every metric name must be on one of the gh100 lists
+that ncu itself printed (profiler/data/gh100-metrics.txt, gh100-source-metrics.txt) or on the documented
+allow-list of launch/device attributes read off the starter reports (gh100-launch-metrics.txt), with a
+rollup that fits the metric's type. And every ncu metric that profiler/data/metrics.toml maps must be
+collected by the set, so `whowaits show` has nothing `missing` on a whowaits-set report.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from profiler import collect
+from profiler import metrics as M
+from profiler.errors import WhowaitsError
+
+DATA = Path(__file__).resolve().parents[1] / "profiler" / "data"
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_COUNTER_ROLLUPS = {"sum", "avg", "min", "max"}
+_RATIO_ROLLUPS = {"ratio", "pct", "max_rate"}
+_SUBMETRICS = {
+    "per_second", "per_cycle_elapsed", "per_cycle_active", "peak_sustained", "peak_sustained_active",
+    "peak_sustained_elapsed", "pct_of_peak_sustained_active", "pct_of_peak_sustained_elapsed",
+}
+
+
+def _query_list(path: Path) -> dict[str, str]:
+    """{metric: type} from an `ncu --query-metrics` printout (first column name, second column type)."""
+    out = {}
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and _NAME.match(parts[0]) and parts[1] in ("Counter", "Ratio", "Throughput"):
+            out[parts[0]] = parts[1]
+    return out
+
+
+def _allow_list(path: Path) -> set[str]:
+    return {s for line in path.read_text().splitlines() if (s := line.strip()) and not s.startswith("#")}
+
+
+HW = _query_list(DATA / "gh100-metrics.txt")
+SOURCE = _query_list(DATA / "gh100-source-metrics.txt")
+LAUNCH = _allow_list(DATA / "gh100-launch-metrics.txt")
+GROUPS = {"group:smsp__pcsamp_warp_stall_reasons", "group:smsp__pcsamp_warp_stall_reasons_not_issued"}
+
+
+def _applies_to_cc90(filt) -> bool:
+    lo = filt.MinArch if filt.HasField("MinArch") else 0
+    hi = filt.MaxArch if filt.HasField("MaxArch") else 10**6
+    return lo <= 90 <= hi
+
+
+def name_problem(name: str, defined: set[str]) -> str | None:
+    """Why ``name`` is not a metric ncu collects on gh100, or None when it is."""
+    if name in GROUPS or name in defined:
+        return None
+    if name.startswith("group:"):
+        return f"unknown metric group {name}"
+    base, _, rest = name.partition(".")
+    suffix = rest.split(".") if rest else []
+    if base in SOURCE or base in LAUNCH:
+        return None if not suffix else f"{name}: source/launch metrics take no rollup"
+    kind = HW.get(base)
+    if kind is None:
+        return f"{name}: {base} is not a gh100 metric"
+    if not suffix:
+        return f"{name}: a {kind} needs a rollup"
+    first, more = suffix[0], suffix[1:]
+    allowed = _RATIO_ROLLUPS if kind == "Ratio" else _COUNTER_ROLLUPS
+    if first not in allowed or any(s not in _SUBMETRICS for s in more):
+        return f"{name}: bad rollup/submetric for a {kind}"
+    return None
+
+
+def set_problems(folder: Path) -> list[str]:
+    problems = []
+    for path, msg in collect.section_files(folder).items():
+        defined = {d.Name for d in msg.MetricDefinitions.MetricDefinitions}
+        for d in msg.MetricDefinitions.MetricDefinitions:
+            for ref in re.findall(r"[a-z][a-z0-9_]*__[a-z0-9_.]+", d.Expression):
+                if (p := name_problem(ref, defined)) is not None:
+                    problems.append(f"{path.name}: expression of {d.Name}: {p}")
+        for m in collect.section_metrics(msg):
+            if m.HasField("Filter") and not _applies_to_cc90(m.Filter):
+                continue
+            if not m.Name:
+                problems.append(f"{path.name}: metric {m.Label!r} has no name")
+            elif (p := name_problem(m.Name, defined)) is not None:
+                problems.append(f"{path.name}: {p}")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def sections():
+    return collect.section_files()
+
+
+def test_lists_are_loaded():
+    assert len(HW) > 3000 and "dram__bytes" in HW and HW["smsp__average_warp_latency_per_inst_issued"] == "Ratio"
+    assert "inst_executed" in SOURCE and "smsp__pcsamp_warps_issue_stalled_barrier" in SOURCE
+    assert "launch__grid_size" in LAUNCH
+
+
+def test_every_section_file_parses_and_is_in_the_set(sections):
+    files = sorted(collect.SECTIONS_DIR.glob("*.section"))
+    assert len(files) >= 5
+    assert sorted(sections) == files  # every file belongs to the whowaits set
+    ids = [m.Identifier for m in sections.values()]
+    assert len(set(ids)) == len(ids)
+    for msg in sections.values():
+        assert msg.Identifier.startswith("Whowaits") and msg.DisplayName and msg.Description
+        assert msg.HasField("Header") and len(msg.Header.Metrics) >= 4  # ncu prints the header in its output
+
+
+def test_stalls_render_as_a_bar_chart(sections):
+    charts = [it.BarChart for msg in sections.values() for body in msg.Body for it in body.Items if it.HasField("BarChart")]
+    stall_chart = [c for c in charts if any("issue_stalled" in m.Name for m in c.Metrics)]
+    assert stall_chart and len(stall_chart[0].Metrics) >= 18
+
+
+def test_every_metric_name_is_a_gh100_metric():
+    assert set_problems(collect.SECTIONS_DIR) == []
+
+
+def test_checker_rejects_bad_names_and_fields(tmp_path):
+    good = (collect.SECTIONS_DIR / "WhowaitsRoofline.section").read_text()
+    (tmp_path / "a.section").write_text(good.replace("dram__bytes.sum.per_second", "dram__bites.sum.per_second"))
+    (tmp_path / "b.section").write_text(
+        good.replace('Identifier: "WhowaitsRoofline"', 'Identifier: "B"').replace("dram__bytes_read.sum", "dram__bytes_read")
+    )
+    problems = set_problems(tmp_path)
+    assert any("dram__bites is not a gh100 metric" in p for p in problems)
+    assert any("dram__bytes_read: a Counter needs a rollup" in p for p in problems)
+    (tmp_path / "c.section").write_text(good + '\nColour: "red"\n')
+    with pytest.raises(WhowaitsError, match="c.section"):
+        collect.section_files(tmp_path)
+
+
+def test_set_covers_every_metric_the_analyses_read():
+    collected = collect.set_metrics()
+    uncovered = []
+    for canonical, spec in M.metric_specs().items():
+        if spec.section == "(device attributes)":
+            assert any(n.startswith("device__attribute_") for n in spec.names)
+            continue
+        if not any(n in collected for n in spec.names):
+            uncovered.append(f"{canonical}: {spec.names}")
+    for path, (counters, _section) in M.tensor_op_counters().items():
+        uncovered += [f"tensor_ops.{path}: {c}" for c in counters if c not in collected]
+    for reason in M.stall_reasons():
+        ratio = M.cycles_per_issue_metric(reason)
+        if ratio.partition(".")[0] in HW and ratio not in collected:
+            uncovered.append(f"stall {reason}: {ratio}")
+    cfg = M.stall_config()
+    uncovered += [n for n in (cfg["sample_count"], cfg["cycles_per_issue_total"]) if n not in collected]
+    uncovered += [n for n in M.per_pc_metrics().values() if n not in collected]
+    assert uncovered == []
+    # per-PC stall samples (every reason) and executed instructions per opcode
+    assert GROUPS <= collected
+    assert "sass__inst_executed_per_opcode" in collected
+
+
+def test_set_is_smaller_than_full(sections):
+    # not a pass count (that is measured on the GPU, reports/h200/collection-cost.json) but a guard
+    # against the set quietly growing into --set full: a few hundred names at most.
+    assert 50 < len(collect.set_metrics()) < 300

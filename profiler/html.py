@@ -99,6 +99,8 @@ def _ladder_table(m) -> str:
     rows = []
     for r in m.table.to_dict(orient="records"):
         top = f"{_e(r['top_class'])}·{_e(r['top_reason'])}" if r.get("top_class") else "—"
+        if r.get("top_opcode"):
+            top += f" <span class='note'>on {_e(r['top_opcode'])}</span>"
         rows.append([f"<a href='#v-{_e(r['version'])}'>{_e(r['version'])}</a>", _e(r.get("title")),
                      _e(r.get("change")), _e(fmt_ns(r.get("duration_ns"))), _num(r.get("tflops"), "{:.0f}"),
                      _num(r.get("speedup_prev"), "{:.2f}x"), top,
@@ -206,6 +208,9 @@ def write_html(path: str | os.PathLike, text: str, force: bool = False) -> Path:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is for reading
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

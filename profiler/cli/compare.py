@@ -48,8 +48,8 @@ def _share_table(title: str, df, keys: list[str], a: str, b: str, limit: int | N
 
     t = Table(title=title, title_justify="left")
     for k in keys:
-        t.add_column(k)
-    for c in (f"samples {a}", f"samples {b}", f"share {a}", f"share {b}", "Δ pp", "Δ interval (pp)"):
+        t.add_column(k, no_wrap=True)
+    for c in ("samples A", "samples B", "share A", "share B", "Δ pp", "Δ interval (pp)"):
         t.add_column(c, justify="right")
     t.add_column("")
     rows = df[(df["share_a"] > 0) | (df["share_b"] > 0)]
@@ -73,9 +73,10 @@ def _render_diff(d, console) -> None:
 
     for w in d.warnings:
         console.print(Panel(w["message"], title="confound", border_style="yellow"))
-    mt = Table(title=f"{d.a} → {d.b}", title_justify="left")
-    for c in ("metric", d.a, d.b, "B/A", ""):
-        mt.add_column(c, justify="right" if c not in ("metric", "") else "left")
+    console.print(f"[bold]A[/bold] = {d.a}   [bold]B[/bold] = {d.b}")
+    mt = Table(title="Time, throughput, tensor pipe, roofline point", title_justify="left")
+    for c in ("metric", "A", "B", "B/A", ""):
+        mt.add_column(c, justify="right" if c not in ("metric", "") else "left", no_wrap=(c == "metric"))
     for r in d.metrics.to_dict(orient="records"):
         if r["a"] is None and r["b"] is None:
             continue
@@ -93,7 +94,7 @@ def _render_diff(d, console) -> None:
     console.print(_share_table("Short scoreboard (SSC): all, then per class", d.ssc, ["class"], d.a, d.b))
     if len(d.barriers):
         bt = Table(title="Barriers (static: in the SASS; executed: instructions run)", title_justify="left")
-        for c in ("kind", "opcode", d.a, d.b, "B/A"):
+        for c in ("kind", "opcode", "A", "B", "B/A"):
             bt.add_column(c, justify="right" if c not in ("kind", "opcode") else "left")
         for r in d.barriers.to_dict(orient="records"):
             bt.add_row(r["kind"], r["opcode"], _num(r["a"], "{:,}"), _num(r["b"], "{:,}"), _num(r["ratio"], "{:.3g}x"))
@@ -144,6 +145,8 @@ def _render_migration(m, console) -> None:
         t.add_column(c, justify="left" if c in ("version", "top waiter", "tensor path") else "right")
     for r in m.table.to_dict(orient="records"):
         top = f"{r['top_class']}·{r['top_reason']}" if r["top_class"] else "—"
+        if r.get("top_opcode"):
+            top += f" [dim]({r['top_opcode']})"
         t.add_row(r["version"], fmt_ns(r["duration_ns"]), _num(r["tflops"], "{:.0f}"),
                   _num(r["speedup_prev"], "{:.2f}x"), top,
                   f"{_pct(r['top_share'])} [{_pct(r['top_lo'])}, {_pct(r['top_hi'])}]",

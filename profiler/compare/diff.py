@@ -92,7 +92,7 @@ def records(df: pd.DataFrame) -> list[dict]:
 
 def total_samples(summary: dict) -> int:
     """All stall samples of a launch: the denominator of every share."""
-    return int(sum((summary.get("stall_samples") or {}).values()))
+    return int(sum(v or 0 for v in (summary.get("stall_samples") or {}).values()))
 
 
 def _share_frame(keys: list[str], rows_a: dict, rows_b: dict, n_a: int, n_b: int) -> pd.DataFrame:
@@ -115,13 +115,15 @@ def _share_frame(keys: list[str], rows_a: dict, rows_b: dict, n_a: int, n_b: int
 
 def top_waiter(summary: dict) -> dict | None:
     """The opcode class x reason with the most stall samples, ``selected``/``not_selected`` aside.
-    Returns ``{class, reason, samples, share}`` (share of all samples) or None without samples."""
+    Returns ``{class, reason, samples, share, opcode}`` (share of all samples; ``opcode``: the
+    opcode most of those samples sit on, where the summary says) or None without samples."""
     n = total_samples(summary)
     rows = [w for w in summary.get("who_waits") or [] if w.get("reason") not in NOT_WAITING and w.get("samples")]
     if not rows or not n:
         return None
     w = max(rows, key=lambda r: r["samples"])
-    return {"class": w["class"], "reason": w["reason"], "samples": int(w["samples"]), "share": w["samples"] / n}
+    return {"class": w["class"], "reason": w["reason"], "samples": int(w["samples"]), "share": w["samples"] / n,
+            "opcode": w.get("top_opcode")}
 
 
 def waiter_name(w: dict | None) -> str:
@@ -242,7 +244,8 @@ def diff(a: dict, b: dict, label_a: str = "A", label_b: str = "B", warnings: lis
     if not na or not nb:
         notes.append(f"no stall samples in {label_a if not na else label_b}: shares cannot be compared "
                      "(collect WarpStateStats/SourceCounters)")
-    stalls = _share_frame(["reason"], a.get("stall_samples") or {}, b.get("stall_samples") or {}, na, nb)
+    stalls = _share_frame(["reason"], {k: v or 0 for k, v in (a.get("stall_samples") or {}).items()},
+                          {k: v or 0 for k, v in (b.get("stall_samples") or {}).items()}, na, nb)
     oa = {r["class"]: r.get("samples") or 0 for r in a.get("opcode_waits") or []}
     ob = {r["class"]: r.get("samples") or 0 for r in b.get("opcode_waits") or []}
     classes = _share_frame(["class"], oa, ob, na, nb)

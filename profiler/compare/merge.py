@@ -53,9 +53,8 @@ def _regroup(rows_list, keys, total, top_reason_from=None):
 def merge_launches(launches: list[dict]) -> dict:
     """One summary standing for all ``launches`` (DESIGN.md's ``show`` objects).
 
-    ``kernel`` joins the distinct names with `` + ``; ``launch`` becomes the list of launch
-    indices; ``launch_config`` of the first launch is kept under ``launch`` only when there is
-    one launch. ``top_instructions`` are concatenated and re-sorted (addresses of different
+    ``kernel`` joins the distinct names with `` + ``; ``launch_indices`` lists the merged launches;
+    ``launch`` (a launch's shape) is None, since launches may differ. ``top_instructions`` are concatenated and re-sorted (addresses of different
     kernels are kept apart by their ``kernel`` key).
     """
     if not launches:
@@ -67,9 +66,9 @@ def merge_launches(launches: list[dict]) -> dict:
     names = list(dict.fromkeys(x.get("kernel") for x in L))
     merged["kernel"] = " + ".join(str(n) for n in names)
     merged["report"] = L[0].get("report")
-    merged["launches"] = [x.get("launch") if not isinstance(x.get("launch"), dict) else i for i, x in enumerate(L)]
+    merged["launch_indices"] = [x.get("launch_index", i) for i, x in enumerate(L)]
     merged["duration_ns"] = _sum([x.get("duration_ns") for x in L])
-    samples = _add_dicts([x.get("stall_samples") for x in L])
+    samples = _add_dicts([{k: v or 0 for k, v in (x.get("stall_samples") or {}).items()} for x in L])
     merged["stall_samples"] = samples
     total = sum(samples.values()) if samples else None
     merged["stall_share"] = _shares(samples, total) if samples else None

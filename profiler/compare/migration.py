@@ -25,7 +25,8 @@ class Migration:
     """What ``whowaits migration`` shows. Frames:
 
     - ``table``: version, kernel, duration_ns, tflops, speedup_prev (vs the previous version),
-      speedup_first, top_class, top_reason, top_share, top_lo, top_hi (Wilson interval),
+      speedup_first, top_class, top_reason, top_opcode (the opcode most of its samples sit on),
+      top_share, top_lo, top_hi (Wilson interval),
       tensor_path, tensor_pipe_pct, ssc_share, intensity_l1, intensity_l2, intensity_dram,
       title, change (from the version registry; empty for external subjects), step (the sentence
       of the step that led to this version; empty for the first).
@@ -35,7 +36,8 @@ class Migration:
     - ``steps``: step, src, dst, speedup, top_src, top_dst, moved (bool), sentence.
     - ``roofline``: version, level, intensity (FLOP/byte), tflops (achieved), path (tensor path).
     - ``roofs``: path, level, intensity, tflops: points of each roof (a bandwidth slope then the
-      compute ceiling) for the tensor paths used, from ``roofline.ceilings`` of the summaries.
+      compute ceiling) for the tensor paths used, from ``roofline.ceilings`` of the summaries
+      (:data:`PATH_CEILING`).
     ``path`` is the top waiter per version in order; ``warnings`` the confound guard's findings.
     """
 
@@ -59,13 +61,23 @@ class Migration:
         return out
 
 
-def _ceiling_points(ceilings: dict, intensity_max: float) -> list[dict]:
-    """Roof polylines from one summary's ``roofline.ceilings``: for each level with a bandwidth,
-    from a low intensity up the slope to the ridge point, then flat to ``intensity_max``."""
-    if not ceilings:
-        return []
-    peak = ceilings.get("tflops")
-    bws = ceilings.get("bandwidth_gbs") or {}
+PATH_CEILING = {"hmma": "tensor_hmma_tflops", "gmma": "tensor_hgmma_tflops", "hgmma": "tensor_hgmma_tflops"}
+"""Which ceiling of ``roofline.ceilings`` is the roof of each tensor path (other paths:
+``compute_tflops``, the analysis' ceiling for the mix of FLOPs the kernel ran)."""
+
+
+def roof_of(roofline: dict, path: str | None) -> float | None:
+    """The compute roof (TFLOPS) for a version's tensor ``path`` from its summary's ``roofline``."""
+    ceilings = (roofline or {}).get("ceilings") or {}
+    return ceilings.get(PATH_CEILING.get(path or "", ""), None) or ceilings.get("compute_tflops")
+
+
+def _ceiling_points(roofline: dict, path: str | None, intensity_max: float) -> list[dict]:
+    """Roof polylines for one tensor path: per level, from a low intensity up the bandwidth slope
+    (``bandwidth_bytes_per_s``) to the ridge point, then flat at the path's peak."""
+    ceilings = (roofline or {}).get("ceilings") or {}
+    peak = roof_of(roofline, path)
+    bws = ceilings.get("bandwidth_bytes_per_s") or {}
     if not peak:
         return []
     out = []
@@ -73,12 +85,11 @@ def _ceiling_points(ceilings: dict, intensity_max: float) -> list[dict]:
         bw = bws.get(lv)
         if not bw:
             continue
-        # tflops = GB/s * FLOP/B / 1e3 ; ridge at peak * 1e3 / bw FLOP/B
-        ridge = peak * 1e3 / bw
-        lo = min(ridge / 100, 0.1)
-        hi = max(intensity_max * 4, ridge * 4)
+        ridge = peak * 1e12 / bw  # FLOP/byte where bw * I reaches the peak
+        lo = ridge / 30
+        hi = max(intensity_max * 3, ridge * 10)
         for x in (lo, ridge, hi):
-            out.append({"level": lv, "intensity": x, "tflops": min(peak, bw * x / 1e3)})
+            out.append({"level": lv, "intensity": x, "tflops": min(peak, bw * x / 1e12)})
     return out
 
 
@@ -111,6 +122,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "speedup_prev": stats.duration_change(prev, dur)["speedup"] if prev else None,
             "speedup_first": stats.duration_change(first_dur, dur)["speedup"] if first_dur else None,
             "top_class": top["class"] if top else None, "top_reason": top["reason"] if top else None,
+            "top_opcode": top.get("opcode") if top else None,
             "top_share": top["share"] if top else None, "top_lo": lo, "top_hi": hi,
             "tensor_path": s.get("tensor_path"), "tensor_pipe_pct": s.get("tensor_pipe_pct"),
             "ssc_share": (ssc / n if ssc is not None and n else None),
@@ -121,7 +133,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
         samples = s.get("stall_samples") or {}
         if n:
             reasons = list(samples)
-            k = np.array([samples[r] for r in reasons], dtype=float)
+            k = np.array([samples[r] or 0 for r in reasons], dtype=float)
             lo_r, hi_r = stats.wilson_interval(k, n)
             for r, kk, l, h in zip(reasons, k, lo_r, hi_r):
                 shares.append({"version": p.label, "reason": r, "samples": int(kk), "share": kk / n,
@@ -171,7 +183,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
         if path in seen:
             continue
         seen.add(path)
-        for pt in _ceiling_points(r.get("ceilings") or {}, imax):
+        for pt in _ceiling_points(r, path, imax):
             roof_rows.append({"path": path, **pt})
     roofs = pd.DataFrame(roof_rows, columns=["path", "level", "intensity", "tflops"])
     notes = []

@@ -1,0 +1,112 @@
+"""`whowaits migration` over the committed reports (every version, ladder order, ext subjects last)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+try:
+    from test_compare_helpers import CUDNN, FLASH, REPORTS, SHAPE, assert_user_error, run
+except ImportError:  # tests/ imported as a package
+    from tests.test_compare_helpers import CUDNN, FLASH, REPORTS, SHAPE, assert_user_error, run
+
+from profiler.analyze import summarize
+from profiler.compare import known_versions
+
+
+@pytest.fixture(scope="module")
+def mig():
+    proc = run("migration", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_default_is_every_version_with_a_report_in_ladder_order(mig):
+    versions = known_versions(REPORTS)
+    assert mig["versions"] == versions
+    assert {"ext-sdpa-flash", "ext-sdpa-cudnn"} <= set(versions)
+    ext = [i for i, v in enumerate(versions) if v.startswith("ext-")]
+    assert ext == list(range(len(versions) - len(ext), len(versions)))  # ext subjects after the ladder
+    ladder = [v for v in versions if not v.startswith("ext-")]
+    assert ladder == sorted(ladder)  # vNN order
+    assert [r["version"] for r in mig["table"]] == versions
+    assert len(mig["steps"]) == len(versions) - 1
+    assert len(mig["roofline"]) == 3 * len(versions)
+
+
+def test_rows_match_the_reports(mig):
+    rows = {r["version"]: r for r in mig["table"]}
+    for label, path in (("ext-sdpa-flash", FLASH), ("ext-sdpa-cudnn", CUDNN)):
+        s = summarize(str(path))[0]
+        r = rows[label]
+        assert r["duration_ns"] == s["duration_ns"]
+        assert r["tflops"] == pytest.approx(s["roofline"]["achieved_tflops"])
+        n = sum(s["stall_samples"].values())
+        top = max((w for w in s["who_waits"] if w["reason"] not in ("selected", "not_selected")),
+                  key=lambda w: w["samples"])
+        assert (r["top_class"], r["top_reason"]) == (top["class"], top["reason"])
+        assert r["top_share"] == pytest.approx(top["samples"] / n)
+        assert r["top_lo"] < r["top_share"] < r["top_hi"]
+        shares = [x for x in mig["stall_shares"] if x["version"] == label]
+        assert sum(x["share"] for x in shares) == pytest.approx(1.0)
+        assert {x["reason"]: x["samples"] for x in shares if x["samples"]} == \
+               {k: v for k, v in s["stall_samples"].items() if v}
+
+
+def test_steps_say_what_moved(mig):
+    table = mig["table"]
+    for step, (src, dst) in zip(mig["steps"], zip(table, table[1:])):
+        assert step["src"] == src["version"] and step["dst"] == dst["version"]
+        assert step["speedup"] == pytest.approx(src["duration_ns"] / dst["duration_ns"])
+        assert step["sentence"].startswith(dst["version"])
+        assert (f"from {step['top_src']}" in step["sentence"]) == step["moved"]
+        assert dst["step"] == step["sentence"]
+
+
+def test_explicit_order_single_version_and_csv():
+    proc = run("migration", "ext-sdpa-cudnn", "ext-sdpa-flash", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    m = json.loads(proc.stdout)
+    assert m["versions"] == ["ext-sdpa-cudnn", "ext-sdpa-flash"]
+    assert "slower" in m["steps"][0]["sentence"]
+    one = json.loads(run("migration", "ext-sdpa-flash", "--format", "json").stdout)
+    assert one["versions"] == ["ext-sdpa-flash"] and one["steps"] == [] and one["warnings"] == []
+    proc = run("migration", "ext-sdpa-flash", "ext-sdpa-cudnn", "--format", "csv")
+    df = pd.read_csv(io.StringIO(proc.stdout))
+    assert list(df["version"]) == ["ext-sdpa-flash", "ext-sdpa-cudnn"] and "top_class" in df.columns
+
+
+def test_table_and_html(tmp_path):
+    out = tmp_path / "ladder.html"
+    proc = run("migration", "--html", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "Bottleneck migration" in proc.stdout and "Path of the top waiter" in proc.stdout
+    text = out.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "ext-sdpa-cudnn" in text
+    before = out.stat().st_mtime_ns
+    assert_user_error(run("migration", "--html", out), "exists", "--force")
+    assert out.stat().st_mtime_ns == before
+    assert run("migration", "--html", out, "--force").returncode == 0
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_migration_bad_input(tmp_path):
+    assert_user_error(run("migration", "ext-sdpa-flash", "v77_unknown"), "unknown version 'v77_unknown'",
+                      "ext-sdpa-cudnn")
+    assert_user_error(run("migration", "--kernel", "matches_nothing_zz"), "matches_nothing_zz")
+    assert_user_error(run("migration", "--reports", tmp_path / "none"), "no reports found")
+    (tmp_path / "v01_x").mkdir()
+    shutil.copy(FLASH, tmp_path / "v01_x" / "b2_h8_s512_d64_fp16.ncu-rep")
+    (tmp_path / "v02_y").mkdir()
+    shutil.copy(CUDNN, tmp_path / "v02_y" / f"{SHAPE}.ncu-rep")
+    assert_user_error(run("migration", "v01_x", "v02_y", "--reports", tmp_path), "share no shape")
+    assert_user_error(run("migration", "v01_x", "v02_y", "--reports", tmp_path, "--shape", SHAPE),
+                      "no report for version 'v01_x'")
+    # default: the shape most versions have; here a tie, broken by name
+    proc = run("migration", "--reports", tmp_path, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["versions"] == ["v02_y"]

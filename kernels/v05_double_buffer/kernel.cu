@@ -44,8 +44,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int cta_row0 = m_block * kBlockM;
     const int warp_row0 = warp * kMTiles * 16;
     const auto q_addr = q_lane_addr<kHeadDim, kSwizzle>(smem_u32(sQ), warp_row0, lane);
-    const auto k_addr = k_lane_addr<kHeadDim, kSwizzle>(smem_u32(sK), lane);
-    const auto v_addr = v_lane_addr<kHeadDim, kSwizzle>(smem_u32(sV), lane);
+    auto k_addr = k_lane_addr<kHeadDim, kSwizzle>(smem_u32(sK), lane);  // moved to the current stage in place
+    auto v_addr = v_lane_addr<kHeadDim, kSwizzle>(smem_u32(sV), lane);
 
     int n_blocks = (seqlen + kBlockN - 1) / kBlockN;
     if (kCausal) n_blocks = min(n_blocks, (cta_row0 + kBlockM + kBlockN - 1) / kBlockN);
@@ -92,8 +92,6 @@ __global__ void __launch_bounds__(kWarps * 32)
         const bool has_next = n + 1 < n_blocks;
         const int stage = kStages == 2 ? (n & 1) : 0;
         const int next_stage = kStages == 2 ? (stage ^ 1) : 0;
-        const auto k_addr_n = k_addr.shifted(stage * kStageBytes);
-        const auto v_addr_n = v_addr.shifted(stage * kStageBytes);
         if constexpr (kStages == 2) {
             cp_async_wait<1>();  // K_n landed (V_n may still be in flight)
             __syncthreads();     // ... for every thread; and every warp is done with iteration n-1
@@ -128,7 +126,7 @@ __global__ void __launch_bounds__(kWarps * 32)
             } else {
                 load_q_fragment<kHeadDim, kMTiles, kSwizzle>(qa, q_addr, kk);
             }
-            gemm_qk_step<Element, kHeadDim, kBlockN, kMTiles, kSwizzle>(s, qa, k_addr_n, kk);
+            gemm_qk_step<Element, kHeadDim, kBlockN, kMTiles, kSwizzle>(s, qa, k_addr, kk);
         }
 
         // Online softmax, textbook form: scale every score, mask, row max, exp(s - max), rescale O and l.
@@ -184,7 +182,12 @@ __global__ void __launch_bounds__(kWarps * 32)
                 cp_async_commit();
             }
         }
-        gemm_pv<Element, kHeadDim, kBlockN, kMTiles, kSwizzle>(acc_o, s, v_addr_n);
+        gemm_pv<Element, kHeadDim, kBlockN, kMTiles, kSwizzle>(acc_o, s, v_addr);
+        if constexpr (kStages == 2) {  // next tile's stage: +/- one stage, updating the lane bases in place
+            const uint32_t delta = stage ? 0u - kStageBytes : kStageBytes;
+            k_addr = k_addr.shifted(delta);
+            v_addr = v_addr.shifted(delta);
+        }
     }
 
     // O /= l (one fast division per element), then store through shared memory.

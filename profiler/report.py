@@ -73,8 +73,8 @@ class Launch:
         inst: dict[str, dict[str, float]] = {}
         m = self.metrics
         for name, instance, value, text in zip(m["metric"], m["instance"], m["value"], m["text"]):
-            if instance is None:
-                scalars[name] = text if text is not None else value
+            if not isinstance(instance, str):
+                scalars[name] = text if isinstance(text, str) else value
             else:
                 inst.setdefault(name, {})[instance] = value
         self._scalars, self._instanced = scalars, inst
@@ -145,9 +145,15 @@ def _read_cache(sha: str) -> tuple[pd.DataFrame, pd.DataFrame] | None:
         return None
     if list(mf.columns) != METRIC_COLUMNS[1:] or "address" not in sf.columns or mf.empty:
         return None
-    mf["instance"] = mf["instance"].astype(object).where(mf["instance"].notna(), None)
-    mf["text"] = mf["text"].astype(object).where(mf["text"].notna(), None)
-    return mf, sf
+    return _normalize(mf), sf
+
+
+def _normalize(mf: pd.DataFrame) -> pd.DataFrame:
+    """Nullable string columns as object columns holding None (pandas >= 3 infers a string
+    dtype that turns None into NaN)."""
+    for col in ("instance", "text"):
+        mf[col] = mf[col].astype(object).where(mf[col].notna(), None)
+    return mf
 
 
 def _atomic_write_parquet(frame: pd.DataFrame, path: Path) -> None:
@@ -296,7 +302,25 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
                 pc_metrics[name + cfg["not_issued_suffix"]], ncu, cache
             )
 
-    all_pcs = sorted({pc for pcs, _ in columns.values() for pc in pcs})
+    # Every instruction slot of the function, as ncu's source page lists it: the PCs the metrics
+    # name, the slots between them that no metric names (e.g. an unreachable BRA), and the
+    # padding after the last one (the closing self-branch and NOPs), up to the first empty slot.
+    known = sorted({pc for pcs, _ in columns.values() for pc in pcs})
+    texts_by_pc: dict[int, str] = {}
+    if known:
+        steps = [b - a for a, b in zip(known, known[1:]) if b > a]
+        step = min(steps) if steps else 16
+        all_pcs = list(range(known[0], known[-1] + step, step))
+        pc = known[-1] + step
+        while True:
+            text = (action.sass_by_pc(pc) or "").strip()
+            if not text:
+                break
+            texts_by_pc[pc] = text
+            all_pcs.append(pc)
+            pc += step
+    else:
+        all_pcs = []
     addr = np.array(all_pcs, dtype=np.uint64)
     pos = {pc: i for i, pc in enumerate(all_pcs)}
     data: dict[str, object] = {
@@ -304,7 +328,7 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
         "address": addr,
         "offset": (addr - addr[0]).astype(np.int64) if len(addr) else np.array([], np.int64),
     }
-    texts = [(action.sass_by_pc(pc) or "").strip() for pc in all_pcs]
+    texts = [texts_by_pc.get(pc) or (action.sass_by_pc(pc) or "").strip() for pc in all_pcs]
     opcodes = [M.full_opcode(t) for t in texts]
     bases = [op.split(".", 1)[0] for op in opcodes]
     data["sass"] = texts
@@ -371,6 +395,7 @@ def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         )
     mf = pd.DataFrame(metric_rows, columns=METRIC_COLUMNS[1:])
     mf["value"] = mf["value"].astype(np.float64)
+    mf = _normalize(mf)
     sf = pd.concat(sass_frames, ignore_index=True)
     return mf, sf
 

@@ -1,0 +1,80 @@
+"""Shared fixtures: the committed starter reports, their golden CSVs (ncu's own output for the
+same files), and an isolated ingestion cache for the whole session."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+# stem of tests/golden/<stem>.*.csv -> committed report
+STARTER_REPORTS = {
+    "ext-sdpa-flash_b1_h64_s1024_d128_fp16": ROOT / "reports/h200/ext-sdpa-flash/b1_h64_s1024_d128_fp16.ncu-rep",
+    "ext-sdpa-cudnn_b1_h64_s1024_d128_fp16": ROOT / "reports/h200/ext-sdpa-cudnn/b1_h64_s1024_d128_fp16.ncu-rep",
+}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache_dir(tmp_path_factory):
+    """Point the ingestion cache at a fresh folder for the session (never ~/.cache)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("WHOWAITS_CACHE_DIR", str(tmp_path_factory.mktemp("whowaits-cache")))
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="session", params=sorted(STARTER_REPORTS))
+def stem(request) -> str:
+    """Each starter report's golden stem, in turn."""
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def starter_report_path(stem) -> Path:
+    return STARTER_REPORTS[stem]
+
+
+_LOADED: dict = {}
+
+
+@pytest.fixture(scope="session")
+def starter_report(stem, _session_cache_dir):
+    """The ingested starter report (loaded once per session)."""
+    from profiler.report import load_report
+
+    if stem not in _LOADED:
+        _LOADED[stem] = load_report(STARTER_REPORTS[stem])
+    return _LOADED[stem]
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def golden_raw(stem: str) -> dict[str, tuple[str, str]]:
+    """``ncu --import F --page raw --csv``: metric -> (unit, value text) of the single launch."""
+    rows = list(csv.reader(open(GOLDEN / f"{stem}.raw.csv", newline="")))
+    header, units, values = rows[0], rows[1], rows[2]
+    return {h: (u, v) for h, u, v in zip(header, units, values)}
+
+
+def golden_raw_number(stem: str, metric: str) -> float:
+    return _number(golden_raw(stem)[metric][1])
+
+
+def golden_source(stem: str) -> tuple[str, list[dict]]:
+    """``ncu --import F --page source --csv --print-source sass``: (kernel name, rows)."""
+    rows = list(csv.reader(open(GOLDEN / f"{stem}.source.csv", newline="")))
+    kernel = rows[0][1]
+    header = rows[1]
+    return kernel, [dict(zip(header, r)) for r in rows[2:]]
+
+
+def golden_details(stem: str) -> list[dict]:
+    """``ncu --import F --page details --csv``: rows as dicts."""
+    rows = list(csv.reader(open(GOLDEN / f"{stem}.details.csv", newline="")))
+    return [dict(zip(rows[0], r)) for r in rows[1:]]

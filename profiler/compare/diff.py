@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from profiler.compare import stats
+from profiler.errors import WhowaitsError
 
 NOT_WAITING = ("selected", "not_selected")
 """Reasons that are not a wait on another instruction (``selected``: the warp issued;
@@ -101,7 +102,12 @@ def _share_frame(keys: list[str], rows_a: dict, rows_b: dict, n_a: int, n_b: int
         return pd.DataFrame(columns=keys + SHARE_COLUMNS)
     ka = np.array([rows_a.get(i, 0) for i in idx], dtype=float)
     kb = np.array([rows_b.get(i, 0) for i in idx], dtype=float)
-    s = stats.share_change(ka, n_a, kb, n_b)
+    for k, n, side in ((ka, n_a, "A"), (kb, n_b, "B")):
+        if n and k.max() > n:
+            raise WhowaitsError(f"inconsistent summary of {side}: {int(k.max())} samples in one row of "
+                                f"{'/'.join(keys)} but {n} stall samples in all")
+    # no samples on a side: its shares are unknown (NaN), and no change is called significant
+    s = stats.share_change(ka if n_a else np.zeros_like(ka), n_a, kb if n_b else np.zeros_like(kb), n_b)
     df = pd.DataFrame([i if isinstance(i, tuple) else (i,) for i in idx], columns=keys)
     df["samples_a"] = ka.astype(int)
     df["samples_b"] = kb.astype(int)

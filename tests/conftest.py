@@ -4,6 +4,7 @@ same files), and an isolated ingestion cache for the whole session."""
 from __future__ import annotations
 
 import csv
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,7 @@ def _number(text: str) -> float:
     return float(text.replace(",", ""))
 
 
+@lru_cache(maxsize=None)
 def golden_raw(stem: str) -> dict[str, tuple[str, str]]:
     """``ncu --import F --page raw --csv``: metric -> (unit, value text) of the single launch."""
     rows = list(csv.reader(open(GOLDEN / f"{stem}.raw.csv", newline="")))
@@ -66,15 +68,32 @@ def golden_raw_number(stem: str, metric: str) -> float:
     return _number(golden_raw(stem)[metric][1])
 
 
+@lru_cache(maxsize=None)
 def golden_source(stem: str) -> tuple[str, list[dict]]:
     """``ncu --import F --page source --csv --print-source sass``: (kernel name, rows)."""
     rows = list(csv.reader(open(GOLDEN / f"{stem}.source.csv", newline="")))
     kernel = rows[0][1]
     header = rows[1]
-    return kernel, [dict(zip(header, r)) for r in rows[2:]]
+    return kernel, tuple(dict(zip(header, r)) for r in rows[2:])
 
 
 def golden_details(stem: str) -> list[dict]:
     """``ncu --import F --page details --csv``: rows as dicts."""
     rows = list(csv.reader(open(GOLDEN / f"{stem}.details.csv", newline="")))
     return [dict(zip(rows[0], r)) for r in rows[1:]]
+
+
+_PREFIX = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_TIME_NS = {"ns": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
+
+
+def golden_raw_si(stem: str, metric: str) -> float:
+    """A raw-page value in base units (bytes, Hz, byte/s; durations in ns): ncu's CSV scales
+    units (``Mbyte``, ``Gbyte/s``, ``Ghz``, ``us``) for printing."""
+    unit, text = golden_raw(stem)[metric]
+    value = _number(text)
+    if unit in _TIME_NS:
+        return value * _TIME_NS[unit]
+    if unit[:1] in _PREFIX and unit[1:].lower().startswith(("byte", "hz")):
+        return value * _PREFIX[unit[0]]
+    return value

@@ -53,6 +53,7 @@ def summarize_launch(launch, top: int = 10) -> dict:
     ow = opcode_waits(launch)
     ssc = short_scoreboard(launch)
     ti = top_instructions(launch, n=top)
+    gone += ti.attrs.get("missing", [])
 
     bar = barriers(launch)
     gone += bar.attrs.get("missing", [])

@@ -5,8 +5,9 @@ external subjects are versions too (``ext-sdpa-cudnn``). A spec given on the com
 either a version id or a report path. Ladder order comes from ``kernels.registry`` when it knows
 the versions; the rest follow (other versions by name, then ``ext-*`` subjects).
 
-This is the one module of :mod:`profiler.compare` that touches files: it resolves specs, calls
-:func:`profiler.analyze.summarize` and reads provenance sidecars. Everything else in the package
+This is the one module of :mod:`profiler.compare` that touches files (with :mod:`.cache`): it
+resolves specs, calls :func:`profiler.analyze.summarize` through the summary cache and reads
+provenance sidecars. Everything else in the package
 is a pure function of the summaries it returns.
 """
 
@@ -213,10 +214,10 @@ def _read_sidecar(path: Path) -> dict | None:
 
 def load(subject: Subject, kernel: str | None = None) -> Profiled:
     """Summarise ``subject``'s report (launches matching ``kernel``, merged) with its sidecar."""
-    from profiler.analyze import summarize  # noqa: PLC0415 (keeps import of this module cheap)
+    from profiler.compare.cache import summaries  # noqa: PLC0415 (keeps import of this module cheap)
     from profiler.compare.merge import merge_launches  # noqa: PLC0415
 
-    launches = summarize(str(subject.path), kernel=kernel)
+    launches = summaries(subject.path, kernel=kernel)
     if not launches:
         what = f" matching --kernel '{kernel}'" if kernel else ""
         raise WhowaitsError(f"no kernel launch{what} in {subject.path}")

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Time ``whowaits migration`` over every committed report, cold and warm.
+
+Method (all in one run, on whatever machine runs it; no GPU):
+
+* **cold**: a fresh Python process with ``WHOWAITS_CACHE_DIR`` pointed at an empty temporary
+  folder, so every report is ingested through ``ncu_report`` and every analysis runs. Timed:
+  ``compare.migrate()`` itself (imports excluded, reported apart) and the process's wall time
+  (interpreter start, imports, migration, exit).
+* **warm, in-process**: ``compare.migrate()`` again in that same process (the parquet cache now
+  holds every report); median of ``--repeat`` calls.
+* **warm, new process**: a second fresh process on the now-filled cache (what a user's second
+  ``whowaits migration`` pays, minus console output).
+* **html**: rendering and writing the standalone report in-process after a warm migration.
+
+Each cold measurement uses its own empty cache folder; the table gives the median and the range
+over ``--rounds`` rounds. Targets (2-core machine): cold <= 2 s, warm in-process <= 0.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def child(repeat: int, html_out: str | None) -> dict:
+    t0 = time.perf_counter()
+    from profiler import compare  # noqa: PLC0415
+
+    t_import = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    m = compare.migrate()
+    t_first = time.perf_counter() - t1
+    warm = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        compare.migrate()
+        warm.append(time.perf_counter() - t)
+    out = {"versions": m.versions, "import_s": t_import, "first_s": t_first, "warm_s": warm}
+    if html_out:
+        from profiler.compare import confounds, diff, load_versions  # noqa: PLC0415
+        from profiler.html import render_report, write_html  # noqa: PLC0415
+
+        t = time.perf_counter()
+        profiled = load_versions()
+        m = compare.migrate(profiled=profiled)
+        diffs = [diff(a.summary, b.summary, a.label, b.label, warnings=confounds([a, b]))
+                 for a, b in zip(profiled, profiled[1:])]
+        write_html(html_out, render_report(m, profiled, diffs), force=True)
+        out["html_s"] = time.perf_counter() - t
+    return out
+
+
+def run_child(cache: str, repeat: int, html_out: str | None = None) -> tuple[dict, float]:
+    env = dict(os.environ, WHOWAITS_CACHE_DIR=cache)
+    cmd = [sys.executable, __file__, "--child", "--repeat", str(repeat)] + (["--html", html_out] if html_out else [])
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        sys.exit(f"bench child failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1]), wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3, help="cold rounds (each with an empty cache)")
+    ap.add_argument("--repeat", type=int, default=5, help="warm in-process calls per round")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--html", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.repeat, args.html)))
+        return
+
+    rows: dict[str, list[float]] = {k: [] for k in ("cold", "cold_wall", "import", "warm_in", "warm_new", "warm_new_wall",
+                                                     "html")}
+    versions = []
+    for _ in range(args.rounds):
+        with tempfile.TemporaryDirectory(prefix="whowaits-bench-") as cache:
+            cold, wall = run_child(cache, args.repeat)
+            rows["cold"].append(cold["first_s"])
+            rows["cold_wall"].append(wall)
+            rows["import"].append(cold["import_s"])
+            rows["warm_in"].append(statistics.median(cold["warm_s"]))
+            html = str(Path(cache) / "report.html")
+            warm, wall2 = run_child(cache, 1, html_out=html)
+            rows["warm_new"].append(warm["first_s"])
+            rows["warm_new_wall"].append(wall2)
+            rows["html"].append(warm["html_s"])
+            versions = cold["versions"]
+
+    def cell(k):
+        v = rows[k]
+        return statistics.median(v), min(v), max(v)
+
+    labels = {
+        "cold": ("cold: migrate(), empty cache", 2.0),
+        "warm_in": ("warm: migrate() again, same process", 0.5),
+        "warm_new": ("warm: migrate() in a new process", None),
+        "import": ("import profiler.compare", None),
+        "cold_wall": ("cold: whole process (start+import+migrate)", None),
+        "warm_new_wall": ("warm: whole process, + HTML report", None),
+        "html": ("HTML report (load+migrate+diffs+render+write)", None),
+    }
+    result = {"versions": versions, "rounds": args.rounds, "cpus": os.cpu_count(),
+              "python": sys.version.split()[0], "seconds": {k: cell(k) for k in labels}}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"migration over {len(versions)} committed report(s) ({', '.join(versions)}); "
+          f"{os.cpu_count()} CPUs, Python {result['python']}, {args.rounds} rounds")
+    print(f"| {'what':46} | median s | min s | max s | target |")
+    print(f"|{'-' * 48}|---------:|------:|------:|-------:|")
+    for k, (label, target) in labels.items():
+        med, lo, hi = cell(k)
+        tgt = f"<= {target:g}" if target else ""
+        ok = "" if target is None else (" ok" if med <= target else " MISSED")
+        print(f"| {label:46} | {med:8.3f} | {lo:5.3f} | {hi:5.3f} | {tgt:>6}{ok} |")
+
+
+if __name__ == "__main__":
+    main()

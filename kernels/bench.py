@@ -242,12 +242,10 @@ def _finite(d: dict) -> dict:
 def run(names: list[str] | None, shapes: list[str], *, baselines: bool = True, reps: int = 50, warmup: int = 5,
         out_dir: Path | None = None, force: bool = False, log=print) -> list[tuple[Shape, list[BenchRow], Path | None]]:
     """Benchmark ``names`` (default: every version) plus the baselines on each shape and save each table."""
-    import torch
-
     from kernels import registry
+    from kernels.launch import require_cuda_torch
 
-    if not torch.cuda.is_available():
-        raise WhowaitsError("whowaits bench needs an NVIDIA GPU (torch.cuda.is_available() is False)")
+    require_cuda_torch()
     if reps < 30:
         raise WhowaitsError(f"--reps must be >= 30, got {reps}")
     parsed = [Shape.parse(s) for s in shapes]

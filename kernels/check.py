@@ -69,8 +69,11 @@ def check_one(version: str, shape: Shape, *, seed: int | None = None) -> CheckRo
 
 def check(versions: list[str] | None = None, shapes: list[str] | None = None) -> list[CheckRow]:
     """Check every listed version (default: all) on every shape (default: ``DEFAULT_SHAPES``)."""
+    from kernels.launch import require_cuda_torch
+
     vers = registry.resolve(versions)
     parsed = [Shape.parse(s) for s in (shapes or DEFAULT_SHAPES)]
+    require_cuda_torch()
     rows = []
     for ver in vers:
         for shape in parsed:

@@ -98,12 +98,19 @@ class FwdConfig:
 
     # --- parsing back -----------------------------------------------------------------------------------
     @classmethod
-    def from_kernel_name(cls, name: str) -> tuple[str, "FwdConfig"]:
-        """Parse a demangled ladder kernel name back to ``(version_id, FwdConfig)``.
+    def from_kernel_name(cls, name: str) -> tuple[str | None, "FwdConfig"]:
+        """Parse a ladder kernel name back to ``(version_id, FwdConfig)``.
 
         Accepts ``void whowaits::v07_tuned::flash_fwd<__half, 128, 128, 64, 4, 2, false>(const __half *, …)``,
-        the same without ``void``/arguments, and ncu's ``(int)128`` / ``(bool)0`` spelling.
+        the same without ``void``/arguments, ncu's ``(int)128`` / ``(bool)0`` spelling, and the mangled
+        symbol (``_ZN8whowaits9v07_tuned9flash_fwdI6__halfLi128E…``). ncu's short display name drops the
+        namespace (``void flash_fwd<__half, 128, 32, 16, 8, 1, 0>(const T1 *, …)``): the config still
+        parses, and ``version_id`` is then ``None`` (take the version from the mangled name or NVTX range).
         """
+        mm = _MANGLED_RE.search(name)
+        if mm and int(mm.group(1)) == len(mm.group(2)):
+            ints = [int(x) for x in mm.group(4, 5, 6, 7, 8)]
+            return mm.group(2), cls(*ints, causal=mm.group(9) == "1", dtype=_CXX_TO_DTYPE[mm.group(3)])
         m = _NAME_RE.search(name)
         if not m:
             raise WhowaitsError(f"not a whowaits ladder kernel name: {name[:120]!r}")
@@ -118,7 +125,11 @@ class FwdConfig:
         return version_id, cls(*ints, causal=causal, dtype=_CXX_TO_DTYPE[element])
 
 
-_NAME_RE = re.compile(r"whowaits::(v\d\d_[a-z0-9_]+)::flash_fwd<(.*?)>\s*(?:\(|$)")
+_NAME_RE = re.compile(r"(?:^|[\s:])(?:whowaits::(v\d\d_[a-z0-9_]+)::)?flash_fwd<(.*?)>\s*(?:\(|$)")
+_MANGLED_RE = re.compile(
+    r"_ZN8whowaits(\d+)(v\d\d_[a-z0-9_]+)9flash_fwdI(?:6|13)(__half|__nv_bfloat16)"
+    r"Li(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb([01])E"
+)
 _CAST_RE = re.compile(r"^\((?:unsigned\s+)?(?:int|bool|long|unsigned)\)\s*")
 
 

@@ -28,6 +28,17 @@ _modules: list[object] = []  # keep modules alive
 _built: dict[tuple[str, FwdConfig], BuildResult] = {}  # per process: no source re-hash on every launch
 
 
+def require_cuda_torch():
+    """torch with a usable CUDA device, or one clear WhowaitsError (CI and laptops have neither)."""
+    try:
+        import torch
+    except ImportError:
+        raise WhowaitsError("this step needs torch and an NVIDIA GPU: pip install 'whowaits[gpu]' on a GPU machine") from None
+    if not torch.cuda.is_available():
+        raise WhowaitsError("this step needs an NVIDIA GPU (torch.cuda.is_available() is False)")
+    return torch
+
+
 def _driver():
     try:
         from cuda.bindings import driver
@@ -92,7 +103,7 @@ _TORCH_DTYPES = {"float16": "fp16", "bfloat16": "bf16"}
 
 def problem_of(q, k, v) -> tuple[int, int, int, int, str]:
     """Validate q, k, v and return (B, H, S, D, dtype key); WhowaitsError naming what is wrong."""
-    import torch
+    torch = require_cuda_torch()
 
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):

@@ -67,11 +67,14 @@ def implementation(name: str):
 
 def run(names: list[str], shape: Shape, warmup: int = 3, seed: int = 0) -> list[str]:
     """Warm up then launch each implementation once inside NVTX range ``whowaits:<name>``."""
-    import torch
-
     from kernels.reference import random_qkv
 
+    from kernels.launch import require_cuda_torch
+
     impls = [implementation(n) for n in names]  # resolve every name before any GPU work
+    require_cuda_torch()
+    import torch
+
     q, k, v = random_qkv(shape, seed=seed)
     done = []
     for display, fn in impls:

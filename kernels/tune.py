@@ -176,19 +176,22 @@ def tune(version_id: str, shape_key: str, *, space_text: str | None = None, buil
          reps: int = 30, out_dir: Path | None = None, force: bool = False, workers: int | None = None,
          log=print) -> tuple[list[TuneRow], Path | None]:
     """Run the tuner; returns the sorted table and the JSON path written (None with ``build_only``)."""
+    from kernels import bench
+    from kernels.launch import require_cuda_torch
+
     version = registry.get(version_id)
     shape = Shape.parse(shape_key)
-    rows, survivors = build_step(version, shape, parse_space(space_text), workers)
+    override = parse_space(space_text)
+    if not build_only:  # fail before minutes of nvcc, not after
+        try:
+            require_cuda_torch()
+        except WhowaitsError as err:
+            raise WhowaitsError(f"{err}; use --build-only to build and filter the space without a GPU") from None
+    rows, survivors = build_step(version, shape, override, workers)
     dropped = [r for r in rows if r.status == "dropped"]
     log(f"{version.id} {shape.key}: {len(rows)} configs, {len(dropped)} dropped before the GPU, {len(survivors)} to time")
     if build_only:
         return sort_rows(rows), None
-    import torch
-
-    if not torch.cuda.is_available():
-        raise WhowaitsError("the tuner's timing step needs an NVIDIA GPU; use --build-only here")
-    from kernels import bench
-
     gpu_step(version, shape, survivors, reps=reps, log=log)
     rows = sort_rows(rows)
     prov = bench.provenance(reps, 3)

@@ -55,6 +55,15 @@ def test_from_kernel_name_spellings(name):
     assert cfg == FwdConfig(128, 128, 64, 4, 2, False, "fp16")
 
 
+def test_from_kernel_name_mangled_and_ncu_display_name():
+    mangled = "_ZN8whowaits15v02_smem_tiling9flash_fwdI6__halfLi128ELi32ELi16ELi8ELi1ELb0EEEvPKT_S5_S5_PS3_if"
+    cfg = FwdConfig(128, 32, 16, 8, 1, False, "fp16")
+    assert FwdConfig.from_kernel_name(mangled) == ("v02_smem_tiling", cfg)
+    # what ncu printed for that launch on the H200 (namespace dropped): config parses, version unknown
+    shown = "void flash_fwd<__half, 128, 32, 16, 8, 1, 0>(const T1 *, const T1 *, const T1 *, T1 *, int, float)"
+    assert FwdConfig.from_kernel_name(shown) == (None, cfg)
+
+
 def test_from_kernel_name_bf16_causal_ncu_spelling():
     vid, cfg = FwdConfig.from_kernel_name("whowaits::v03_mma::flash_fwd<__nv_bfloat16, (int)64, (int)64, (int)32, (int)4, (int)1, (bool)1>")
     assert (vid, cfg) == ("v03_mma", FwdConfig(64, 64, 32, 4, 1, True, "bf16"))
@@ -207,6 +216,7 @@ def test_demangled_cubin_name_roundtrips(built, vid):
     (demangled,) = sass.demangle([res.entry])
     assert demangled.startswith("void whowaits::"), demangled
     assert FwdConfig.from_kernel_name(demangled) == (vid, res.config)
+    assert FwdConfig.from_kernel_name(res.entry) == (vid, res.config)
 
 
 @needs_nvcc

@@ -31,12 +31,14 @@ def _emit(rows: list[dict], fmt: Format, columns: list[str], title: str) -> None
     from rich.console import Console
     from rich.table import Table
 
+    import sys
+
     table = Table(title=title)
     for c in columns:
         table.add_column(c, overflow="fold")
     for row in rows:
         table.add_row(*["" if row.get(c) is None else str(row.get(c)) for c in columns])
-    Console().print(table)
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
 @kernels_app.command("list")
@@ -129,3 +131,39 @@ def bench_cmd(
                 r["rel_err"] = f"{r['rel_err']:.2e}"
     _emit(rows, fmt, ["implementation", "shape", "ms", "tflops", "rel_err", "snr_db", "pct_sdpa_flash",
                       "pct_sdpa_cudnn", "note"], "whowaits bench")
+
+
+@app.command("tune")
+def tune_cmd(
+    version: str = typer.Argument(..., help="version id (v02 or v02_smem_tiling)"),
+    shape: str = typer.Option("b1_h64_s1024_d128_fp16", "--shape", "-s", help="shape key"),
+    space: Optional[str] = typer.Option(None, "--space", help='narrow the space, e.g. "block_m=64,128;warps=4,8"'),
+    build_only: bool = typer.Option(False, "--build-only", help="build and filter only (no GPU); saves nothing"),
+    reps: int = typer.Option(30, "--reps", help="timed calls per config (median; >= 30)"),
+    out: Optional[str] = typer.Option(None, "--out", help="folder for the JSON/CSV (default reports/<gpu>/tune)"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing result file"),
+    workers: Optional[int] = typer.Option(None, "--jobs", "-j", help="parallel nvcc builds (default: CPU count)"),
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Auto-tune a version: build the config space, drop infeasible/spilling configs, time the rest (GPU)."""
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from kernels import bench, tune
+
+    quiet = fmt != Format.table
+    rows, path = tune.tune(version, shape, space_text=space, build_only=build_only, reps=reps,
+                           out_dir=Path(out) if out else None, force=force, workers=workers,
+                           log=(lambda *_: None) if quiet else typer.echo)
+    data = [bench._finite(asdict(r)) for r in rows]
+    if fmt == Format.table:
+        for r in data:
+            for key, digits in (("ms", 4), ("tflops", 1)):
+                if r.get(key) is not None:
+                    r[key] = round(r[key], digits)
+            if r.get("rel_err") is not None:
+                r["rel_err"] = f"{r['rel_err']:.2e}"
+    _emit(data, fmt, ["config", "status", "reason", "registers", "smem_bytes", "spill_bytes", "ms", "tflops", "rel_err"],
+          f"whowaits tune {version} {shape}")
+    if path is not None and not quiet:
+        typer.echo(f"wrote {path} (+ .csv)")

@@ -1,0 +1,100 @@
+"""Bench without a GPU: the committed same-run result files, the writer, and the CLI's error path."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernels import bench
+from kernels.config import Shape
+from profiler.errors import WhowaitsError
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH_FILES = sorted((REPO / "reports" / "h200" / "bench").glob("*.json"))
+REQUIRED_ROW = {"implementation", "shape", "ms", "tflops", "rel_err", "snr_db"}
+REQUIRED_PROV = {"gpu", "driver", "torch", "cuda", "git_commit", "time", "method"}
+
+
+def test_committed_bench_files_exist():
+    assert BENCH_FILES, "no committed bench result under reports/h200/bench"
+
+
+@pytest.mark.parametrize("path", BENCH_FILES, ids=[p.name for p in BENCH_FILES])
+def test_committed_bench_file_is_consistent(path):
+    data = json.loads(path.read_text())
+    assert REQUIRED_PROV <= set(data["provenance"]), data["provenance"].keys()
+    assert "H200" in data["provenance"]["gpu"]
+    rows = data["rows"]
+    names = [r["implementation"] for r in rows]
+    assert set(bench.BASELINES) <= set(names), "baselines must be measured in the same run"
+    assert any(n.startswith("v0") or n.startswith("v1") for n in names)
+    shape_key = path.stem.split("-", 3)[-1]
+    shape = Shape.parse(shape_key)
+    by = {r["implementation"]: r for r in rows}
+    for r in rows:
+        assert REQUIRED_ROW <= set(r)
+        assert r["shape"] == shape_key
+        if r["ms"] is None:
+            assert r["note"], f"{r['implementation']}: a skipped row must say why"
+            continue
+        # TFLOPS follows from the shape's FLOPs and the median time
+        assert r["tflops"] == pytest.approx(shape.flops() / (r["ms"] * 1e-3) / 1e12, rel=1e-9)
+        assert r["ms_min"] <= r["ms"] <= r["ms_p90"]
+        assert r["reps"] >= 30
+        tol = 5e-3 if shape.dtype == "fp16" else 1e-2
+        assert r["rel_err"] is not None and r["rel_err"] <= tol, r
+        assert r["snr_db"] == pytest.approx(-20 * math.log10(r["rel_err"]), abs=1e-6)
+        if by["sdpa-flash"]["tflops"]:
+            assert r["pct_sdpa_flash"] == pytest.approx(100 * r["tflops"] / by["sdpa-flash"]["tflops"])
+    # the CSV beside it carries the same rows
+    with open(path.with_suffix(".csv")) as fh:
+        csv_rows = list(csv.DictReader(fh))
+    assert [c["implementation"] for c in csv_rows] == names
+    for c, r in zip(csv_rows, rows):
+        if r["ms"] is not None:
+            assert float(c["ms"]) == pytest.approx(r["ms"])
+
+
+def test_write_result_atomic_and_no_overwrite(tmp_path):
+    rows = [bench._finite({"implementation": "x", "shape": "s", "ms": 1.0, "tflops": 2.0, "rel_err": math.inf,
+                           "snr_db": -math.inf, "note": ""})]
+    assert rows[0]["rel_err"] is None and rows[0]["snr_db"] is None
+    jpath, cpath = bench.write_result(tmp_path, "2026-01-01-b1_h1_s1_d64_fp16", {"gpu": "g"}, rows)
+    assert json.loads(jpath.read_text())["rows"] == rows
+    assert cpath.read_text().splitlines()[0].startswith("implementation,shape,ms,tflops,rel_err,snr_db")
+    before = jpath.read_text()
+    with pytest.raises(WhowaitsError, match="exists; pass --force"):
+        bench.write_result(tmp_path, "2026-01-01-b1_h1_s1_d64_fp16", {"gpu": "other"}, [])
+    assert jpath.read_text() == before
+    bench.write_result(tmp_path, "2026-01-01-b1_h1_s1_d64_fp16", {"gpu": "other"}, [], force=True)
+    assert json.loads(jpath.read_text())["provenance"] == {"gpu": "other"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [cpath.name, jpath.name]  # no temp files left
+
+
+def test_gpu_slug():
+    assert bench.gpu_slug("NVIDIA H200") == "h200"
+    assert bench.gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
+
+
+def test_method_in_docstring():
+    doc = bench.__doc__
+    for word in ("CUDA events", "median", "L2", "randn", "float64", "same process"):
+        assert word in doc
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-c", "from profiler.cli import main; main()", *args],
+                          capture_output=True, text=True)
+
+
+def test_cli_bench_bad_input_is_one_line():
+    for args in (["bench", "v99"], ["bench", "v01", "--shape", "b1_h1"]):
+        proc = _cli(*args)
+        assert proc.returncode == 2, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("whowaits: error: ")

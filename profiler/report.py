@@ -67,17 +67,34 @@ class Launch:
     sass: pd.DataFrame
     _scalars: dict | None = field(default=None, repr=False, compare=False)
     _instanced: dict | None = field(default=None, repr=False, compare=False)
+    _stalls: tuple | None = field(default=None, repr=False, compare=False)
 
     def _build_lookup(self) -> None:
         scalars: dict[str, object] = {}
         inst: dict[str, dict[str, float]] = {}
         m = self.metrics
-        for name, instance, value, text in zip(m["metric"], m["instance"], m["value"], m["text"]):
+        cols = [m[c].to_numpy(dtype=object) for c in ("metric", "instance", "text")]
+        for name, instance, value, text in zip(cols[0], cols[1], m["value"].to_numpy(), cols[2]):
             if not isinstance(instance, str):
                 scalars[name] = text if isinstance(text, str) else value
             else:
                 inst.setdefault(name, {})[instance] = value
         self._scalars, self._instanced = scalars, inst
+
+    def stall_matrix(self) -> tuple[list[str], np.ndarray]:
+        """(reasons, int64 matrix PCs x reasons) of the per-PC stall samples in ``sass``, in
+        ``metrics.stall_reasons()`` order (reasons the report does not sample are left out).
+        Computed once per launch."""
+        if self._stalls is None:
+            cols = [(r, f"stall_{r}") for r in M.stall_reasons() if f"stall_{r}" in self.sass.columns]
+            reasons = [r for r, _ in cols]
+            if cols:
+                mat = np.column_stack([self.sass[c].to_numpy(dtype=np.int64) for _, c in cols])
+            else:
+                mat = np.zeros((len(self.sass), 0), dtype=np.int64)
+            mat.setflags(write=False)
+            self._stalls = (reasons, mat)
+        return self._stalls
 
     def value(self, name: str):
         """The value of ncu metric ``name`` (float, or str for string metrics); None if absent."""
@@ -239,6 +256,10 @@ def _per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:
         def raw(m, i):
             return m.as_uint64(i)
 
+    if metric.has_value() and metric.value() == 0:
+        # counts are non-negative: a zero total means every instance is 0 (many stall reasons
+        # are never sampled in a given kernel); the frame's zero-filled column says so
+        return [], []
     pcs = pcs_cache.get(n)
     if pcs is None or any(raw(corr, i) != pcs[i] for i in {0, n // 2, n - 1}):
         pcs = [raw(corr, i) for i in range(n)]

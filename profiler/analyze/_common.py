@@ -25,13 +25,9 @@ def stall_columns(sass: pd.DataFrame) -> list[tuple[str, str]]:
     return [(r, f"stall_{r}") for r in M.stall_reasons() if f"stall_{r}" in sass.columns]
 
 
-def per_pc_stalls(sass: pd.DataFrame) -> tuple[list[str], np.ndarray]:
-    """(reasons, matrix PCs x reasons) of stall samples."""
-    cols = stall_columns(sass)
-    reasons = [r for r, _ in cols]
-    if not cols:
-        return reasons, np.zeros((len(sass), 0), dtype=np.int64)
-    return reasons, sass[[c for _, c in cols]].to_numpy(dtype=np.int64)
+def per_pc_stalls(launch) -> tuple[list[str], np.ndarray]:
+    """(reasons, read-only matrix PCs x reasons) of stall samples of a launch's sass frame."""
+    return launch.stall_matrix()
 
 
 def py(value):

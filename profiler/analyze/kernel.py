@@ -35,7 +35,8 @@ def barriers(launch) -> pd.DataFrame:
         return with_missing(pd.DataFrame(columns=cols), [missing("barriers", _SOURCE_COUNTERS)])
     mask = sass["base"].isin(M.barrier_opcodes()).to_numpy()
     sub = sass[mask]
-    reasons, mat = per_pc_stalls(sub)
+    reasons, mat = per_pc_stalls(launch)
+    mat = mat[mask]
     has_exec = "inst_executed" in sub.columns
     rows = []
     for op, idx in sub.groupby("opcode", sort=False).indices.items():

@@ -55,17 +55,6 @@ def stall_breakdown(launch) -> pd.DataFrame:
     return with_missing(df, gone)
 
 
-def _top_by_group(sass: pd.DataFrame, keys: np.ndarray, values: np.ndarray) -> dict:
-    """For each key, the row index of ``sass`` with the most ``values``."""
-    out: dict = {}
-    best: dict = {}
-    for i, (k, v) in enumerate(zip(keys, values)):
-        if v > best.get(k, 0):
-            best[k] = v
-            out[k] = i
-    return out
-
-
 def who_waits(launch) -> pd.DataFrame:
     """Who waits on whom: stall samples per opcode class x reason, non-zero cells only, sorted by
     samples (descending).
@@ -80,64 +69,66 @@ def who_waits(launch) -> pd.DataFrame:
     ``attrs["missing"]`` names SourceCounters when the report has no per-PC samples.
     """
     sass = launch.sass
-    reasons, mat = per_pc_stalls(sass)
+    reasons, mat = per_pc_stalls(launch)
     cols = ["opcode_class", "reason", "samples", "share", "top_opcode", "top_address", "top_sass"]
     if mat.shape[1] == 0 or len(sass) == 0:
         return with_missing(
             pd.DataFrame(columns=cols), [missing("who_waits", M.stall_config()["per_pc_section"])]
         )
     total = int(mat.sum())
-    classes = sass["opcode_class"].to_numpy()
-    opcodes = sass["opcode"].to_numpy()
+    classes, cls_idx = np.unique(sass["opcode_class"].to_numpy(dtype=object), return_inverse=True)
+    opcodes, op_idx = np.unique(sass["opcode"].to_numpy(dtype=object), return_inverse=True)
+    cells = np.zeros((len(classes), len(reasons)), dtype=np.int64)
+    np.add.at(cells, cls_idx, mat)
+    by_op = np.zeros((len(opcodes), len(reasons)), dtype=np.int64)
+    np.add.at(by_op, op_idx, mat)
+    op_class = np.zeros(len(opcodes), dtype=np.int64)
+    op_class[op_idx] = cls_idx
+    address = sass["address"].to_numpy()
+    text = sass["sass"].to_numpy(dtype=object)
     rows = []
-    for j, reason in enumerate(reasons):
-        col = mat[:, j]
-        nz = np.flatnonzero(col)
-        if not len(nz):
-            continue
-        by_class = pd.Series(col[nz]).groupby(classes[nz]).sum()
-        for cls, samples in by_class.items():
-            in_cls = nz[classes[nz] == cls]
-            by_op = pd.Series(col[in_cls]).groupby(opcodes[in_cls]).sum()
-            top_i = in_cls[int(np.argmax(col[in_cls]))]
-            rows.append(
-                (
-                    cls,
-                    reason,
-                    int(samples),
-                    samples / total if total else np.nan,
-                    str(by_op.idxmax()),
-                    np.uint64(sass["address"].iat[top_i]),
-                    sass["sass"].iat[top_i],
-                )
-            )
+    for c, j in zip(*np.nonzero(cells)):
+        in_cls = cls_idx == c
+        col = np.where(in_cls, mat[:, j], -1)
+        top_pc = int(np.argmax(col))
+        op_col = np.where(op_class == c, by_op[:, j], -1)
+        n = int(cells[c, j])
+        rows.append(
+            (classes[c], reasons[j], n, n / total, opcodes[int(np.argmax(op_col))],
+             np.uint64(address[top_pc]), text[top_pc])
+        )
     df = pd.DataFrame(rows, columns=cols)
+    df["samples"] = df["samples"].astype(np.int64)
+    df["top_address"] = df["top_address"].astype(np.uint64)
     df = df.sort_values(["samples", "opcode_class", "reason"], ascending=[False, True, True])
     return with_missing(df.reset_index(drop=True), [])
 
 
-def opcode_waits(launch) -> pd.DataFrame:
+def opcode_waits(launch, _who_waits: pd.DataFrame | None = None) -> pd.DataFrame:
     """Stall samples per opcode class, sorted by samples (descending); classes with none omitted.
 
     Columns: ``opcode_class`` (str), ``samples`` (int64), ``share`` (float: of all stall
     samples), ``top_reason`` (str: the reason with most of the class's samples),
     ``top_reason_samples`` (int64).
     """
-    ww = who_waits(launch)
+    ww = who_waits(launch) if _who_waits is None else _who_waits
     cols = ["opcode_class", "samples", "share", "top_reason", "top_reason_samples"]
     if ww.empty:
         return with_missing(pd.DataFrame(columns=cols), ww.attrs.get("missing", []))
-    total = ww["samples"].sum()
-    g = ww.groupby("opcode_class", sort=False)
-    agg = g["samples"].sum()
-    top = ww.loc[g["samples"].idxmax()].set_index("opcode_class")
+    total = int(ww["samples"].sum())
+    agg: dict[str, int] = {}
+    top: dict[str, tuple[str, int]] = {}
+    # ww is sorted by samples descending: the first cell seen of a class is its top reason
+    for cls, reason, n in zip(ww["opcode_class"], ww["reason"], ww["samples"]):
+        agg[cls] = agg.get(cls, 0) + int(n)
+        top.setdefault(cls, (reason, int(n)))
     df = pd.DataFrame(
         {
-            "opcode_class": agg.index,
-            "samples": agg.to_numpy(dtype=np.int64),
-            "share": agg.to_numpy() / total,
-            "top_reason": top.loc[agg.index, "reason"].to_numpy(),
-            "top_reason_samples": top.loc[agg.index, "samples"].to_numpy(dtype=np.int64),
+            "opcode_class": list(agg),
+            "samples": np.array(list(agg.values()), dtype=np.int64),
+            "share": np.array(list(agg.values()), dtype=np.float64) / total,
+            "top_reason": [top[c][0] for c in agg],
+            "top_reason_samples": np.array([top[c][1] for c in agg], dtype=np.int64),
         }
     )
     df = df.sort_values(["samples", "opcode_class"], ascending=[False, True]).reset_index(drop=True)
@@ -153,7 +144,7 @@ def top_instructions(launch, n: int = 10) -> pd.DataFrame:
     ``inst_executed`` (Int64: warp-level executions; <NA> without SourceCounters).
     """
     sass = launch.sass
-    reasons, mat = per_pc_stalls(sass)
+    reasons, mat = per_pc_stalls(launch)
     cols = [
         "address", "offset", "sass", "opcode_class", "samples", "share",
         "top_reason", "top_reason_samples", "inst_executed",
@@ -188,7 +179,7 @@ def top_instructions(launch, n: int = 10) -> pd.DataFrame:
     return with_missing(df, [])
 
 
-def short_scoreboard(launch) -> pd.DataFrame:
+def short_scoreboard(launch, _who_waits: pd.DataFrame | None = None) -> pd.DataFrame:
     """Short-scoreboard (SSC) stall samples by the opcode class of the waiting instruction:
     who waits on an MIO result (shared memory, LDSM, SHFL, MUFU, …). Sorted by samples.
 
@@ -199,7 +190,7 @@ def short_scoreboard(launch) -> pd.DataFrame:
     ``top_opcode`` (str: opcode with modifiers carrying most of the class's SSC samples),
     ``top_address`` (uint64), ``top_sass`` (str).
     """
-    ww = who_waits(launch)
+    ww = who_waits(launch) if _who_waits is None else _who_waits
     cols = ["opcode_class", "samples", "share", "top_opcode", "top_address", "top_sass"]
     if ww.empty:
         return with_missing(pd.DataFrame(columns=cols), ww.attrs.get("missing", []))

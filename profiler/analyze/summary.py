@@ -50,8 +50,8 @@ def summarize_launch(launch, top: int = 10) -> dict:
 
     ww = who_waits(launch)
     gone += ww.attrs.get("missing", [])
-    ow = opcode_waits(launch)
-    ssc = short_scoreboard(launch)
+    ow = opcode_waits(launch, ww)
+    ssc = short_scoreboard(launch, ww)
     ti = top_instructions(launch, n=top)
     gone += ti.attrs.get("missing", [])
 

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Benchmark of `whowaits show`'s path: ingest + all analyses of the committed starter reports.
+
+Method (all in one process, after imports, so interpreter start-up is excluded):
+  1. bare   : ``ncu_report.load_report(path)`` alone (the PyPI reader opening the file).
+  2. cold   : ``profiler.report.load_report`` with an EMPTY cache dir (fresh temp dir per run:
+              ncu_report read, every metric, the per-PC SASS frame, parquet written) plus
+              ``profiler.analyze.summarize_launch`` for every launch (all analyses).
+  3. warm   : the same with the cache filled by the previous step (sha256 of the file, parquet
+              read, all analyses).
+Each is run ``--runs`` times per report (warm: 4x as many) and the median is printed, with the
+min and max. ``first cold`` is the very first cold run of the process, printed separately: it
+also pays ncu_report's one-time initialisation (its metric-unit tables and SASS disassembler
+load on first use, ~0.3-0.4 s per process, not per report).
+Targets (issue 2, 2-core machine): cold <= 300 ms, warm <= 50 ms per report.
+
+Usage: python scripts/bench_show.py [--runs N] [REPORT ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_REPORTS = [
+    ROOT / "reports/h200/ext-sdpa-flash/b1_h64_s1024_d128_fp16.ncu-rep",
+    ROOT / "reports/h200/ext-sdpa-cudnn/b1_h64_s1024_d128_fp16.ncu-rep",
+]
+
+
+def _ms(seconds: float) -> float:
+    return seconds * 1e3
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("reports", nargs="*", type=Path, default=DEFAULT_REPORTS)
+    ap.add_argument("--runs", type=int, default=5, help="runs per measurement (warm: 4x)")
+    args = ap.parse_args(argv)
+
+    import ncu_report
+
+    from profiler.analyze import summarize_launch
+    from profiler.report import load_report
+
+    def full(path: Path) -> None:
+        report = load_report(path)
+        for launch in report.launches:
+            summarize_launch(launch)
+
+    rows = []
+    first_cold = None
+    with tempfile.TemporaryDirectory(prefix="whowaits-bench-") as tmp:
+        for path in args.reports:
+            bare, cold, warm = [], [], []
+            for _ in range(args.runs):
+                t = time.perf_counter()
+                ncu_report.load_report(str(path))
+                bare.append(time.perf_counter() - t)
+            for i in range(args.runs):
+                os.environ["WHOWAITS_CACHE_DIR"] = str(Path(tmp) / f"{path.parent.name}-{i}")
+                t = time.perf_counter()
+                full(path)
+                dt = time.perf_counter() - t
+                if first_cold is None:
+                    first_cold = (path, dt)
+                    dt = None
+                    # measure this run again so the median excludes one-time initialisation
+                    os.environ["WHOWAITS_CACHE_DIR"] = str(Path(tmp) / f"{path.parent.name}-{i}b")
+                    t = time.perf_counter()
+                    full(path)
+                    dt = time.perf_counter() - t
+                cold.append(dt)
+            for _ in range(4 * args.runs):
+                t = time.perf_counter()
+                full(path)
+                warm.append(time.perf_counter() - t)
+            rows.append((path, bare, cold, warm))
+
+    def cell(xs):
+        return f"{_ms(statistics.median(xs)):7.1f} ({_ms(min(xs)):.0f}-{_ms(max(xs)):.0f})"
+
+    print(f"whowaits show path, median (min-max) ms; {args.runs} runs (warm {4 * args.runs}); "
+          f"{os.cpu_count()} CPUs; python {sys.version.split()[0]}")
+    head = f"{'report':<46} {'bare ncu_report':>20} {'cold ingest+analyses':>22} {'warm (cached)':>20}"
+    print(head)
+    print("-" * len(head))
+    for path, bare, cold, warm in rows:
+        name = f"{path.parent.name}/{path.name}"
+        print(f"{name:<46} {cell(bare):>20} {cell(cold):>22} {cell(warm):>20}")
+    if first_cold:
+        print(f"first cold run of the process ({first_cold[0].parent.name}): {_ms(first_cold[1]):.0f} ms "
+              "(includes ncu_report's one-time initialisation)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

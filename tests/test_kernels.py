@@ -257,3 +257,20 @@ def test_cli_unknown_version_one_line():
     assert proc.stderr.strip().splitlines() == [
         "whowaits: error: unknown kernel version 'v99'; known versions: " + ", ".join(IDS)
     ]
+
+
+@pytest.mark.parametrize("cmd", [["kernels", "list"], ["kernels", "build"], ["bench"], ["tune"]])
+def test_cli_commands_have_help(cmd):
+    proc = subprocess.run([sys.executable, "-c", "from profiler.cli import main; main()", *cmd, "--help"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "Usage" in proc.stdout and len(proc.stdout) > 200
+
+
+def test_cli_kernels_list_csv():
+    proc = subprocess.run([sys.executable, "-c", "from profiler.cli import main; main()", "kernels", "list", "--format", "csv"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "id,title,change,config"
+    assert [ln.split(",", 1)[0] for ln in lines[1:]] == IDS

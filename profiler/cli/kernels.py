@@ -22,7 +22,7 @@ def _emit(rows: list[dict], fmt: Format, columns: list[str], title: str) -> None
         return
     if fmt == Format.csv:
         buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
+        writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
         for row in rows:
             writer.writerow({c: row.get(c) for c in columns})

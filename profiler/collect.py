@@ -90,6 +90,7 @@ class Session:
     env: dict[str, str] = field(default_factory=dict)
     build: list[str] = field(default_factory=list)  # version ids to build (with -lineinfo) before running
     warmup: int | None = None  # set for runner sessions: the program is regenerated for any subset of targets
+    sections: tuple[str, ...] = ()  # explicit ncu sections (by identifier) instead of a set, e.g. ("LaunchStats",)
 
     def subset(self, targets: list[Target]) -> "Session":
         """The same session for some of its targets (runner sessions only; a command session is all-or-nothing)."""
@@ -99,7 +100,7 @@ class Session:
             raise ValueError("only a runner session can be split into subsets")
         program = runner_program([t.runner_arg for t in targets], self.shape, self.warmup)
         return Session(targets, program, self.shape, self.section_set, self.launch_skip, self.cwd, self.env,
-                       [], self.warmup)
+                       [], self.warmup, self.sections)
 
     @property
     def launch_count(self) -> int:
@@ -119,9 +120,13 @@ class Session:
     def ncu_argv(self, ncu: str = "ncu", export: str | os.PathLike = "report") -> list[str]:
         """The full ncu command line writing to ``export`` (ncu appends ``.ncu-rep``)."""
         argv = [ncu, "--clock-control", CLOCK_CONTROL, "--cache-control", CACHE_CONTROL, "--import-source", "yes"]
-        if self.section_set == DEFAULT_SET:
-            argv += ["--section-folder", str(SECTIONS_DIR)]
-        argv += ["--set", self.section_set]
+        if self.sections:
+            for sec in self.sections:
+                argv += ["--section", sec]
+        else:
+            if self.section_set == DEFAULT_SET:
+                argv += ["--section-folder", str(SECTIONS_DIR)]
+            argv += ["--set", self.section_set]
         argv += ["--kernel-name-base", "demangled", "--kernel-name", self.kernel_filter]
         if self.nvtx_include:
             argv.append("--nvtx")
@@ -241,13 +246,24 @@ def ncu_version(ncu: str) -> str | None:
 
 
 def gpu_info() -> tuple[str | None, str | None]:
-    """(GPU name, driver version) of GPU 0 from nvidia-smi, or (None, None) where it cannot tell."""
+    """(GPU name, driver version) of GPU 0 from nvidia-smi; (None, None) when nvidia-smi is not installed.
+
+    Raises :class:`WhowaitsError` when nvidia-smi is there but finds no GPU (no driver, no device): ncu
+    could only fail later, after starting the program.
+    """
     smi = shutil.which("nvidia-smi")
-    out = _run_text([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"]) if smi else None
-    if not out or not out.strip():
+    if not smi:
         return None, None
-    first = out.strip().splitlines()[0]
-    name, _, driver = first.partition(",")
+    try:
+        cp = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                            capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as err:
+        raise WhowaitsError(f"no usable NVIDIA GPU: nvidia-smi did not run ({err})") from None
+    out = cp.stdout.strip()
+    if cp.returncode != 0 or not out:
+        why = (cp.stdout + cp.stderr).strip().splitlines()
+        raise WhowaitsError("no usable NVIDIA GPU: nvidia-smi: " + (why[0] if why else f"exit code {cp.returncode}"))
+    name, _, driver = out.splitlines()[0].partition(",")
     return name.strip() or None, driver.strip() or None
 
 
@@ -327,9 +343,27 @@ def parse_ncu_output(text: str, returncode: int = 0) -> NcuOutcome:
         error = f"the profiled program failed with exit code {m.group('code')}" + (f": {last}" if last else "")
     elif "no kernels were profiled" in low:
         error = "the kernel filter matched no kernel launch (ncu: No kernels were profiled)"
+        seen = _available_kernels(text)
+        if seen:
+            error += "; the program launched: " + ", ".join(seen[:12]) + (" ..." if len(seen) > 12 else "")
     elif returncode != 0:
         error = f"ncu failed with exit code {returncode}: " + (_ncu_error_line(text) or _last_program_line(text) or "no message")
     return NcuOutcome(profiled, error)
+
+
+def _available_kernels(text: str) -> list[str]:
+    """The 'Available Kernels:' list ncu prints after 'No kernels were profiled'."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() == "Available Kernels:":
+            out = []
+            for item in lines[i + 1:]:
+                m = re.match(r"^\s*\d+\.\s+(\S.*)$", item)
+                if not m:
+                    break
+                out.append(m.group(1).strip())
+            return out
+    return []
 
 
 def _ncu_error_line(text: str) -> str:
@@ -462,35 +496,32 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
             logs.append(log)
             outcome = parse_ncu_output(log, code)
             rep = stem.with_name(stem.name + ".ncu-rep")
-            parts = _assign(pending, outcome.profiled) if rep.is_file() else {}
             crashed = outcome.error is not None and outcome.error.startswith("the profiled program failed")
             if outcome.error and not (crashed and len(session.targets) > 1):
                 raise WhowaitsError(outcome.error)
-            if not outcome.error and not rep.is_file():
+            if not rep.is_file() and not crashed:
                 raise WhowaitsError(f"ncu exited {code} but wrote no report: "
                                     + (_ncu_error_line(log) or _last_program_line(log) or "no message"))
-            resume: list[Target] = []
-            for i, t in enumerate(pending):
-                hit = parts.get(t.name)
-                if hit is None:
-                    if crashed:  # the first target not profiled is the one that crashed: go on after it
-                        fail(t, outcome.error)
-                        resume = pending[i + 1:]
-                        break
-                    fail(t, "not profiled: no launch of its kernel matched the filter")
+            k = len(outcome.profiled)
+            # Launches come in target order (one per NVTX range), so the i-th 'Profiling' line is the i-th
+            # target when all were profiled; after a crash the first k were, and target k crashed.
+            candidates = pending[:k] if crashed else pending
+            resume = pending[k + 1:] if crashed else []
+            if crashed and k < len(pending):
+                fail(pending[k], outcome.error)
+            passes = {t.name: outcome.profiled[i][1] for i, t in enumerate(candidates)} \
+                if len(candidates) == k else {}
+            parts = _parts(ncu, rep, candidates, tmpdir) if rep.is_file() else {t.name: "no report" for t in candidates}
+            for t in candidates:
+                part = parts[t.name]
+                if isinstance(part, str):
+                    fail(t, part)
                     continue
                 r = results[t.name]
-                r.kernel, r.passes = hit
-                part = rep if len(parts) == 1 else tmpdir / f"{t.name}.ncu-rep"
-                if part != rep:
-                    try:
-                        split_report(ncu, rep, t, part)
-                    except WhowaitsError as err:
-                        fail(t, str(err))
-                        continue
+                r.passes = passes.get(t.name)
                 side = provenance.make_sidecar(
-                    version=t.name, shape=session.shape, ncu_command=[a.replace(str(tmpdir), "<tmp>") for a in argv], ncu_version=ncu_ver,
-                    driver_version=driver, gpu=gpu_name, git_commit=commit, git_dirty=dirty,
+                    version=t.name, shape=session.shape, ncu_command=[a.replace(str(tmpdir), "<tmp>") for a in argv],
+                    ncu_version=ncu_ver, driver_version=driver, gpu=gpu_name, git_commit=commit, git_dirty=dirty,
                     clock_control=CLOCK_CONTROL, cache_control=CACHE_CONTROL, section_set=session.section_set,
                     kernel_filter="regex:" + t.kernel_regex, launch_skip=sub.launch_skip,
                     launch_count=sub.launch_count, nvtx_include=[f"{t.nvtx_range}/"] if t.nvtx_range else None,
@@ -517,36 +548,51 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
-def _assign(targets: list[Target], profiled: list[tuple[str, int]]) -> dict[str, tuple[str, int]]:
-    """Match ncu's 'Profiling "<kernel>"' lines to targets by each target's regex, in launch order."""
-    out: dict[str, tuple[str, int]] = {}
-    pending = list(profiled)
-    for t in targets:
-        rx = re.compile(t.kernel_regex)
-        for i, (kernel, passes) in enumerate(pending):
-            if rx.search(kernel) or (len(targets) == 1):
-                out[t.name] = (kernel, passes)
-                del pending[i]
-                break
-    return out
+def _parts(ncu: str, rep: Path, targets: list[Target], tmpdir: Path) -> dict[str, Path | str]:
+    """Each target's own report: the session report itself for one target, else split out of it by the
+    target's kernel regex (ncu --import ... --export, run in parallel). {name: path, or why there is none}."""
+    if len(targets) == 1:
+        return {targets[0].name: rep}
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(t: Target) -> Path | str:
+        try:
+            return split_report(ncu, rep, t, tmpdir / f"{t.name}.ncu-rep")
+        except WhowaitsError as err:
+            return str(err)
+
+    with ThreadPoolExecutor(max_workers=min(8, len(targets))) as pool:
+        return dict(zip([t.name for t in targets], pool.map(one, targets)))
 
 
 def split_command(ncu: str, combined: Path, target: Target, out: Path) -> list[str]:
-    """ncu command that copies one target's launch out of a combined report into its own report."""
-    argv = [ncu, "--import", str(combined), "--kernel-name-base", "demangled",
-            "--kernel-name", "regex:" + target.kernel_regex]
-    if target.nvtx_range:
-        argv += ["--nvtx", "--nvtx-include", f"{target.nvtx_range}/"]
-    return argv + ["--force-overwrite", "--export", str(out)]
+    """ncu command that copies one target's launch out of a combined report into a report of its own.
+
+    ncu 2025.3 filters an imported report by kernel name (not by NVTX range: ``--nvtx`` is refused with
+    ``--import``), which is why every target of a multi-target session has a kernel regex of its own.
+    """
+    return [ncu, "--import", str(combined), "--kernel-name-base", "demangled",
+            "--kernel-name", "regex:" + target.kernel_regex, "--force-overwrite", "--export", str(out)]
+
+
+_EXPORTED_RE = re.compile(r'==PROF== Exported launch "(?P<kernel>[^"]*)"')
 
 
 def split_report(ncu: str, combined: Path, target: Target, out: Path) -> Path:
+    """Write ``target``'s one launch of ``combined`` to ``out``; WhowaitsError unless exactly one launch matched."""
     argv = split_command(ncu, combined, target, out)
     code, log = _stream(argv, REPO, {}, None)
     outcome = parse_ncu_output(log, code)
-    if outcome.error or not out.is_file():
-        raise WhowaitsError(f"could not split {target.name} out of the session report: "
-                            + (outcome.error or _ncu_error_line(log) or "ncu wrote no file"))
+    exported = _EXPORTED_RE.findall(log)
+    if outcome.error and not exported:
+        if "no kernels were profiled" in (outcome.error or "").lower() or "matched no kernel" in outcome.error:
+            raise WhowaitsError("not profiled: no launch of its kernel in the session report")
+        raise WhowaitsError(f"could not split it out of the session report: {outcome.error}")
+    if len(exported) != 1 or not out.is_file():
+        out.unlink(missing_ok=True)
+        if not exported:
+            raise WhowaitsError("not profiled: no launch of its kernel in the session report")
+        raise WhowaitsError(f"its kernel regex matched {len(exported)} launches of the session report, not 1")
     return out
 
 

@@ -86,7 +86,7 @@ def _run_with_progress(collect, session, out, gpu, force, verbose=False):
     kw = dict(out_root=out or collect.REPORTS_DIR, gpu=gpu, force=force)
     console = Console(stderr=True)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=False) as bar:
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
         total = len(session.targets)
         task = bar.add_task("profiling", total=total)
 

@@ -28,6 +28,7 @@ __all__ = [
     "metric_spec",
     "metric_specs",
     "opcode_classes",
+    "sampled_reasons",
     "stall_config",
     "stall_reasons",
     "tensor_op_counters",
@@ -91,6 +92,21 @@ def stall_config() -> dict:
 def stall_reasons() -> tuple[str, ...]:
     """ncu's stall reasons in DESIGN.md order (``gmma`` last: only some chips sample it)."""
     return tuple(stall_config()["reasons"])
+
+
+def sampled_reasons(metric_names) -> list[str]:
+    """Stall reasons a report samples, from its metric names: DESIGN.md's reasons first (in
+    order), then any other ``smsp__pcsamp_warps_issue_stalled_<reason>`` the chip's sampler has
+    (newer GPUs add reasons), sorted."""
+    cfg = stall_config()
+    prefix, suffix = cfg["sample_prefix"], cfg["not_issued_suffix"]
+    found = {
+        n[len(prefix):]
+        for n in metric_names
+        if n.startswith(prefix) and not n.endswith(suffix) and "." not in n
+    }
+    known = stall_reasons()
+    return [r for r in known if r in found] + sorted(found - set(known))
 
 
 def cycles_per_issue_metric(reason: str) -> str:

@@ -24,7 +24,7 @@ Frames (one pair per profiled launch; see :class:`Launch`):
     ``thread_inst_executed_true`` (int64, warp-/thread-level executed counts; 0 where the report
     has no value), ``samples`` (int64, ``smsp__pcsamp_sample_count``), ``stall_<reason>`` and
     ``not_issued_<reason>`` (int64, ``smsp__pcsamp_warps_issue_stalled_<reason>[_not_issued]``)
-    for every reason of ``metrics.stall_reasons()`` that the report samples, ``source_file``
+    for every reason the report samples (``metrics.sampled_reasons()``), ``source_file``
     (str or None) and ``source_line`` (Int64, <NA> without ``-lineinfo``).
 
 The cache lives in ``$WHOWAITS_CACHE_DIR`` (default ``~/.cache/whowaits``), keyed by the report
@@ -83,10 +83,10 @@ class Launch:
 
     def stall_matrix(self) -> tuple[list[str], np.ndarray]:
         """(reasons, int64 matrix PCs x reasons) of the per-PC stall samples in ``sass``, in
-        ``metrics.stall_reasons()`` order (reasons the report does not sample are left out).
+        ``metrics.sampled_reasons()`` order (reasons the report does not sample are left out).
         Computed once per launch."""
         if self._stalls is None:
-            cols = [(r, f"stall_{r}") for r in M.stall_reasons() if f"stall_{r}" in self.sass.columns]
+            cols = [(c[len("stall_"):], c) for c in self.sass.columns if c.startswith("stall_")]
             reasons = [r for r, _ in cols]
             if cols:
                 mat = np.column_stack([self.sass[c].to_numpy(dtype=np.int64) for _, c in cols])
@@ -314,7 +314,8 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
             columns[col] = _per_pc(pc_metrics[name], ncu, cache)
     if cfg["sample_count"] in pc_metrics:
         columns["samples"] = _per_pc(pc_metrics[cfg["sample_count"]], ncu, cache)
-    for reason in M.stall_reasons():
+    reasons = M.sampled_reasons(pc_metrics)
+    for reason in reasons:
         name = cfg["sample_prefix"] + reason
         if name in pc_metrics:
             columns[f"stall_{reason}"] = _per_pc(pc_metrics[name], ncu, cache)
@@ -357,7 +358,7 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
     data["base"] = bases
     data["opcode_class"] = [M.classify_opcode(b) for b in bases]
     wanted = [*per_pc, "samples"]
-    for reason in M.stall_reasons():
+    for reason in reasons:
         wanted += [f"stall_{reason}", f"not_issued_{reason}"]
     for col in wanted:
         if col not in columns:

@@ -289,3 +289,37 @@ def test_analyses_are_pure(starter_report):
     pd.testing.assert_frame_equal(before_m, la.metrics)
     pd.testing.assert_frame_equal(before_s, la.sass)
     assert np.all(la.sass["address"].to_numpy() == before_s["address"].to_numpy())
+
+
+def test_reasons_follow_the_chip_sampler(starter_report):
+    """A sampler without warpgroup_arrive (pre-Hopper) and with a reason we do not know (newer
+    chips): the unknown one is reported, the absent one is null and explained."""
+    la = _launch(starter_report)
+    old = "smsp__pcsamp_warps_issue_stalled_warpgroup_arrive"
+    renamed = la.metrics.copy()
+    renamed["metric"] = renamed["metric"].str.replace(old, "smsp__pcsamp_warps_issue_stalled_future_reason", regex=False)
+    other = Launch(la.report, la.index, la.kernel, renamed, la.sass)
+    sb = A.stall_breakdown(other).set_index("reason")
+    assert pd.isna(sb.loc["warpgroup_arrive", "samples"])
+    assert sb.loc["future_reason", "samples"] == la.value(old)
+    assert sb["share"].sum() == pytest.approx(1.0)
+    gone = {m["field"]: m["section"] for m in sb.attrs["missing"]}
+    assert "not a stall reason of this GPU's sampler" in gone["stall_samples.warpgroup_arrive"]
+    s = A.summarize_launch(other)
+    assert s["stall_samples"]["warpgroup_arrive"] is None and s["stall_share"]["warpgroup_arrive"] is None
+    assert M.sampled_reasons(renamed["metric"])[-1] == "future_reason"
+
+
+def test_only_the_ingestion_layer_imports_ncu_report():
+    import re
+    from pathlib import Path
+
+    import profiler
+
+    root = Path(profiler.__file__).parent
+    importers = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if re.search(r"^\s*(import ncu_report|from ncu_report\b)", p.read_text(), re.M)
+    )
+    assert importers == ["report.py"]

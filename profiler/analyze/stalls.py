@@ -20,7 +20,8 @@ def stall_breakdown(launch) -> pd.DataFrame:
     """Stall samples, share and warp cycles per issued instruction for every ncu stall reason.
 
     One row per reason of ``metrics.stall_reasons()`` (DESIGN.md order, ``warpgroup_arrive``
-    included); ``gmma`` only when the report samples it.
+    included); ``gmma`` only when the report samples it; then any other reason the chip's
+    sampler reports (``metrics.sampled_reasons``).
 
     Columns:
       ``reason`` (str); ``samples`` (Int64: ``smsp__pcsamp_warps_issue_stalled_<reason>``, <NA>
@@ -33,7 +34,9 @@ def stall_breakdown(launch) -> pd.DataFrame:
     """
     cfg = M.stall_config()
     rows, gone = [], []
-    for reason in M.stall_reasons():
+    sampled = M.sampled_reasons(launch.metrics["metric"].unique())
+    reasons = list(M.stall_reasons()) + [r for r in sampled if r not in M.stall_reasons()]
+    for reason in reasons:
         name = cfg["sample_prefix"] + reason
         samples = launch.value(name)
         not_issued = launch.value(name + cfg["not_issued_suffix"])
@@ -42,13 +45,16 @@ def stall_breakdown(launch) -> pd.DataFrame:
         if reason == "gmma" and samples is None:
             continue  # only some chips sample gmma; gh100 samples wgmma waits as warpgroup_arrive
         if samples is None:
-            gone.append(missing(f"stall_samples.{reason}", cfg["section"]))
+            section = cfg["section"]
+            if sampled:  # the sampler ran, but this chip/ncu has no such reason
+                section += " (not a stall reason of this GPU's sampler)"
+            gone.append(missing(f"stall_samples.{reason}", section))
         if ratio is None:
             gone.append(missing(f"stall_cycles_per_issue.{reason}", cfg["section"]))
         rows.append((reason, samples, not_issued, ratio, ratio_name))
     df = pd.DataFrame(rows, columns=["reason", "samples", "not_issued", "cycles_per_issue", "ratio_metric"])
-    df["samples"] = pd.array([None if v is None else int(v) for v in df["samples"]], dtype="Int64")
-    df["not_issued"] = pd.array([None if v is None else int(v) for v in df["not_issued"]], dtype="Int64")
+    for col in ("samples", "not_issued"):
+        df[col] = pd.array([None if pd.isna(v) else int(v) for v in df[col]], dtype="Int64")
     df["cycles_per_issue"] = df["cycles_per_issue"].astype("float64")
     total = df["samples"].sum(skipna=True)
     df.insert(3, "share", (df["samples"].astype("float64") / total) if total else np.nan)

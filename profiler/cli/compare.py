@@ -16,6 +16,8 @@ from profiler.cli._app import FORMAT_OPTION, Format, app
 SHAPE_OPTION = typer.Option(None, "--shape", help="Shape key (b1_h64_s1024_d128_fp16); default: the one all have.")
 KERNEL_OPTION = typer.Option(None, "--kernel", "-k",
                              help="Kernel-name regex; once for all reports or once per report, in order.")
+ALL_SHAPE_OPTION = typer.Option(None, "--shape", help="Shape key; default: the one all named versions have, "
+                                                      "or with no versions named, the one most versions have.")
 REPORTS_OPTION = typer.Option(None, "--reports", help="Folder of version folders (default: reports/h200).")
 
 
@@ -174,7 +176,7 @@ def _report(profiled, m, out: Path, force: bool) -> Path:
 def migration_cmd(
     versions: Optional[List[str]] = typer.Argument(None, help="Versions or report paths, in order "
                                                                 "(default: every version with a report, ladder order)."),
-    shape: Optional[str] = SHAPE_OPTION,
+    shape: Optional[str] = ALL_SHAPE_OPTION,
     kernel: Optional[List[str]] = KERNEL_OPTION,
     reports: Optional[Path] = REPORTS_OPTION,
     html: Optional[Path] = typer.Option(None, "--html", help="Also write the standalone HTML report here."),
@@ -198,7 +200,7 @@ def migration_cmd(
 def report_cmd(
     versions: Optional[List[str]] = typer.Argument(None, help="Versions or report paths (default: all, ladder order)."),
     html: Path = typer.Option(..., "--html", help="Where to write the self-contained HTML file."),
-    shape: Optional[str] = SHAPE_OPTION,
+    shape: Optional[str] = ALL_SHAPE_OPTION,
     kernel: Optional[List[str]] = KERNEL_OPTION,
     reports: Optional[Path] = REPORTS_OPTION,
     force: bool = typer.Option(False, "--force", help="Overwrite the HTML file if it exists."),

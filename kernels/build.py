@@ -204,7 +204,12 @@ def build(version: Version, config: FwdConfig | None = None, *, force: bool = Fa
         tu.write_text(translation_unit(version, config))
         cubin = tmp / "kernel.cubin"
         cmd = [find_nvcc(), *NVCC_FLAGS, "-I", str(KERNELS_DIR), "-o", str(cubin), str(tu)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        # nvcc's intermediates go to our private folder, not a /tmp shared with other processes
+        env = {**os.environ, "TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp)}
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        except OSError as err:
+            raise WhowaitsError(f"could not run nvcc ({cmd[0]}): {err}") from None
         log = proc.stdout + proc.stderr
         if proc.returncode != 0:
             raise WhowaitsError(f"{version.id} [{config.short_form()}] does not compile: {_first_error(log)}")

@@ -28,7 +28,8 @@ class Migration:
       speedup_first, top_class, top_reason, top_opcode (the opcode most of its samples sit on),
       top_share, top_lo, top_hi (Wilson interval),
       tensor_path, tensor_pipe_pct, ssc_share, intensity_l1, intensity_l2, intensity_dram,
-      title, change (from the version registry; empty for external subjects), step (the sentence
+      title, change, expected_bottleneck (from the version registry; empty for external subjects:
+      the hypothesis to hold against top_class/top_reason), step (the sentence
       of the step that led to this version; empty for the first).
     - ``stall_shares``: version, reason, samples, share, lo, hi (long; every reason sampled anywhere).
     - ``waiters``: version, class, reason, samples, share: the class x reason rows that are the top
@@ -128,6 +129,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "ssc_share": (ssc / n if ssc is not None and n else None),
             **{f"intensity_{lv}": inten.get(lv) for lv in LEVELS},
             "title": meta.get("title", ""), "change": meta.get("change", ""),
+            "expected_bottleneck": meta.get("expected_bottleneck", ""),
         })
         prev = dur
         samples = s.get("stall_samples") or {}

@@ -110,3 +110,32 @@ def test_migration_bad_input(tmp_path):
     proc = run("migration", "--reports", tmp_path, "--format", "json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["versions"] == ["v02_y"]
+
+
+def test_ladder_order_and_registry_metadata(tmp_path):
+    """Folders named after registered versions come in ladder order with their titles, ext last."""
+    from kernels import registry
+
+    ladder = [v.id for v in registry.versions()][:3]
+    if len(ladder) < 2:
+        pytest.skip("the registry has fewer than two versions")
+    # deliberately created out of order; contents are committed reports (the test is about order)
+    for name, src in [(ladder[1], CUDNN), ("ext-zzz", FLASH), (ladder[0], FLASH), ("ext-aaa", CUDNN)]:
+        (tmp_path / name).mkdir()
+        shutil.copy(src, tmp_path / name / f"{SHAPE}.ncu-rep")
+    proc = run("migration", "--reports", tmp_path, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    m = json.loads(proc.stdout)
+    assert m["versions"] == [ladder[0], ladder[1], "ext-aaa", "ext-zzz"]
+    rows = {r["version"]: r for r in m["table"]}
+    assert rows[ladder[0]]["title"] == registry.get(ladder[0]).title
+    assert rows[ladder[1]]["expected_bottleneck"] == registry.get(ladder[1]).expected_bottleneck
+    assert rows["ext-aaa"]["title"] == ""
+    # a registered version without reports is named as such
+    if len(ladder) > 2:
+        assert_user_error(run("diff", ladder[0], ladder[2], "--reports", tmp_path), ladder[2], "has no report")
+    # short ids resolve (v01 -> v01_slug)
+    short = ladder[0].split("_")[0]
+    proc = run("diff", short, ladder[1], "--reports", tmp_path, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["a"] == ladder[0]

@@ -132,8 +132,12 @@ def top_waiter(summary: dict) -> dict | None:
             "opcode": w.get("top_opcode")}
 
 
-def waiter_name(w: dict | None) -> str:
-    return f"{w['class']}·{w['reason']}" if w else "nothing (no samples)"
+def waiter_name(w: dict | None, opcode: bool = False) -> str:
+    """``CLASS·reason`` (``CLASS·reason on OPCODE`` with ``opcode`` where the summary names it)."""
+    if not w:
+        return "nothing (no samples)"
+    name = f"{w['class']}·{w['reason']}"
+    return f"{name} on {w['opcode']}" if opcode and w.get("opcode") else name
 
 
 def _pct(x) -> str:
@@ -228,10 +232,10 @@ def verdict(label_a: str, label_b: str, sa: dict, sb: dict, top_a: dict | None, 
             hit = waits[(waits["class"] == top_a["class"]) & (waits["reason"] == top_a["reason"])]
             if len(hit) and not bool(hit["significant"].iloc[0]):
                 noise = ", within noise"
-        tail = f"the top waiter stays {waiter_name(top_a)} ({_pct(top_a['share'])} → {_pct(top_b['share'])}{noise})"
+        tail = f"the top waiter stays {waiter_name(top_b, True)} ({_pct(top_a['share'])} → {_pct(top_b['share'])}{noise})"
     else:
-        tail = (f"the top waiter moved from {waiter_name(top_a)} ({_pct(top_a['share'])} → "
-                f"{_pct(share_in(sb, top_a))}) to {waiter_name(top_b)} "
+        tail = (f"the top waiter moved from {waiter_name(top_a, True)} ({_pct(top_a['share'])} → "
+                f"{_pct(share_in(sb, top_a))}) to {waiter_name(top_b, True)} "
                 f"({_pct(share_in(sa, top_b))} → {_pct(top_b['share'])})")
     extra = ""
     pa, pb = sa.get("tensor_path"), sb.get("tensor_path")

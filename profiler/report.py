@@ -28,8 +28,9 @@ Frames (one pair per profiled launch; see :class:`Launch`):
     (str or None) and ``source_line`` (Int64, <NA> without ``-lineinfo``).
 
 The cache lives in ``$WHOWAITS_CACHE_DIR`` (default ``~/.cache/whowaits``), keyed by the report
-file's sha256 plus the schema and data-file versions: a changed file (or a changed opcode map)
-never hits a stale entry; an unreadable entry is ignored and rebuilt.
+file's sha256 plus the schema and data-file versions and a hash of the ingestion code: a changed
+file (or opcode map, or ingester) never hits a stale entry; an unreadable entry is ignored and
+rebuilt.
 """
 
 from __future__ import annotations
@@ -145,8 +146,26 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "whowaits"
 
 
+_CODE_FINGERPRINT: str | None = None
+
+
+def _code_fingerprint() -> str:
+    """Hash of the ingestion code (this module and the metric maps' reader): an edited ingester
+    never reads entries an older one wrote, even if SCHEMA_VERSION was not bumped."""
+    global _CODE_FINGERPRINT
+    if _CODE_FINGERPRINT is None:
+        h = hashlib.sha256()
+        for mod in (__file__, M.__file__):
+            try:
+                h.update(Path(mod).read_bytes())
+            except OSError:  # pragma: no cover - zipped installs
+                h.update(mod.encode())
+        _CODE_FINGERPRINT = h.hexdigest()[:10]
+    return _CODE_FINGERPRINT
+
+
 def _cache_paths(sha: str) -> tuple[Path, Path]:
-    key = f"{sha}.s{SCHEMA_VERSION}-{M.data_version()}"
+    key = f"{sha}.s{SCHEMA_VERSION}-{M.data_version()}-{_code_fingerprint()}"
     d = cache_dir()
     return d / f"{key}.metrics.parquet", d / f"{key}.sass.parquet"
 

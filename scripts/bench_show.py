@@ -94,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     for path, bare, cold, warm in rows:
         name = f"{path.parent.name}/{path.name}"
         print(f"{name:<46} {cell(bare):>20} {cell(cold):>22} {cell(warm):>20}")
+    worst_cold = max(statistics.median(c) for _, _, c, _ in rows)
+    worst_warm = max(statistics.median(w) for _, _, _, w in rows)
+    print(f"targets cold <= 300 ms, warm <= 50 ms (medians): cold {'met' if worst_cold <= 0.3 else 'NOT met'} "
+          f"(worst {_ms(worst_cold):.0f} ms), warm {'met' if worst_warm <= 0.05 else 'NOT met'} "
+          f"(worst {_ms(worst_warm):.0f} ms); load average {os.getloadavg()[0]:.2f}")
     if first_cold:
         print(f"first cold run of the process ({first_cold[0].parent.name}): {_ms(first_cold[1]):.0f} ms "
               "(includes ncu_report's one-time initialisation)")

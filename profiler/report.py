@@ -53,6 +53,7 @@ __all__ = ["Launch", "Report", "cache_dir", "load_report", "select_launches", "S
 
 SCHEMA_VERSION = 1
 _MAGIC = b"NVR\x00"
+_CONTAINER = 2  # the uint32 after the magic in the ncu 2025.x reports this framing check knows
 
 METRIC_COLUMNS = ["report", "launch", "kernel", "metric", "instance", "value", "text", "unit"]
 
@@ -239,9 +240,13 @@ def _check_file(path: Path) -> None:
                     f"{path}: not an Nsight Compute report (no NVR header; expected a .ncu-rep "
                     "written by ncu -o)"
                 )
-            # The container seen in ncu 2025.x reports: magic, then blocks each prefixed by a
-            # little-endian uint32 length, the last one ending exactly at the end of the file.
-            # A block that runs past the end means the file was cut short.
+            # The container seen in ncu 2025.x reports (header word 2 after the magic): blocks
+            # each prefixed by a little-endian uint32 length, the last one ending exactly at the
+            # end of the file. A block that runs past the end means the file was cut short.
+            # Other container versions are left to ncu_report (which then reads no launch or a
+            # launch without metrics from a cut file: see _ingest).
+            if len(head) < 8 or struct.unpack("<I", head[4:8])[0] != _CONTAINER:
+                return
             off = 4
             while off + 4 <= size:
                 f.seek(off)
@@ -263,8 +268,8 @@ def _per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:
     """(PCs, values) of a metric instanced by PC.
 
     The stall-sampling metrics of one group share one list of PCs: a list read before for the
-    same instance count is reused when its first, middle and last PCs agree (golden tests check
-    every PC against ncu's source page). The SWIG functions are called directly: ~150k calls per
+    same instance count is reused when ten PCs spread over it agree (golden tests check every PC
+    against ncu's source page). The SWIG functions are called directly: ~150k calls per
     report, and the Python wrappers double their cost.
     """
     n = metric.num_instances()
@@ -280,7 +285,7 @@ def _per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:
         # are never sampled in a given kernel); the frame's zero-filled column says so
         return [], []
     pcs = pcs_cache.get(n)
-    if pcs is None or any(raw(corr, i) != pcs[i] for i in {0, n // 2, n - 1}):
+    if pcs is None or any(raw(corr, i) != pcs[i] for i in {0, n - 1, *range(1, n, max(n // 8, 1))}):
         pcs = [raw(corr, i) for i in range(n)]
         pcs_cache[n] = pcs
     return pcs, [raw(metric, i) for i in range(n)]

@@ -221,6 +221,16 @@ def test_truncated_report(tmp_path, keep):
     assert "truncated" in _err(p)
 
 
+@pytest.mark.parametrize("keep", [1_000_000, 1_700_000, -10])
+def test_truncated_report_is_caught_by_the_reader_too(tmp_path, monkeypatch, keep):
+    """With the framing check off (as for a container version it does not know), a cut report
+    still fails with one line: ncu_report then reads no launch, or a launch without metrics."""
+    monkeypatch.setattr(R, "_CONTAINER", -1)
+    p = tmp_path / "cut.ncu-rep"
+    p.write_bytes(STARTER_REPORTS["ext-sdpa-cudnn_b1_h64_s1024_d128_fp16"].read_bytes()[:keep])
+    assert "truncated or corrupt" in _err(p)
+
+
 def test_select_launches(starter_report):
     assert select_launches(starter_report, None) == starter_report.launches
     name = starter_report.launches[0].kernel

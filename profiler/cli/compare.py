@@ -85,7 +85,7 @@ def _render_diff(d, console) -> None:
         fa, fb = r["a"], r["b"]
         if r["metric"] == "duration_ns":
             fa, fb = fmt_ns(fa), fmt_ns(fb)
-        mark = "" if r["significant"] is None else ("[bold]significant" if r["significant"] else "[dim]noise (±5%)")
+        mark = "" if r["significant"] is None else ("[bold]significant" if r["significant"] else "[dim]within ±5%")
         mt.add_row(r["metric"], _num(fa), _num(fb), _num(r["ratio"], "{:.3g}x"), mark)
     console.print(mt)
     console.print(_share_table("Stall reasons (share of all stall samples; 95% family-wise intervals)",
@@ -96,10 +96,12 @@ def _render_diff(d, console) -> None:
     console.print(_share_table("Short scoreboard (SSC): all, then per class", d.ssc, ["class"], d.a, d.b))
     if len(d.barriers):
         bt = Table(title="Barriers (static: in the SASS; executed: instructions run)", title_justify="left")
-        for c in ("kind", "opcode", "A", "B", "B/A"):
-            bt.add_column(c, justify="right" if c not in ("kind", "opcode") else "left")
+        for c in ("kind", "opcode", "A", "B", "B/A", ""):
+            bt.add_column(c, justify="right" if c not in ("kind", "opcode", "") else "left")
         for r in d.barriers.to_dict(orient="records"):
-            bt.add_row(r["kind"], r["opcode"], _num(r["a"], "{:,}"), _num(r["b"], "{:,}"), _num(r["ratio"], "{:.3g}x"))
+            mark = "" if r["significant"] is None else ("[bold]changed" if r["significant"] else "[dim]same")
+            bt.add_row(r["kind"], r["opcode"], _num(r["a"], "{:,}"), _num(r["b"], "{:,}"), _num(r["ratio"], "{:.3g}x"),
+                       mark)
         console.print(bt)
     for n in dict.fromkeys(d.notes):
         console.print(f"[dim]note: {n}")

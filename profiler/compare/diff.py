@@ -35,9 +35,12 @@ class Diff:
     - ``waits``: class, reason + :data:`SHARE_COLUMNS` (opcode class x reason).
     - ``ssc``: class + :data:`SHARE_COLUMNS`, short-scoreboard samples per class (the first row,
       class ``all``, is SSC's share of all samples); shares of the class rows are of all samples.
-    - ``barriers``: kind (static|executed), opcode, a, b, ratio (b / a; None where a is 0 or unknown).
-    - ``metrics``: metric, a, b, ratio, significant (None where no interval is known): duration,
-      TFLOPS, tensor pipe %, FLOPs, bytes and intensity per level, stall cycles per issue.
+    - ``barriers``: kind (static|executed), opcode, a, b, ratio (b / a; None where a is 0 or unknown),
+      significant (static: any difference, the counts are exact; executed: beyond the ±5% band).
+    - ``metrics``: metric, a, b, ratio, significant: duration, TFLOPS, tensor pipe %, tensor path,
+      FLOPs, bytes and intensity per level, stall cycles per issue, launch shape. Counters are one
+      run each, so a change counts as significant beyond the run-to-run band
+      (:data:`~profiler.compare.stats.DURATION_NOISE`, ±5%); None where a side is unknown.
     ``verdict`` is one sentence; ``top_a``/``top_b`` the top waiters ({class, reason, share});
     ``warnings`` the confounds (:mod:`profiler.compare.confound`); ``notes`` what could not be compared.
     """
@@ -165,6 +168,18 @@ def _ratio(a, b):
         return None
 
 
+def _beyond_noise(a, b, noise: float = stats.DURATION_NOISE):
+    """Whether two counter values of one run each differ by more than the run-to-run band
+    (None where either is unknown; equal values, zeros included, are never a change)."""
+    if a is None or b is None or isinstance(a, str) or isinstance(b, str):
+        return None
+    if a == b:
+        return False
+    if not a:
+        return True
+    return abs(float(b) / float(a) - 1.0) > noise
+
+
 def _metrics(sa: dict, sb: dict) -> pd.DataFrame:
     ra, rb = sa.get("roofline") or {}, sb.get("roofline") or {}
     dur = stats.duration_change(sa.get("duration_ns"), sb.get("duration_ns"))
@@ -188,8 +203,12 @@ def _metrics(sa: dict, sb: dict) -> pd.DataFrame:
         rows.append((k, la.get(k), lb.get(k), None, None))
     out = []
     for name, a, b, ratio, sig in rows:
-        if ratio is None and name != "tensor_path":
+        if name == "tensor_path":
+            sig = None if a is None or b is None else a != b
+        elif ratio is None:
             ratio = _ratio(a, b)
+        if sig is None and name != "tensor_path":
+            sig = _beyond_noise(a, b)
         out.append({"metric": name, "a": a, "b": b, "ratio": ratio, "significant": sig})
     return pd.DataFrame(out, columns=["metric", "a", "b", "ratio", "significant"])
 
@@ -279,12 +298,14 @@ def diff(a: dict, b: dict, label_a: str = "A", label_b: str = "B", warnings: lis
         ba = ((a.get("barriers") or {}).get(kind)) or {}
         bb = ((b.get("barriers") or {}).get(kind)) or {}
         for op in sorted(set(ba) | set(bb)):
-            bar_rows.append({"kind": kind, "opcode": op, "a": ba.get(op, 0), "b": bb.get(op, 0),
-                             "ratio": _ratio(ba.get(op, 0), bb.get(op, 0))})
+            va, vb = ba.get(op, 0), bb.get(op, 0)
+            bar_rows.append({"kind": kind, "opcode": op, "a": va, "b": vb, "ratio": _ratio(va, vb),
+                             # static counts are exact (the compiler's output); executed ones get the band
+                             "significant": va != vb if kind == "static" else _beyond_noise(va, vb)})
         for side, summ, label in (("a", a, label_a), ("b", b, label_b)):
             if (summ.get("barriers") or {}).get(kind) is None:
                 notes.append(f"{label}: {kind} barrier counts unknown")
-    barriers = pd.DataFrame(bar_rows, columns=["kind", "opcode", "a", "b", "ratio"])
+    barriers = pd.DataFrame(bar_rows, columns=["kind", "opcode", "a", "b", "ratio", "significant"])
 
     metrics = _metrics(a, b)
     top_a, top_b = top_waiter(a), top_waiter(b)

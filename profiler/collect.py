@@ -154,9 +154,9 @@ def version_target(version_id: str) -> Target:
     return Target(version_id, rf"whowaits::{re.escape(version_id)}::flash_fwd<", NVTX_PREFIX + version_id, version_id)
 
 
-def ext_runner_target(runner_name: str) -> Target:
+def ext_runner_target(runner_name: str, suffix: str = "") -> Target:
     folder, regex = EXT_SUBJECTS[runner_name]
-    return Target(folder, regex, NVTX_PREFIX + runner_name, runner_name)
+    return Target(_check_name(folder + suffix), regex, NVTX_PREFIX + runner_name, runner_name)
 
 
 def runner_program(names: list[str], shape: str, warmup: int) -> list[str]:
@@ -164,7 +164,7 @@ def runner_program(names: list[str], shape: str, warmup: int) -> list[str]:
 
 
 def plan_versions(version_ids: list[str], shape: str = DEFAULT_SHAPE, *, ext: list[str] = (),
-                  section_set: str = DEFAULT_SET, warmup: int = DEFAULT_WARMUP) -> Session:
+                  section_set: str = DEFAULT_SET, warmup: int = DEFAULT_WARMUP, ext_suffix: str = "") -> Session:
     """One session over ``python -m kernels.runner`` for the given versions (and runner ext subjects)."""
     from kernels import registry
 
@@ -173,7 +173,7 @@ def plan_versions(version_ids: list[str], shape: str = DEFAULT_SHAPE, *, ext: li
     for e in ext:
         if e not in EXT_SUBJECTS:
             raise WhowaitsError(f"unknown external subject {e!r}: the runner knows {', '.join(EXT_SUBJECTS)}")
-    targets = [version_target(v) for v in ids] + [ext_runner_target(e) for e in ext]
+    targets = [version_target(v) for v in ids] + [ext_runner_target(e, ext_suffix) for e in ext]
     if not targets:
         raise WhowaitsError("nothing to profile")
     return Session(targets, runner_program([t.runner_arg for t in targets], shape, warmup), shape, section_set,
@@ -287,11 +287,18 @@ def git_state(repo: Path = REPO) -> tuple[str | None, bool | None]:
 
 
 def tool_version() -> str | None:
+    """whowaits' version: the installed distribution's, else pyproject.toml's (a PYTHONPATH checkout)."""
     try:
         from importlib.metadata import version
 
         return version("whowaits")
-    except Exception:  # not installed (PYTHONPATH checkout)
+    except Exception:
+        pass
+    try:
+        import tomllib
+
+        return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    except Exception:
         return None
 
 
@@ -476,6 +483,7 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
         return SessionResult(session, [], 0.0, list(results.values()), "")
 
     out_root = Path(out_root)
+    made = [d for d in (out_root, out_root / slug) if not d.exists()]  # removed again if nothing lands in them
     (out_root / slug).mkdir(parents=True, exist_ok=True)
     tmpdir = Path(tempfile.mkdtemp(prefix=".whowaits-profile-", dir=out_root / slug))
     argvs: list[list[str]] = []
@@ -546,6 +554,11 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
         return SessionResult(session, argvs, wall, [results[t.name] for t in session.targets], "".join(logs))
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
+        for d in reversed(made):
+            try:
+                d.rmdir()  # only if still empty
+            except OSError:
+                pass
 
 
 def _parts(ncu: str, rep: Path, targets: list[Target], tmpdir: Path) -> dict[str, Path | str]:

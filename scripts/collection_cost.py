@@ -9,8 +9,9 @@ Method (one process start per measurement, all in the same run on the same card)
   whowaits  the same command under `--section-folder sections --set whowaits`;
   full      the same command under `--set full` (ncu's own sections).
 The wall time of each is the ncu process's; overhead = wall - baseline wall; passes as ncu prints them
-('==PROF== Profiling "...": 0%....100% - N passes'). The baseline runs first and last and the smaller of the
-two is used, so a cold first start does not inflate the others' overhead.
+('==PROF== Profiling "...": 0%....100% - N passes'). The three run interleaved --repeat times (whowaits, full,
+baseline, whowaits, full, baseline, ...) and each mode's smallest wall time is used: start-up time varies by a
+second or more from run to run (cold file caches on the first), and the minimum is the least disturbed run.
 With --all-out it then times `whowaits profile VERSION` (into a temporary folder) against
 `whowaits profile --all --ext` (into --all-out, normally the repo's reports/: the committed data set) and
 records both. Default version: the newest version of the ladder (the ladder's last rung is its fastest).
@@ -64,6 +65,8 @@ def main() -> int:
     ap.add_argument("--shape", default=collect.DEFAULT_SHAPE)
     ap.add_argument("--out", type=Path, default=REPO / "reports" / "h200" / "collection-cost.json")
     ap.add_argument("--all-out", type=Path, help="also time `whowaits profile --all --ext` writing here")
+    ap.add_argument("--ext-suffix", default="", help="passed to `whowaits profile --all --ext`")
+    ap.add_argument("--repeat", type=int, default=2, help="interleaved runs of each mode (min wall time is used)")
     args = ap.parse_args()
     from kernels import registry
 
@@ -79,21 +82,27 @@ def main() -> int:
     }
     with tempfile.TemporaryDirectory(prefix="whowaits-cost-") as td:
         tmp = Path(td)
-        first = measure(sessions["baseline"], ncu, tmp, "baseline")
-        ww = measure(sessions["whowaits"], ncu, tmp, "whowaits")
-        full = measure(sessions["full"], ncu, tmp, "full")
-        last = measure(sessions["baseline"], ncu, tmp, "baseline")
-        base_wall = min(first["wall_s"], last["wall_s"])
+        runs: dict[str, list[dict]] = {"whowaits": [], "full": [], "baseline": []}
+        for i in range(args.repeat):
+            for mode in runs:
+                runs[mode].append(measure(sessions[mode], ncu, tmp, mode))
+        best = {m: min(r, key=lambda x: x["wall_s"]) for m, r in runs.items()}
+        for m, r in runs.items():
+            if len({x["passes"] for x in r}) != 1:
+                raise WhowaitsError(f"{m}: pass counts differ between runs: {[x['passes'] for x in r]}")
+        base_wall = best["baseline"]["wall_s"]
+        ww, full = best["whowaits"], best["full"]
         result = {
             "kernel": vid,
             "shape": base.shape,
-            "baseline": {"wall_s": base_wall, "runs_wall_s": [first["wall_s"], last["wall_s"]],
-                         "passes": first["passes"], "sections": ["LaunchStats"]},
+            "baseline": {"wall_s": base_wall, "passes": best["baseline"]["passes"], "sections": ["LaunchStats"]},
             "whowaits": {"wall_s": ww["wall_s"], "passes": ww["passes"],
                          "overhead_s": round(ww["wall_s"] - base_wall, 3)},
             "full": {"wall_s": full["wall_s"], "passes": full["passes"],
                      "overhead_s": round(full["wall_s"] - base_wall, 3)},
         }
+        for m in runs:
+            result[m]["runs_wall_s"] = [x["wall_s"] for x in runs[m]]
         result["ratios"] = {
             "passes": round(ww["passes"] / full["passes"], 3),
             "overhead": round(result["whowaits"]["overhead_s"] / result["full"]["overhead_s"], 3)
@@ -105,12 +114,12 @@ def main() -> int:
                                               and result["ratios"]["overhead"] <= 0.3)}
         if args.all_out:
             one = cli_wall(["profile", vid, "--shape", base.shape, "--out", str(tmp / "one"), "--gpu", "h200"])
-            every = cli_wall(["profile", "--all", "--ext", "--shape", base.shape, "--out", str(args.all_out),
-                              "--gpu", "h200", "--force"])
+            every = cli_wall(["profile", "--all", "--ext", f"--ext-suffix={args.ext_suffix}", "--shape", base.shape,
+                              "--out", str(args.all_out), "--gpu", "h200", "--force"])
             n = len(registry.versions()) + len(collect.EXT_SUBJECTS)
             result["profile_all"] = {"subjects": n, "wall_s": every, "one_version_wall_s": one,
                                      "ratio": round(every / one, 3), "target_max_ratio": 3.0}
-    result["commands"] = {k: v["command"] for k, v in (("baseline", first), ("whowaits", ww), ("full", full))}
+    result["commands"] = {m: best[m]["command"] for m in ("baseline", "whowaits", "full")}
     for cmd in result["commands"].values():
         cmd[cmd.index("--export") + 1] = "<tmp>/" + Path(cmd[cmd.index("--export") + 1]).name
     result.update({"gpu": gpu, "driver_version": driver, "ncu_version": collect.ncu_version(ncu),

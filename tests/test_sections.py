@@ -114,7 +114,7 @@ def test_every_section_file_parses_and_is_in_the_set(sections):
     assert len(set(ids)) == len(ids)
     for msg in sections.values():
         assert msg.Identifier.startswith("Whowaits") and msg.DisplayName and msg.Description
-        assert msg.HasField("Header") and len(msg.Header.Metrics) >= 4  # ncu prints the header in its output
+        assert msg.HasField("Header") and len(msg.Header.Metrics) >= 2  # ncu prints the header in its output
 
 
 def test_stalls_render_as_a_bar_chart(sections):

@@ -21,6 +21,7 @@ def profile(
     section_set: str = typer.Option("whowaits", "--set", help="whowaits (our sections/, default) or full (ncu's own)."),
     all_versions: bool = typer.Option(False, "--all", help="Every version in ONE ncu session over ONE runner process."),
     ext: bool = typer.Option(False, "--ext", help="With --all: also the runner's external subjects (torch SDPA flash, cuDNN)."),
+    ext_suffix: str = typer.Option("", "--ext-suffix", help="With --ext: append this to their report folders (ext-sdpa-flash<suffix>)."),
     cmd: str = typer.Option(None, "--cmd", help="Profile any program instead (shell-quoted command line)."),
     kernel: str = typer.Option(None, "--kernel", help="With --cmd: regex on the demangled kernel name."),
     name: str = typer.Option(None, "--name", help="With --cmd: subject name, the report folder (e.g. ext-cublas-gemm)."),
@@ -47,7 +48,7 @@ def profile(
     elif all_versions:
         if versions:
             raise WhowaitsError("give either version ids or --all, not both")
-        session = collect.plan_all(shape, ext=ext, section_set=section_set, warmup=warmup)
+        session = collect.plan_all(shape, ext=ext, section_set=section_set, warmup=warmup, ext_suffix=ext_suffix)
     elif versions:
         if ext:
             raise WhowaitsError("--ext goes with --all")
@@ -86,7 +87,8 @@ def _run_with_progress(collect, session, out, gpu, force, verbose=False):
     kw = dict(out_root=out or collect.REPORTS_DIR, gpu=gpu, force=force)
     console = Console(stderr=True)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=True) as bar:
+                  TimeElapsedColumn(), console=console, transient=True,
+                  disable=not console.is_terminal) as bar:
         total = len(session.targets)
         task = bar.add_task("profiling", total=total)
 

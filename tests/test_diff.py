@@ -69,7 +69,13 @@ def test_diff_sees_mma_sync_versus_wgmma(diff_json, summaries):
     assert v.startswith(f"ext-sdpa-cudnn is {d['speedup']:.2g}x faster than ext-sdpa-flash")
     assert f"from {d['top_a']['class']}·{d['top_a']['reason']}" in v
     assert f"to {d['top_b']['class']}·{d['top_b']['reason']}" in v
-    assert {r["kind"] for r in d["barriers"]} <= {"static", "executed"}
+    assert {r["kind"] for r in d["barriers"]} == {"static", "executed"}
+    static = {r["opcode"]: r for r in d["barriers"] if r["kind"] == "static"}
+    assert static and all(r["significant"] == (r["a"] != r["b"]) for r in static.values())
+    assert {k: r["b"] for k, r in static.items() if r["b"]} == b["barriers"]["static"] or \
+        {k: r["b"] for k, r in static.items() if r["b"]} == {k: v for k, v in b["barriers"]["static"].items() if v}
+    metrics = {r["metric"]: r for r in d["metrics"]}
+    assert metrics["tensor_path"]["a"] == "hmma" and metrics["tensor_path"]["significant"] is True
 
 
 def test_diff_of_a_version_with_itself_is_all_noise(summaries):

@@ -1,8 +1,9 @@
 // v05: K/V double buffering and eager loads. Same tiles, swizzle and softmax as v04, but loads overlap math:
-// with kStages = 2 the next K tile's cp.async is issued before S = Q K^T of the current one (it has a whole
-// iteration to land) and the next V tile's right after the current V has landed, before O += P V; K and V
-// are separate commit groups, so P V waits only for V and Q K^T only for K. With kStages = 1 (one buffer
-// each, FlashAttention-2's scheme) V_n loads during Q K_n^T and K_{n+1} during P V_n.
+// with kStages = 2 the next K and V tiles' cp.async copies are issued at the top of each iteration, before
+// S = Q K^T of the current tile, into the other stage: each copy has a whole iteration of math to land and
+// the loop needs one barrier per tile (v04: two, with the copy latency exposed in between). The first V tile
+// is its own commit group, so Q K_0^T waits only for Q and K_0. With kStages = 1 (one buffer each,
+// FlashAttention-2's scheme) V_n loads during Q K_n^T and K_{n+1} during P V_n, two barriers per tile.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -93,11 +94,15 @@ __global__ void __launch_bounds__(kWarps * 32)
         const int stage = kStages == 2 ? (n & 1) : 0;
         const int next_stage = kStages == 2 ? (stage ^ 1) : 0;
         if constexpr (kStages == 2) {
-            cp_async_wait<1>();  // K_n landed (V_n may still be in flight)
-            __syncthreads();     // ... for every thread; and every warp is done with iteration n-1
-            if (has_next) {
+            if (n > 0) {
+                cp_async_wait<0>();  // K_n and V_n landed (issued one iteration ago)
+                __syncthreads();     // ... for every thread; and every warp is done with iteration n-1
+            }
+            if (has_next) {  // prefetch the whole next tile into the other stage, a full iteration ahead
                 load_tile_async<Element, kBlockN, kHeadDim, kThreads, kSwizzle>(
                     sK + next_stage * kBlockN * kHeadDim, k, key0 + kBlockN, seqlen, tid);
+                load_tile_async<Element, kBlockN, kHeadDim, kThreads, kSwizzle>(
+                    sV + next_stage * kBlockN * kHeadDim, v, key0 + kBlockN, seqlen, tid);
                 cp_async_commit();
             }
         } else {
@@ -165,15 +170,12 @@ __global__ void __launch_bounds__(kWarps * 32)
             }
         }
 
-        // O += P V, once V_n has landed; the next tile's copy is issued first.
+        // O += P V, once V_n has landed.
         if constexpr (kStages == 2) {
-            if (has_next) cp_async_wait<1>(); else cp_async_wait<0>();
-            __syncthreads();  // V_n visible to all; every warp is done with P V_{n-1}
-            if (has_next) {
-                load_tile_async<Element, kBlockN, kHeadDim, kThreads, kSwizzle>(
-                    sV + next_stage * kBlockN * kHeadDim, v, key0 + kBlockN, seqlen, tid);
-                cp_async_commit();
-            }
+            if (n == 0) {  // V_0 was a separate group of the prologue, so Q K_0^T did not wait for it
+                if (has_next) cp_async_wait<1>(); else cp_async_wait<0>();
+                __syncthreads();
+            }  // later V_n landed with K_n at the top of the iteration
         } else {
             cp_async_wait<0>();
             __syncthreads();  // V_n visible to all; every warp is done with Q K_n^T: the K buffer is free

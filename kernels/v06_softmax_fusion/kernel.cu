@@ -18,7 +18,12 @@
 #include "common/tile_io.cuh"
 #include "common/warp_gemm.cuh"
 
-namespace whowaits { namespace v06_softmax_fusion {
+// v07_tuned compiles this same file under its own namespace (kernels/v07_tuned/kernel.cu).
+#ifndef WHOWAITS_V06_NAMESPACE
+#define WHOWAITS_V06_NAMESPACE v06_softmax_fusion
+#endif
+
+namespace whowaits { namespace WHOWAITS_V06_NAMESPACE {
 
 template <typename Element, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, bool kCausal>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -97,11 +102,15 @@ __global__ void __launch_bounds__(kWarps * 32)
         const int stage = kStages == 2 ? (n & 1) : 0;
         const int next_stage = kStages == 2 ? (stage ^ 1) : 0;
         if constexpr (kStages == 2) {
-            cp_async_wait<1>();  // K_n landed (V_n may still be in flight)
-            __syncthreads();     // ... for every thread; and every warp is done with iteration n-1
-            if (has_next) {
+            if (n > 0) {
+                cp_async_wait<0>();  // K_n and V_n landed (issued one iteration ago)
+                __syncthreads();     // ... for every thread; and every warp is done with iteration n-1
+            }
+            if (has_next) {  // prefetch the whole next tile into the other stage, a full iteration ahead
                 load_tile_async<Element, kBlockN, kHeadDim, kThreads, kSwizzle>(
                     sK + next_stage * kBlockN * kHeadDim, k, key0 + kBlockN, seqlen, tid);
+                load_tile_async<Element, kBlockN, kHeadDim, kThreads, kSwizzle>(
+                    sV + next_stage * kBlockN * kHeadDim, v, key0 + kBlockN, seqlen, tid);
                 cp_async_commit();
             }
         } else {
@@ -166,15 +175,12 @@ __global__ void __launch_bounds__(kWarps * 32)
             }
         }
 
-        // O += P V, once V_n has landed; the next tile's copy is issued first.
+        // O += P V, once V_n has landed.
         if constexpr (kStages == 2) {
-            if (has_next) cp_async_wait<1>(); else cp_async_wait<0>();
-            __syncthreads();  // V_n visible to all; every warp is done with P V_{n-1}
-            if (has_next) {
-                load_tile_async<Element, kBlockN, kHeadDim, kThreads, kSwizzle>(
-                    sV + next_stage * kBlockN * kHeadDim, v, key0 + kBlockN, seqlen, tid);
-                cp_async_commit();
-            }
+            if (n == 0) {  // V_0 was a separate group of the prologue, so Q K_0^T did not wait for it
+                if (has_next) cp_async_wait<1>(); else cp_async_wait<0>();
+                __syncthreads();
+            }  // later V_n landed with K_n at the top of the iteration
         } else {
             cp_async_wait<0>();
             __syncthreads();  // V_n visible to all; every warp is done with Q K_n^T: the K buffer is free
@@ -208,4 +214,4 @@ __global__ void __launch_bounds__(kWarps * 32)
     store_o_tile<Element, kHeadDim, kMTiles, kSwizzle>(acc_o, sQ, o, warp_row0, cta_row0, seqlen, lane);
 }
 
-}}  // namespace whowaits::v06_softmax_fusion
+}}  // namespace whowaits::WHOWAITS_V06_NAMESPACE

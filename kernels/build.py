@@ -140,7 +140,9 @@ def _source_hash(version: Version, config: FwdConfig) -> str:
     h.update(" ".join(NVCC_FLAGS).encode())
     h.update(translation_unit(version, config).encode())
     h.update(version.smem_layout.encode())
-    for path in [version.source, *sorted((KERNELS_DIR / "common").glob("**/*"))]:
+    # a version may compile another version's kernel.cu under its own namespace (v07 includes v06's)
+    included = [KERNELS_DIR / m for m in re.findall(r'#include\s+"(v\d\d_[a-z0-9_]+/[^"]+)"', version.source.read_text())]
+    for path in [version.source, *included, *sorted((KERNELS_DIR / "common").glob("**/*"))]:
         if path.is_file():
             h.update(str(path.relative_to(KERNELS_DIR)).encode())
             h.update(path.read_bytes())

@@ -19,7 +19,9 @@ echo "chosen: $chosen" | tee $OUT/chosen.txt
 if [ "$chosen" != sections ]; then rm sections/*.section && cp $chosen/*.section sections/; fi
 ncu --list-sets --section-folder sections | grep whowaits
 ls kernels | grep '^v'
-timeout 400 python3 scripts/collection_cost.py --out $OUT/collection-cost.json --all-out /tmp/rep --ext-suffix=-whowaits 2>&1 \
+timeout 330 python3 scripts/collection_cost.py --out $OUT/collection-cost.json --all-out /tmp/rep --ext-suffix=-whowaits 2>&1 \
   | grep -vE '^\s+|━' | tail -40
 tar czf $OUT/reports.tgz -C /tmp/rep h200
+echo "ncu's own sections:"; ls -d "$HOME/Documents/NVIDIA Nsight Compute"/*/Sections 2>&1; file -L "$(which ncu)" | cut -c1-120
+ls -d /usr/local/cuda/nsight-compute*/sections /opt/nvidia/nsight-compute/*/sections 2>/dev/null
 ls -la $OUT

@@ -175,3 +175,18 @@ def test_committed_whowaits_reports_have_matching_sidecars():
         assert side["report_sha256"] == provenance.sha256_file(rep)
         assert side["clock_control"] == "none" and "--import-source" in side["ncu_command"]
         assert side["gpu"] == "NVIDIA H200" and side["git_commit"]
+
+
+def _whowaits_reports() -> list[Path]:
+    reps = sorted((collect.REPORTS_DIR / "h200").glob(f"*/{SHAPE}.ncu-rep"))
+    return [r for r in reps if (provenance.read_sidecar(r) or {}).get("section_set") == "whowaits"]
+
+
+@pytest.mark.parametrize("rep", _whowaits_reports(), ids=lambda p: p.parent.name)
+def test_whowaits_set_reports_have_nothing_missing(rep):
+    # the data set: one launch per report, and every field `whowaits show` prints is there
+    from profiler.analyze import summarize
+
+    rows = summarize(str(rep))
+    assert len(rows) == 1 and rows[0]["missing"] == []
+    assert rows[0]["stall_samples"] and rows[0]["roofline"]["flops"] > 0

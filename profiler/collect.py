@@ -535,6 +535,8 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
                     launch_count=sub.launch_count, nvtx_include=[f"{t.nvtx_range}/"] if t.nvtx_range else None,
                     time=datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
                     tool_version=tool_version(), report_sha256=provenance.sha256_file(part),
+                    split_command=None if part == rep else [
+                        a.replace(str(tmpdir), "<tmp>") for a in split_command(ncu, rep, t, part)],
                 )
                 staged.append((r, part, side))
             pending = resume

@@ -22,6 +22,8 @@ value that cannot be known is ``null``)::
     time             ISO-8601 UTC time the profile finished
     tool_version     whowaits' version
     report_sha256    sha256 of the report file the sidecar describes
+    split_command    for a report split out of a multi-subject session report: the ncu --import ...
+                     --export command that did it (null otherwise)
 
 Writes are atomic (a temporary file in the same folder, then ``os.replace``).
 """
@@ -55,6 +57,7 @@ SIDECAR_KEYS: tuple[str, ...] = (
     "time",
     "tool_version",
     "report_sha256",
+    "split_command",
 )
 
 

@@ -76,7 +76,7 @@ def test_profile_writes_report_and_sidecar_and_refuses_to_overwrite(tmp_path):
     assert side["version"] == "ext-sdpa-flash" and side["gpu"] == "NVIDIA H200" and side["driver_version"] == "580.159.04"
     assert side["ncu_version"] == "2025.3.1.0" and side["section_set"] == "whowaits" and side["launch_skip"] == 3
     assert side["ncu_command"][0].endswith("ncu") and "<tmp>/session0" in side["ncu_command"]
-    assert side["report_sha256"] == hashlib.sha256(STARTER.read_bytes()).hexdigest()
+    assert side["report_sha256"] == hashlib.sha256(STARTER.read_bytes()).hexdigest() and side["split_command"] is None
     assert "(20 passes)" in cp.stdout
 
     before = (out / f"{SHAPE}.json").read_text()
@@ -132,6 +132,11 @@ def test_all_splits_the_session_report(tmp_path):
     assert len([c for c in calls if "--import " not in c]) == 1  # ONE ncu session for the whole ladder
     splits = [c for c in calls if c.startswith("--import ")]
     assert len(splits) == len(ids) + 2 and all("--nvtx" not in c for c in splits)
+    from profiler import provenance
+
+    side = provenance.read_sidecar(tmp_path / "reports" / "h200" / ids[0] / f"{SHAPE}.ncu-rep")
+    assert side["split_command"][1:3] == ["--import", "<tmp>/session0.ncu-rep"]
+    assert side["split_command"][-2:] == ["--export", f"<tmp>/{ids[0]}.ncu-rep"]
 
 
 def test_usage_errors(tmp_path):

@@ -14,8 +14,8 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 
 # stem of tests/golden/<stem>.*.csv -> committed report
 STARTER_REPORTS = {
-    "ext-sdpa-flash_b1_h64_s1024_d128_fp16": ROOT / "reports/h200/ext-sdpa-flash/b1_h64_s1024_d128_fp16.ncu-rep",
-    "ext-sdpa-cudnn_b1_h64_s1024_d128_fp16": ROOT / "reports/h200/ext-sdpa-cudnn/b1_h64_s1024_d128_fp16.ncu-rep",
+    "ext-sdpa-flash-fullset_b1_h64_s1024_d128_fp16": ROOT / "reports/h200/ext-sdpa-flash-fullset/b1_h64_s1024_d128_fp16.ncu-rep",
+    "ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16": ROOT / "reports/h200/ext-sdpa-cudnn-fullset/b1_h64_s1024_d128_fp16.ncu-rep",
 }
 
 

@@ -16,8 +16,8 @@ from profiler import metrics as M
 from profiler.report import Launch
 from test_report import SOURCE_COLUMN
 
-FLASH = "ext-sdpa-flash_b1_h64_s1024_d128_fp16"
-CUDNN = "ext-sdpa-cudnn_b1_h64_s1024_d128_fp16"
+FLASH = "ext-sdpa-flash-fullset_b1_h64_s1024_d128_fp16"
+CUDNN = "ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"
 ATTN_FLOPS = 4 * 1 * 64 * 1024 * 1024 * 128  # 4·B·H·S²·D
 
 

@@ -155,7 +155,7 @@ def test_sidecar_old_and_bad(tmp_path):
         provenance.read_sidecar(rep)
 
 
-@pytest.mark.parametrize("subject", ["ext-sdpa-flash", "ext-sdpa-cudnn"])
+@pytest.mark.parametrize("subject", ["ext-sdpa-flash-fullset", "ext-sdpa-cudnn-fullset"])
 def test_starter_reports_have_sidecars(subject):
     rep = collect.REPORTS_DIR / "h200" / subject / f"{SHAPE}.ncu-rep"
     side = provenance.read_sidecar(rep)

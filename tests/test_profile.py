@@ -16,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE = REPO / "tests" / "fake_ncu"
-STARTER = REPO / "reports" / "h200" / "ext-sdpa-flash" / "b1_h64_s1024_d128_fp16.ncu-rep"
+STARTER = REPO / "reports" / "h200" / "ext-sdpa-flash-fullset" / "b1_h64_s1024_d128_fp16.ncu-rep"
 SHAPE = "b1_h64_s1024_d128_fp16"
 CMD = ["--cmd", "python3 scripts/sdpa_subject.py --backend flash", "--kernel", "flash_fwd_kernel",
        "--name", "ext-sdpa-flash", "--launch-skip", "3"]

@@ -142,7 +142,7 @@ def test_opcode_parsing():
 
 def test_warm_load_comes_from_cache_without_ncu_report(tmp_path, monkeypatch):
     monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
-    path = STARTER_REPORTS["ext-sdpa-cudnn_b1_h64_s1024_d128_fp16"]
+    path = STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"]
     cold = load_report(path)
 
     def boom(_):
@@ -159,10 +159,10 @@ def test_warm_load_comes_from_cache_without_ncu_report(tmp_path, monkeypatch):
 def test_changed_file_never_hits_a_stale_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
     target = tmp_path / "same-name.ncu-rep"
-    shutil.copyfile(STARTER_REPORTS["ext-sdpa-cudnn_b1_h64_s1024_d128_fp16"], target)
+    shutil.copyfile(STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"], target)
     first = load_report(target)
     assert "cudnn" in first.launches[0].kernel
-    shutil.copyfile(STARTER_REPORTS["ext-sdpa-flash_b1_h64_s1024_d128_fp16"], target)
+    shutil.copyfile(STARTER_REPORTS["ext-sdpa-flash-fullset_b1_h64_s1024_d128_fp16"], target)
     os.utime(target, (0, 0))  # even with an old mtime
     second = load_report(target)
     assert "flash_fwd_kernel" in second.launches[0].kernel
@@ -171,7 +171,7 @@ def test_changed_file_never_hits_a_stale_cache(tmp_path, monkeypatch):
 
 def test_corrupt_cache_entry_is_ignored_and_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
-    path = STARTER_REPORTS["ext-sdpa-cudnn_b1_h64_s1024_d128_fp16"]
+    path = STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"]
     good = load_report(path)
     entries = sorted((tmp_path / "cache").glob("*.parquet"))
     assert len(entries) == 2
@@ -215,7 +215,7 @@ def test_not_a_report(tmp_path):
 
 @pytest.mark.parametrize("keep", [300, 1_000_000, -10])
 def test_truncated_report(tmp_path, keep):
-    src = STARTER_REPORTS["ext-sdpa-cudnn_b1_h64_s1024_d128_fp16"].read_bytes()
+    src = STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"].read_bytes()
     p = tmp_path / "cut.ncu-rep"
     p.write_bytes(src[:keep])
     assert "truncated" in _err(p)
@@ -227,7 +227,7 @@ def test_truncated_report_is_caught_by_the_reader_too(tmp_path, monkeypatch, kee
     still fails with one line: ncu_report then reads no launch, or a launch without metrics."""
     monkeypatch.setattr(R, "_CONTAINER", -1)
     p = tmp_path / "cut.ncu-rep"
-    p.write_bytes(STARTER_REPORTS["ext-sdpa-cudnn_b1_h64_s1024_d128_fp16"].read_bytes()[:keep])
+    p.write_bytes(STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"].read_bytes()[:keep])
     assert "truncated or corrupt" in _err(p)
 
 

@@ -40,7 +40,7 @@ def test_json_gives_ncu_stall_counts_for_both_reports(tmp_path):
 
 
 def test_table_is_the_default(tmp_path):
-    res = run("show", STARTER_REPORTS["ext-sdpa-cudnn_b1_h64_s1024_d128_fp16"], "--top", "3", cache_dir=tmp_path)
+    res = run("show", STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"], "--top", "3", cache_dir=tmp_path)
     assert res.returncode == 0, res.stderr
     for heading in ["Stall breakdown", "Who waits on whom", "SSC", "Barriers", "Tensor cores", "Roofline", "Top instructions"]:
         assert heading in res.stdout, heading
@@ -48,7 +48,7 @@ def test_table_is_the_default(tmp_path):
 
 
 def test_csv_is_a_flat_table(tmp_path):
-    res = run("show", STARTER_REPORTS["ext-sdpa-flash_b1_h64_s1024_d128_fp16"], "-f", "csv", "--kernel", "flash_fwd", cache_dir=tmp_path)
+    res = run("show", STARTER_REPORTS["ext-sdpa-flash-fullset_b1_h64_s1024_d128_fp16"], "-f", "csv", "--kernel", "flash_fwd", cache_dir=tmp_path)
     assert res.returncode == 0, res.stderr
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
     assert set(rows[0]) == {"report", "launch", "kernel", "field", "value"}
@@ -80,18 +80,18 @@ def test_not_a_report(tmp_path):
 
 def test_truncated_report(tmp_path):
     p = tmp_path / "cut.ncu-rep"
-    p.write_bytes(STARTER_REPORTS["ext-sdpa-cudnn_b1_h64_s1024_d128_fp16"].read_bytes()[:1_200_000])
+    p.write_bytes(STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"].read_bytes()[:1_200_000])
     _assert_one_line_error(run("show", p, cache_dir=tmp_path), "truncated")
 
 
 def test_kernel_regex_matching_nothing(tmp_path):
-    res = run("show", STARTER_REPORTS["ext-sdpa-cudnn_b1_h64_s1024_d128_fp16"], "--kernel", "^nope$", cache_dir=tmp_path)
+    res = run("show", STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"], "--kernel", "^nope$", cache_dir=tmp_path)
     _assert_one_line_error(res, "matches no launch")
     assert "cudnn_generated" in res.stderr  # lists the kernels that exist
 
 
 def test_invalid_regex(tmp_path):
-    res = run("show", STARTER_REPORTS["ext-sdpa-cudnn_b1_h64_s1024_d128_fp16"], "--kernel", "(", cache_dir=tmp_path)
+    res = run("show", STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"], "--kernel", "(", cache_dir=tmp_path)
     _assert_one_line_error(res, "not a valid regex")
 
 

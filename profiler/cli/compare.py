@@ -151,7 +151,7 @@ def _render_migration(m, console) -> None:
         top = f"{r['top_class']}·{r['top_reason']}" if r["top_class"] else "—"
         if r.get("top_opcode"):
             top += f" [dim]({r['top_opcode']})"
-        t.add_row(r["version"], fmt_ns(r["duration_ns"]), _num(r["tflops"], "{:.0f}"),
+        t.add_row(r["version"], fmt_ns(r["duration_ns"]), _num(r["tflops"] if r["tflops"] is not None else r["tflops_counted"], "{:.0f}"),
                   _num(r["speedup_prev"], "{:.2f}x"), top,
                   f"{_pct(r['top_share'])} [{_pct(r['top_lo'])}, {_pct(r['top_hi'])}]",
                   _num(r["tensor_path"]), _num(r["tensor_pipe_pct"], "{:.1f}%"), _pct(r["ssc_share"]))
@@ -188,8 +188,9 @@ def migration_cmd(
     """Where the bottleneck goes across versions: top waiter, time, TFLOPS, one sentence per step."""
     from profiler.compare import load_versions, migrate  # noqa: PLC0415
 
-    profiled = load_versions(versions, shape=shape, kernels=kernel, reports=reports)
-    m = migrate(profiled=profiled)
+    omitted: list[str] = []
+    profiled = load_versions(versions, shape=shape, kernels=kernel, reports=reports, omitted=omitted)
+    m = migrate(profiled=profiled, notes=omitted)
     if fmt != Format.table:
         _warn_stderr(m.warnings)
     _emit(m.to_dict(), m.table, fmt, lambda c: _render_migration(m, c))
@@ -210,8 +211,9 @@ def report_cmd(
     """Write one self-contained HTML report: ladder, migration, each version, consecutive diffs."""
     from profiler.compare import load_versions, migrate  # noqa: PLC0415
 
-    profiled = load_versions(versions, shape=shape, kernels=kernel, reports=reports)
-    m = migrate(profiled=profiled)
+    omitted: list[str] = []
+    profiled = load_versions(versions, shape=shape, kernels=kernel, reports=reports, omitted=omitted)
+    m = migrate(profiled=profiled, notes=omitted)
     _warn_stderr(m.warnings)
     written = _report(profiled, m, html, force)
     print(f"wrote {written} ({written.stat().st_size / 1e6:.1f} MB, {len(profiled)} version(s))")

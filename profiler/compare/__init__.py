@@ -21,10 +21,12 @@ __all__ = ["Diff", "Migration", "Profiled", "Subject", "confounds", "diff", "dif
            "top_waiter", "version_info"]
 
 
-def load_versions(specs=None, shape=None, kernels=None, reports=None) -> list[Profiled]:
-    """Resolve ``specs`` (version ids or report paths; None: every version with a report) and load them."""
+def load_versions(specs=None, shape=None, kernels=None, reports=None, omitted=None) -> list[Profiled]:
+    """Resolve ``specs`` (version ids or report paths; None: every comparable version with a report,
+    see :func:`resolve_all`, which appends what it left out to ``omitted``) and load them."""
     rdir = reports_dir(root=reports)
-    subjects = resolve(list(specs), shape=shape, rdir=rdir) if specs else resolve_all(shape=shape, rdir=rdir)
+    subjects = (resolve(list(specs), shape=shape, rdir=rdir) if specs
+                else resolve_all(shape=shape, rdir=rdir, omitted=omitted))
     return load_many(subjects, kernels=list(kernels) if kernels else None)
 
 
@@ -34,7 +36,10 @@ def diff_versions(a: str, b: str, shape=None, kernels=None, reports=None) -> Dif
     return diff(pa.summary, pb.summary, pa.label, pb.label, warnings=confounds([pa, pb]))
 
 
-def migrate(specs=None, shape=None, kernels=None, reports=None, profiled=None) -> Migration:
-    """Load versions (default: all, ladder order) and compute their migration, confounds included."""
-    profiled = profiled if profiled is not None else load_versions(specs, shape=shape, kernels=kernels, reports=reports)
-    return migration(profiled, info=version_info(), warnings=confounds(profiled))
+def migrate(specs=None, shape=None, kernels=None, reports=None, profiled=None, notes=None) -> Migration:
+    """Load versions (default: all, ladder order) and compute their migration, confounds included.
+    ``notes`` (e.g. what :func:`load_versions` left out) lead the migration's own notes."""
+    notes = list(notes or [])
+    if profiled is None:
+        profiled = load_versions(specs, shape=shape, kernels=kernels, reports=reports, omitted=notes)
+    return migration(profiled, info=version_info(), warnings=confounds(profiled), notes=notes)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from profiler.errors import WhowaitsError
+
 from profiler.compare import stats
 from profiler.compare.diff import diff, records, top_waiter, total_samples
 
@@ -24,7 +26,10 @@ LEVELS = ("l1", "l2", "dram")
 class Migration:
     """What ``whowaits migration`` shows. Frames:
 
-    - ``table``: version, kernel, duration_ns, tflops, speedup_prev (vs the previous version),
+    - ``table``: version, kernel, duration_ns, tflops (the problem's FLOPs, 4·B·H·S²·D, halved when
+      causal, over the duration: comparable across versions; null when the subject has no shape key),
+      tflops_counted (FLOPs the counters saw: tensor + FP32 + FP16 instructions, so CUDA-core
+      rungs count their exp/scale/max work too), speedup_prev (vs the previous version),
       speedup_first, top_class, top_reason, top_opcode (the opcode most of its samples sit on),
       top_share, top_lo, top_hi (Wilson interval),
       tensor_path, tensor_pipe_pct, ssc_share, intensity_l1, intensity_l2, intensity_dram,
@@ -94,7 +99,24 @@ def _ceiling_points(roofline: dict, path: str | None, intensity_max: float) -> l
     return out
 
 
-def migration(profiled: list, info: dict | None = None, warnings: list | None = None) -> Migration:
+def model_tflops(shape: str | None, duration_ns: float | None) -> float | None:
+    """TFLOP/s of one attention forward at ``shape`` (a shape key) in ``duration_ns``: the problem's
+    FLOPs (DESIGN.md: 4·B·H·S²·D, halved when causal), not what the counters saw. None without a
+    shape key or the kernels package that parses it."""
+    if not shape or not duration_ns:
+        return None
+    try:
+        from kernels.config import Shape  # noqa: PLC0415 (optional, lazy)
+    except ImportError:
+        return None
+    try:
+        return Shape.parse(shape).flops() / duration_ns / 1e3
+    except WhowaitsError:
+        return None
+
+
+def migration(profiled: list, info: dict | None = None, warnings: list | None = None,
+              notes: list | None = None) -> Migration:
     """The migration over ``profiled`` (a list of :class:`~profiler.compare.subjects.Profiled`, in
     ladder order; one is enough). ``info`` maps version id -> registry metadata (title, change…)."""
     info = info or {}
@@ -119,7 +141,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
         meta = info.get(p.subject.version or "", {})
         rows.append({
             "version": p.label, "kernel": s.get("kernel"), "duration_ns": dur,
-            "tflops": roof.get("achieved_tflops"),
+            "tflops": model_tflops(p.subject.shape, dur), "tflops_counted": roof.get("achieved_tflops"),
             "speedup_prev": stats.duration_change(prev, dur)["speedup"] if prev else None,
             "speedup_first": stats.duration_change(first_dur, dur)["speedup"] if first_dur else None,
             "top_class": top["class"] if top else None, "top_reason": top["reason"] if top else None,
@@ -188,7 +210,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
         for pt in _ceiling_points(r, path, imax):
             roof_rows.append({"path": path, **pt})
     roofs = pd.DataFrame(roof_rows, columns=["path", "level", "intensity", "tflops"])
-    notes = []
+    notes = list(notes or [])
     for p in profiled:
         for m in p.summary.get("missing") or []:
             notes.append(f"{p.label}: {m.get('field')} missing (needs section {m.get('section')})")

@@ -69,28 +69,14 @@ def reports_dir(gpu: str = DEFAULT_GPU, root: str | os.PathLike | None = None) -
 
 def _registry_versions() -> list[dict]:
     """Ladder versions from ``kernels.registry`` in ladder order, as dicts (id, title, change,
-    hypothesis, expected_bottleneck, verdict, parent). Empty when the registry is unavailable."""
+    hypothesis, expected_bottleneck, verdict, parent). Empty when the kernels package is not
+    importable (the compare views work on reports alone)."""
     try:
         from kernels import registry  # noqa: PLC0415 (optional, lazy)
-    except Exception:  # noqa: BLE001 - the registry is optional for comparing reports
-        return []
-    for name in ("discover", "versions", "load_versions", "ladder", "all_versions"):
-        fn = getattr(registry, name, None)
-        if callable(fn):
-            try:
-                found = list(fn())
-            except Exception:  # noqa: BLE001
-                return []
-            break
-    else:
+    except ImportError:
         return []
     keys = ("id", "parent", "title", "change", "hypothesis", "expected_bottleneck", "verdict")
-    out = []
-    for v in found:
-        d = {k: (v.get(k) if isinstance(v, dict) else getattr(v, k, None)) for k in keys}
-        if d.get("id"):
-            out.append({k: ("" if val is None else str(val)) for k, val in d.items()})
-    return out
+    return [{k: str(getattr(v, k, "") or "") for k in keys} for v in registry.versions()]
 
 
 def version_info() -> dict[str, dict]:
@@ -186,11 +172,15 @@ def resolve(specs: list[str], shape: str | None = None, rdir: Path | None = None
     return out
 
 
-def resolve_all(shape: str | None = None, rdir: Path | None = None) -> list[Subject]:
-    """Every version with a report, ladder order then ext subjects, at one shape.
+def resolve_all(shape: str | None = None, rdir: Path | None = None,
+                omitted: list[str] | None = None) -> list[Subject]:
+    """Every version with a report, ladder order then ext subjects, at one shape and one section set.
 
     Without ``shape`` the shape most versions have is taken (ties: the first by name), and the
-    versions lacking it are left out."""
+    versions lacking it are left out. Reports taken with another section set than most (by their
+    sidecars, e.g. the ``--set full`` starter reports beside ``--set whowaits`` ones) are left out
+    too, since their stall samples are not comparable one to one; name them to include them.
+    What is left out, and why, is appended to ``omitted`` (one line each) when given."""
     rdir = reports_dir() if rdir is None else rdir
     known = known_versions(rdir)
     if not known:
@@ -201,6 +191,18 @@ def resolve_all(shape: str | None = None, rdir: Path | None = None) -> list[Subj
     chosen = [v for v in known if shape in shapes_of(rdir, v)]
     if not chosen:
         raise WhowaitsError(f"no version has a report at shape {shape} in {rdir}")
+    sets = {v: (_read_sidecar(rdir / v / f"{shape}{REPORT_SUFFIX}") or {}).get("section_set") for v in chosen}
+    named = Counter(s for s in sets.values() if s)
+    if len(named) > 1:
+        main = sorted(named, key=lambda s: (-named[s], s))[0]
+        dropped = [v for v in chosen if sets[v] not in (main, None)]
+        chosen = [v for v in chosen if v not in dropped]
+        if omitted is not None:
+            omitted.extend(f"left out {v}: section set '{sets[v]}', not '{main}' like the rest "
+                           f"(name it to compare it anyway)" for v in dropped)
+    if omitted is not None:
+        omitted.extend(f"left out {v}: no report at shape {shape}" for v in known
+                       if shape not in shapes_of(rdir, v))
     return resolve(chosen, shape=shape, rdir=rdir)
 
 

@@ -19,7 +19,7 @@ try:
 except ImportError:  # tests/ imported as a package
     from tests.test_compare_helpers import assert_user_error, run
 
-from profiler.compare import known_versions, reports_dir
+from profiler.compare import resolve_all
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -67,7 +67,7 @@ def test_report_loads_draws_and_logs_no_errors(tmp_path):
     text = out.read_text()
     # self-contained: no external script, stylesheet or font
     assert not re.search(r"<(script|link)[^>]+(src|href)=['\"]?https?:", text)
-    n_versions = len(known_versions(reports_dir()))
+    n_versions = len(resolve_all())  # what the report shows by default (one shape, one section set)
     dom, console = open_in_chromium(out, tmp_path)
     p = _Plots()
     p.feed(dom)
@@ -79,8 +79,8 @@ def test_report_loads_draws_and_logs_no_errors(tmp_path):
     assert p.root_attrs.get("data-errors") == "0", p.root_attrs.get("data-first-error")
     assert int(p.root_attrs.get("data-main-svgs", "0")) == p.main_svgs
     assert not [ln for ln in console if re.search(r"error|uncaught|failed", ln, re.I)], console
-    for v in known_versions(reports_dir()):
-        assert f"id=\"v-{v}\"" in dom
+    for v in resolve_all():
+        assert f"id=\"v-{v.label}\"" in dom
 
 
 @needs_browser

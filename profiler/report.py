@@ -48,6 +48,7 @@ import pandas as pd
 
 from profiler import metrics as M
 from profiler.errors import WhowaitsError
+from profiler.provenance import sha256_file
 
 __all__ = ["Launch", "Report", "cache_dir", "load_report", "select_launches", "SCHEMA_VERSION"]
 
@@ -216,13 +217,6 @@ def _write_cache(sha: str, mf: pd.DataFrame, sf: pd.DataFrame) -> None:
 
 # --- validation ---------------------------------------------------------------------------------
 
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _check_file(path: Path) -> None:
@@ -455,7 +449,7 @@ def load_report(path: str | os.PathLike, *, use_cache: bool = True) -> Report:
     """
     p = Path(path)
     _check_file(p)
-    sha = _sha256(p)
+    sha = sha256_file(p)
     cached = _read_cache(sha) if use_cache else None
     if cached is None:
         mf, sf = _ingest(p)

@@ -22,6 +22,8 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from profiler.provenance import sha256_file
+
 _MEMO: dict = {}
 
 
@@ -38,13 +40,6 @@ def fingerprint() -> str:
             h.update(p.read_bytes())
     return h.hexdigest()[:16]
 
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _disk_path(sha: str, kernel: str | None) -> Path:
@@ -86,7 +81,7 @@ def summaries(path: str | os.PathLike, kernel: str | None = None) -> list[dict]:
     launches = None
     disk = None
     if memo_key is not None:
-        disk = _disk_path(_sha256(p), kernel)
+        disk = _disk_path(sha256_file(p), kernel)
         launches = _read(disk)
     if launches is None:
         from profiler.analyze import summarize  # noqa: PLC0415

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from kernels.config import Shape
 from profiler.errors import WhowaitsError
+from profiler.provenance import git_state, gpu_slug
 
 BASELINES = ("sdpa-auto", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math", "torch-unfused")
 FLUSH_BYTES = 256 * 1024 * 1024
@@ -159,23 +160,6 @@ def bench_shape(names: list[str], shape: Shape, *, reps: int = 50, warmup: int =
     return rows
 
 
-def gpu_slug(name: str) -> str:
-    """``NVIDIA H200`` -> ``h200`` (the reports/<gpu>/ folder name)."""
-    s = re.sub(r"^nvidia\s+", "", name.strip().lower())
-    return re.sub(r"[^a-z0-9]+", "-", s).strip("-") or "gpu"
-
-
-def git_commit() -> str | None:
-    env = os.environ.get("WHOWAITS_GIT_COMMIT")
-    if env:
-        return env
-    try:
-        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
 def provenance(reps: int, warmup: int) -> dict:
     import torch
 
@@ -187,6 +171,7 @@ def provenance(reps: int, warmup: int) -> dict:
     except (OSError, subprocess.SubprocessError):
         pass
     props = torch.cuda.get_device_properties(0)
+    commit, dirty = git_state(REPO)
     return {
         "gpu": torch.cuda.get_device_name(0),
         "sm_count": props.multi_processor_count,
@@ -194,7 +179,8 @@ def provenance(reps: int, warmup: int) -> dict:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version(),
-        "git_commit": git_commit(),
+        "git_commit": commit,
+        "git_dirty": dirty,
         "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "method": METHOD,
         "reps": reps,

@@ -267,25 +267,6 @@ def gpu_info() -> tuple[str | None, str | None]:
     return name.strip() or None, driver.strip() or None
 
 
-def gpu_slug(gpu_name: str | None) -> str:
-    """``"NVIDIA H200"`` -> ``"h200"`` (the reports/<gpu>/ folder)."""
-    if not gpu_name:
-        return "unknown-gpu"
-    s = re.sub(r"^nvidia\s+", "", gpu_name.strip(), flags=re.I).lower()
-    return re.sub(r"[^a-z0-9]+", "-", s).strip("-") or "unknown-gpu"
-
-
-def git_state(repo: Path = REPO) -> tuple[str | None, bool | None]:
-    """(HEAD commit, dirty?) of the repo; ``$WHOWAITS_GIT_COMMIT``/``$WHOWAITS_GIT_DIRTY`` where the copy has no .git."""
-    commit = _run_text(["git", "-C", str(repo), "rev-parse", "HEAD"], timeout=10)
-    if commit:
-        status = _run_text(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"], timeout=20)
-        return commit.strip(), (bool(status.strip()) if status is not None else None)
-    env_commit = os.environ.get("WHOWAITS_GIT_COMMIT") or None
-    dirty = os.environ.get("WHOWAITS_GIT_DIRTY")
-    return env_commit, (dirty not in ("", "0", "false")) if dirty is not None else None
-
-
 def tool_version() -> str | None:
     """whowaits' version: the installed distribution's, else pyproject.toml's (a PYTHONPATH checkout)."""
     try:
@@ -462,7 +443,7 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
     """
     ncu = find_ncu()
     gpu_name, driver = gpu_info()
-    slug = gpu or gpu_slug(gpu_name)
+    slug = gpu or provenance.gpu_slug(gpu_name)
     dests = {t.name: report_path(out_root, slug, t.name, session.shape) for t in session.targets}
     if not force:
         existing = [str(p) for p in dests.values() if p.exists()]
@@ -491,7 +472,7 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
     wall = 0.0
     try:
         ncu_ver = ncu_version(ncu)
-        commit, dirty = git_state(session.cwd)
+        commit, dirty = provenance.git_state(session.cwd)
         staged: list[tuple[TargetResult, Path, dict]] = []
         while pending:
             sub = session.subset(pending)

@@ -33,6 +33,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -68,6 +70,33 @@ def sidecar_path(report_path: str | os.PathLike) -> Path:
     if name.endswith(".ncu-rep"):
         name = name[: -len(".ncu-rep")]
     return p.with_name(name + ".json")
+
+
+def gpu_slug(gpu_name: str | None) -> str:
+    """``"NVIDIA H200"`` -> ``"h200"`` (the reports/<gpu>/ folder)."""
+    if not gpu_name:
+        return "unknown-gpu"
+    s = re.sub(r"^nvidia\s+", "", gpu_name.strip(), flags=re.I).lower()
+    return re.sub(r"[^a-z0-9]+", "-", s).strip("-") or "unknown-gpu"
+
+
+def git_state(repo: str | os.PathLike) -> tuple[str | None, bool | None]:
+    """(HEAD commit, dirty?) of ``repo``; ``$WHOWAITS_GIT_COMMIT`` / ``$WHOWAITS_GIT_DIRTY`` where the copy
+    has no .git (the device machine gets a copy of the working tree without it)."""
+    def text(argv: list[str]) -> str | None:
+        try:
+            cp = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return cp.stdout if cp.returncode == 0 else None
+
+    commit = text(["git", "-C", str(repo), "rev-parse", "HEAD"])
+    if commit:
+        status = text(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"])
+        return commit.strip(), (bool(status.strip()) if status is not None else None)
+    env_commit = os.environ.get("WHOWAITS_GIT_COMMIT") or None
+    dirty = os.environ.get("WHOWAITS_GIT_DIRTY")
+    return env_commit, (dirty not in ("", "0", "false")) if dirty is not None else None
 
 
 def sha256_file(path: str | os.PathLike) -> str:

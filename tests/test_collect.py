@@ -117,9 +117,9 @@ def test_other_messages():
 
 
 def test_gpu_slug():
-    assert collect.gpu_slug("NVIDIA H200") == "h200"
-    assert collect.gpu_slug("NVIDIA GeForce RTX 4090") == "geforce-rtx-4090"
-    assert collect.gpu_slug(None) == "unknown-gpu"
+    assert provenance.gpu_slug("NVIDIA H200") == "h200"
+    assert provenance.gpu_slug("NVIDIA GeForce RTX 4090") == "geforce-rtx-4090"
+    assert provenance.gpu_slug(None) == "unknown-gpu"
 
 
 def test_section_set_lists_what_it_collects():

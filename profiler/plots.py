@@ -21,7 +21,7 @@ REASON_COLORS = {
     "drain": "#c5b0d5", "imc_miss": "#c49c94", "misc": "#f7b6d2", "sleeping": "#c7c7c7",
     "tex_throttle": "#dbdb8d",
 }
-LEVEL_TITLES = {"l1": "L1", "l2": "L2", "dram": "DRAM"}
+LEVEL_TITLES = {"smem": "Shared memory", "l1": "L1", "l2": "L2", "dram": "DRAM"}
 _TEMPLATE = "plotly_white"
 
 
@@ -157,12 +157,14 @@ def _log(x):
 
 def roofline_trajectory(points: pd.DataFrame, roofs: pd.DataFrame,
                         title: str = "Roofline trajectory (one arrow per step)") -> "object":
-    """One panel per memory level (L1, L2, DRAM), log-log: the roofs of the tensor paths used
+    """One panel per memory level (shared memory, L1, L2, DRAM; a level no version has is left
+    out), log-log: the roofs of the tensor paths used
     (``Migration.roofs``) and one point per version joined by arrows (``Migration.roofline``)."""
     go = _go()
     from plotly.subplots import make_subplots  # noqa: PLC0415
 
-    levels = [lv for lv in LEVEL_TITLES if lv in set(points["level"])] or list(LEVEL_TITLES)
+    have = set(points.dropna(subset=["intensity"])["level"]) if len(points) else set()
+    levels = [lv for lv in LEVEL_TITLES if lv in have] or list(LEVEL_TITLES)
     fig = make_subplots(rows=1, cols=len(levels), subplot_titles=[LEVEL_TITLES[lv] for lv in levels],
                         horizontal_spacing=0.06)
     dashes = ["solid", "dash", "dot", "dashdot"]

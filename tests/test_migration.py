@@ -42,7 +42,7 @@ def test_default_is_every_version_with_a_report_in_ladder_order(mig):
     assert ladder == sorted(ladder)  # vNN order
     assert [r["version"] for r in mig["table"]] == versions
     assert len(mig["steps"]) == len(versions) - 1
-    assert len(mig["roofline"]) == 3 * len(versions)
+    assert len(mig["roofline"]) == 4 * len(versions)  # L1, L2, DRAM, shared memory
 
 
 def test_rows_match_the_reports(mig):

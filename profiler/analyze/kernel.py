@@ -139,6 +139,12 @@ def tensor_util(launch) -> pd.DataFrame:
 
 # --- roofline -----------------------------------------------------------------------------------
 
+#: Memory levels of the roofline, innermost last: ncu's three (L1 = LSU writeback, L2, DRAM) and
+#: shared memory (``sm__sass_data_bytes_mem_shared``), a level of our own.
+LEVELS = ("l1", "l2", "dram", "smem")
+#: Shared-memory instruction kinds with their own byte counter (``…_mem_shared_op_<op>``).
+SMEM_OPS = ("ld", "st", "ldsm", "stsm", "ldgsts", "gmma", "atom")
+
 
 def roofline(launch) -> pd.DataFrame:
     """Roofline quantities of one launch, as a long frame (one row per quantity).
@@ -155,14 +161,23 @@ def roofline(launch) -> pd.DataFrame:
       l1   = ``derived__l1tex__lsu_writeback_bytes_mem_lgds.sum.per_second`` (LSU global/local/
              shared writeback; TMA and LDSM traffic are not in it),
       l2   = ``derived__lts__lts2xbar_bytes.sum.per_second`` (L2 -> SM),
-      dram = ``dram__bytes.sum.per_second``.
+      dram = ``dram__bytes.sum.per_second``;
+    smem = ``sm__sass_data_bytes_mem_shared.sum`` (a count, not a rate: bytes every shared-memory
+           SASS instruction moves - LDS/STS, LDSM/STSM, LDGSTS, atomics, wgmma operand reads; TMA
+           writes are not in it), with ``bytes_smem_<op>`` = ``…_op_<op>.sum`` for op in
+           ld, st, ldsm, stsm, ldgsts, gmma, atom.
+    LDSM bank conflicts: ``ldsm_wavefronts``, ``ldsm_bank_conflicts`` (``sm__sass_l1tex_data_…_op_ldsm``),
+    ``ldsm_conflict_ways`` = wavefronts / (wavefronts - conflicts) (1 = conflict-free).
     intensity_<level> = flops / bytes_<level>; achieved = flops / duration.
     Ceilings, preferring the report's own peaks (x the clock the kernel ran at,
     ``<unit>__cycles_elapsed.avg.per_second``), else ``data/gpus.toml``:
       tensor roof of the path used = that path's counter ``.peak_sustained`` (dense;
       the path-less ``sm__ops_path_tensor_src_*`` peak is the SPARSE one and is not used);
       the mma.sync (HMMA) roof sits below the wgmma (HGMMA) roof on Hopper;
-      fp32 = 2 x ffma peak, fp16 = 4 x hfma peak; bandwidths = ``…bytes….peak_sustained`` x clock.
+      fp32 = 2 x ffma peak, fp16 = 4 x hfma peak; bandwidths = ``…bytes….peak_sustained`` x clock;
+      smem bandwidth = ``smem_bytes_per_cycle_per_sm`` (gpus.toml, 128) x
+      ``device__attribute_multiprocessor_count`` x ``l1tex__cycles_elapsed.avg.per_second``
+      (the SM clock when the L1 clock is absent).
     attainable_<level> = min(compute ceiling, intensity_<level> x bandwidth_<level>).
 
     Columns: ``quantity`` (str), ``value`` (float; NaN when missing), ``unit`` (str),
@@ -217,6 +232,18 @@ def roofline(launch) -> pd.DataFrame:
         b = None if rate is None or duration_s is None else rate * duration_s
         bytes_[level] = b
         add(f"bytes_{level}", b, "byte", f"{name} x {dur_name}")
+    smem, smem_name = get("smem_bytes", "roofline.bytes.smem")
+    bytes_["smem"] = smem
+    add("bytes_smem", smem, "byte", smem_name)
+    for op in SMEM_OPS:
+        v, name = get(f"smem_bytes_{op}", f"roofline.smem.bytes_by_op.{op}")
+        add(f"bytes_smem_{op}", v, "byte", name)
+    wf, wf_name = get("ldsm_wavefronts", "roofline.smem.ldsm.wavefronts")
+    bc, bc_name = get("ldsm_bank_conflicts", "roofline.smem.ldsm.bank_conflicts")
+    add("ldsm_wavefronts", wf, "", wf_name)
+    add("ldsm_bank_conflicts", bc, "", bc_name)
+    ways = None if wf is None or bc is None or wf - bc <= 0 else wf / (wf - bc)
+    add("ldsm_conflict_ways", ways, "", "ldsm_wavefronts / (ldsm_wavefronts - ldsm_bank_conflicts)")
     for level, b in bytes_.items():
         inten = None if flops is None or not b else flops / b
         add(f"intensity_{level}", inten, "FLOP/byte", f"flops / bytes_{level}")
@@ -267,11 +294,21 @@ def roofline(launch) -> pd.DataFrame:
             ceilings["bandwidth_l1"] = (fallback["l1_bytes_per_cycle_per_sm"] * float(sm_count) * sm_hz, fb_name)
         else:
             ceilings[f"bandwidth_{level}"] = (None, None)
+    l1_hz, l1_hz_name = launch.get("l1_clock_hz")
+    smem_hz, smem_hz_name = (l1_hz, l1_hz_name) if l1_hz is not None else (sm_hz, sm_hz_name)
+    if "smem_bytes_per_cycle_per_sm" in fallback and sm_count and smem_hz:
+        ceilings["bandwidth_smem"] = (
+            fallback["smem_bytes_per_cycle_per_sm"] * float(sm_count) * float(smem_hz),
+            f"{fb_name}.smem_bytes_per_cycle_per_sm x {launch.get('sm_count')[1]} x {smem_hz_name}",
+        )
+    else:
+        ceilings["bandwidth_smem"] = (None, None)
     for key, (v, src) in ceilings.items():
         unit = "byte/s" if key.startswith("bandwidth") else "FLOP/s"
         add(f"ceiling_{key}", v, unit, src or "")
         if v is None:
-            gone.append(missing(f"roofline.ceilings.{key}", "SpeedOfLight_HierarchicalTensorRooflineChart"))
+            gone.append(missing(f"roofline.ceilings.{key}",
+                                "WhowaitsRoofline" if key == "bandwidth_smem" else "SpeedOfLight_HierarchicalTensorRooflineChart"))
 
     # compute roof of the path actually used: the tensor path carrying the tensor FLOPs (both
     # paths -> FLOP-weighted), plus the FP32/FP16 pipes weighted by their FLOPs.
@@ -289,7 +326,7 @@ def roofline(launch) -> pd.DataFrame:
         compute_roof = sum(f for f, _, _ in work) / t
         roof_src = "FLOP-weighted harmonic blend of " + ", ".join(n for _, _, n in work)
     add("ceiling_compute", compute_roof, "FLOP/s", roof_src)
-    for level in ("l1", "l2", "dram"):
+    for level in LEVELS:
         inten = None if flops is None or not bytes_[level] else flops / bytes_[level]
         bw = ceilings[f"bandwidth_{level}"][0]
         att = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from profiler.analyze._common import py
-from profiler.analyze.kernel import _dedup, barriers, launch_stats, roofline, tensor_util
+from profiler.analyze.kernel import LEVELS, SMEM_OPS, _dedup, barriers, launch_stats, roofline, tensor_util
 from profiler.analyze.stalls import (
     opcode_waits,
     short_scoreboard,
@@ -31,10 +31,12 @@ def summarize_launch(launch, top: int = 10) -> dict:
     cycles_per_issue, by_class: {class: samples}}, ``barriers`` {static: {opcode: count},
     executed: {opcode: count}}, ``tensor_pipe_pct``, ``tensor_path`` ("hmma"/"gmma"/"mixed"/
     "none"/null), ``tensor_inst`` {hmma, hgmma}, ``roofline`` {flops, flops_by_path, bytes:
-    {l1, l2, dram}, intensity: {l1, l2, dram}, achieved_tflops, attainable_tflops: {l1, l2,
-    dram}, ceilings: {tensor_hmma_tflops, tensor_hgmma_tflops, fp32_tflops, fp16_tflops,
-    compute_tflops, bandwidth_bytes_per_s: {l1, l2, dram}}}, ``opcode_waits`` [{class, samples,
-    share, top_reason}] by samples, ``who_waits`` [{class, reason, samples, share, top_opcode,
+    {l1, l2, dram, smem}, intensity: {l1, l2, dram, smem}, achieved_tflops, attainable_tflops:
+    {l1, l2, dram, smem}, ceilings: {tensor_hmma_tflops, tensor_hgmma_tflops, fp32_tflops,
+    fp16_tflops, compute_tflops, bandwidth_bytes_per_s: {l1, l2, dram, smem}}, smem:
+    {bytes_by_op: {ld, st, ldsm, stsm, ldgsts, gmma, atom}, ldsm: {wavefronts, bank_conflicts,
+    ways}}} (smem = shared memory, ``sm__sass_data_bytes_mem_shared``; null on reports without
+    it), ``opcode_waits`` [{class, samples, share, top_reason}] by samples, ``who_waits`` [{class, reason, samples, share, top_opcode,
     top_address, top_sass}] (non-zero cells), ``top_instructions`` [{address, offset, sass, class,
     samples, top_reason}], ``launch`` {index, grid, block, cluster, registers_per_thread,
     shared_mem_bytes, waves_per_sm, achieved_occupancy_pct}, ``device`` {name, cc, sm_count},
@@ -53,6 +55,7 @@ def summarize_launch(launch, top: int = 10) -> dict:
     ow = opcode_waits(launch, ww)
     ssc = short_scoreboard(launch, ww)
     ti = top_instructions(launch, n=top)
+    wo = waits_on(launch)
     gone += ti.attrs.get("missing", [])
 
     bar = barriers(launch)
@@ -97,17 +100,22 @@ def summarize_launch(launch, top: int = 10) -> dict:
                 "fp32": q["flops_fp32"],
                 "fp16": q["flops_fp16"],
             },
-            "bytes": {lv: q[f"bytes_{lv}"] for lv in ("l1", "l2", "dram")},
-            "intensity": {lv: q[f"intensity_{lv}"] for lv in ("l1", "l2", "dram")},
+            "bytes": {lv: q[f"bytes_{lv}"] for lv in LEVELS},
+            "intensity": {lv: q[f"intensity_{lv}"] for lv in LEVELS},
             "achieved_tflops": _tflops(q["achieved_flops_per_second"]),
-            "attainable_tflops": {lv: _tflops(q[f"attainable_{lv}"]) for lv in ("l1", "l2", "dram")},
+            "attainable_tflops": {lv: _tflops(q[f"attainable_{lv}"]) for lv in LEVELS},
             "ceilings": {
                 "tensor_hmma_tflops": _tflops(q["ceiling_tensor_hmma"]),
                 "tensor_hgmma_tflops": _tflops(q["ceiling_tensor_hgmma"]),
                 "fp32_tflops": _tflops(q["ceiling_fp32"]),
                 "fp16_tflops": _tflops(q["ceiling_fp16"]),
                 "compute_tflops": _tflops(q["ceiling_compute"]),
-                "bandwidth_bytes_per_s": {lv: q[f"ceiling_bandwidth_{lv}"] for lv in ("l1", "l2", "dram")},
+                "bandwidth_bytes_per_s": {lv: q[f"ceiling_bandwidth_{lv}"] for lv in LEVELS},
+            },
+            "smem": {
+                "bytes_by_op": {op: q[f"bytes_smem_{op}"] for op in SMEM_OPS},
+                "ldsm": {"wavefronts": q["ldsm_wavefronts"], "bank_conflicts": q["ldsm_bank_conflicts"],
+                         "ways": q["ldsm_conflict_ways"]},
             },
         },
         "opcode_waits": [
@@ -129,6 +137,22 @@ def summarize_launch(launch, top: int = 10) -> dict:
                 ww["top_opcode"], ww["top_address"], ww["top_sass"],
             )
         ],
+        "waits_on": [
+            {
+                "class": c,
+                "opcode": op,
+                "reason": r,
+                "producer_class": pc,
+                "producer_opcode": po,
+                "samples": round(float(s), 3),
+                "share": float(sh),
+            }
+            for c, op, r, pc, po, s, sh in zip(
+                wo["class"].head(20), wo["opcode"], wo["reason"], wo["producer_class"],
+                wo["producer_opcode"], wo["samples"], wo["share"],
+            )
+        ],
+        "waits_on_unresolved": {r: round(float(v), 3) for r, v in wo.attrs.get("unresolved", {}).items()},
         "top_instructions": [
             {"address": int(a), "offset": int(o), "sass": tx, "class": c, "samples": int(s), "top_reason": r}
             for a, o, tx, c, s, r in zip(

@@ -157,6 +157,12 @@ def render_tables(summaries: list[dict], top: int = 10) -> None:
         for cls, n in ssc["by_class"].items():
             t.add_row(cls, _num(n))
         con.print(t)
+        ldsm = ((s["roofline"].get("smem") or {}).get("ldsm")) or {}
+        if ldsm.get("wavefronts"):
+            con.print(
+                f"LDSM bank conflicts: {_num(ldsm['ways'], '{:.2f}')}-way "
+                f"({_num(ldsm['bank_conflicts'])} conflicts in {_num(ldsm['wavefronts'])} wavefronts)"
+            )
 
         t = _table("Barriers", [("opcode", "left"), ("static", "right"), ("executed", "right")])
         for op, n in s["barriers"]["static"].items():
@@ -177,14 +183,20 @@ def render_tables(summaries: list[dict], top: int = 10) -> None:
             "Roofline by memory level",
             [("level", "left"), ("bytes", "right"), ("FLOP/byte", "right"), ("bandwidth roof", "right"), ("attainable TFLOP/s", "right")],
         )
-        for lv in ("l1", "l2", "dram"):
+        for lv in ("smem", "l1", "l2", "dram"):
+            if lv not in rl["bytes"]:
+                continue
             t.add_row(
-                lv.upper(), _si(rl["bytes"][lv], "B"), _num(rl["intensity"][lv], "{:,.1f}"),
+                "SMEM" if lv == "smem" else lv.upper(), _si(rl["bytes"][lv], "B"), _num(rl["intensity"][lv], "{:,.1f}"),
                 _si(rl["ceilings"]["bandwidth_bytes_per_s"][lv], "B/s"), _num(rl["attainable_tflops"][lv], "{:.1f}"),
             )
+        con.print(t)
+        sm = rl.get("smem") or {}
+        by_op = {op: b for op, b in (sm.get("bytes_by_op") or {}).items() if b}
+        if by_op:
+            con.print("Shared memory by instruction: " + ", ".join(f"{op.upper()} {_si(b, 'B')}" for op, b in by_op.items()))
         fp = rl["flops_by_path"]
         c = rl["ceilings"]
-        con.print(t)
         con.print(
             f"FLOPs: HMMA {_si(fp['tensor_hmma'])}, HGMMA {_si(fp['tensor_hgmma'])}, FP32 {_si(fp['fp32'])}, "
             f"FP16 {_si(fp['fp16'])} · roofs (TFLOP/s): HGMMA {_num(c['tensor_hgmma_tflops'], '{:.0f}')}, "

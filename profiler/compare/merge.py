@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-LEVELS = ("l1", "l2", "dram")
+LEVELS = ("l1", "l2", "dram", "smem")
 
 
 def _sum(values):

@@ -3,7 +3,7 @@
 :func:`migration` is a pure function of the versions' summaries in ladder order. It returns the
 ladder table (dominant waiter, duration, TFLOPS per version), the stall shares per version, one
 generated sentence per step (the same verdict as :func:`profiler.compare.diff.diff` gives for the
-pair), and the roofline trajectory: one point per version on the L1, L2 and DRAM rooflines,
+pair), and the roofline trajectory: one point per version on the L1, L2, DRAM and shared-memory rooflines,
 with the roofs of the tensor paths the versions actually used.
 """
 
@@ -19,7 +19,7 @@ from profiler.errors import WhowaitsError
 from profiler.compare import stats
 from profiler.compare.diff import diff, records, top_waiter, total_samples
 
-LEVELS = ("l1", "l2", "dram")
+LEVELS = ("l1", "l2", "dram", "smem")
 
 
 @dataclass
@@ -32,7 +32,7 @@ class Migration:
       rungs count their exp/scale/max work too), speedup_prev (vs the previous version),
       speedup_first, top_class, top_reason, top_opcode (the opcode most of its samples sit on),
       top_share, top_lo, top_hi (Wilson interval),
-      tensor_path, tensor_pipe_pct, ssc_share, intensity_l1, intensity_l2, intensity_dram,
+      tensor_path, tensor_pipe_pct, ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem,
       title, change, expected_bottleneck (from the version registry; empty for external subjects:
       the hypothesis to hold against top_class/top_reason), step (the sentence
       of the step that led to this version; empty for the first).

@@ -6,6 +6,7 @@ and ``frame.attrs["missing"]`` names the field and the ncu section that would su
 """
 
 from profiler.analyze.kernel import barriers, launch_stats, roofline, tensor_util
+from profiler.analyze.producers import producer_pcs, waits_on
 from profiler.analyze.stalls import (
     opcode_waits,
     short_scoreboard,
@@ -19,6 +20,7 @@ __all__ = [
     "barriers",
     "launch_stats",
     "opcode_waits",
+    "producer_pcs",
     "roofline",
     "short_scoreboard",
     "stall_breakdown",
@@ -26,5 +28,6 @@ __all__ = [
     "summarize_launch",
     "tensor_util",
     "top_instructions",
+    "waits_on",
     "who_waits",
 ]

@@ -6,6 +6,7 @@ import math
 
 from profiler.analyze._common import py
 from profiler.analyze.kernel import LEVELS, SMEM_OPS, _dedup, barriers, launch_stats, roofline, tensor_util
+from profiler.analyze.producers import waits_on
 from profiler.analyze.stalls import (
     opcode_waits,
     short_scoreboard,

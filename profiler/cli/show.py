@@ -104,6 +104,30 @@ def _table(title: str, columns: list[tuple[str, str]]):
     return t
 
 
+def render_waits_on(con, s: dict, top: int = 10) -> None:
+    """The "who waits on whom" table of one launch summary: scoreboard stalls by the producer
+    instruction they wait for (``waits_on``), with the unresolved samples as its caption."""
+    rows = s.get("waits_on") or []
+    t = _table(
+        "Who waits on whom (scoreboard stalls ← producer)",
+        [("waiter · reason", "left"), ("← producer (opcode)", "left"), ("samples", "right"), ("share", "right")],
+    )
+    for w in rows[:top]:
+        t.add_row(
+            f"{w['class']}·{w['reason']}", f"← {w['producer_class']} ({w['producer_opcode']})",
+            _num(w["samples"]), _pct(w["share"]),
+        )
+    notes = []
+    if len(rows) > top:
+        notes.append(f"{len(rows) - top} more rows (--top N, or --format json)")
+    un = {r: n for r, n in (s.get("waits_on_unresolved") or {}).items() if n}
+    if un:
+        notes.append("no producer found: " + ", ".join(f"{r} {_num(n)}" for r, n in un.items()))
+    if notes:
+        t.caption = " · ".join(notes)
+    con.print(t)
+
+
 def render_tables(summaries: list[dict], top: int = 10) -> None:
     """Rich tables for each launch summary (stdout)."""
     con = _console()
@@ -157,6 +181,7 @@ def render_tables(summaries: list[dict], top: int = 10) -> None:
         for cls, n in ssc["by_class"].items():
             t.add_row(cls, _num(n))
         con.print(t)
+        render_waits_on(con, s, top=top)
         ldsm = ((s["roofline"].get("smem") or {}).get("ldsm")) or {}
         if ldsm.get("wavefronts"):
             con.print(

@@ -1,0 +1,496 @@
+"""Who waits on WHOM: the producer instruction a scoreboard stall waits for.
+
+ncu samples a stalled warp at the instruction it is trying to issue (the consumer). A
+``short_scoreboard`` / ``long_scoreboard`` stall there means the consumer waits for an earlier
+variable-latency instruction (the producer: LDSM, LDS, SHFL, MUFU … on the short scoreboard; LDG,
+LDGSTS, global atomics … on the long one) that
+
+* writes one of the consumer's source registers or predicates (read after write, ``raw``),
+* writes one of its destination registers (write after write, ``waw``), or
+* still has to read a register the consumer overwrites (write after read, ``war``: stores and
+  other variable-latency instructions read their operands late).
+
+The SASS text in a report carries no control codes (scoreboard bits), so the producer is found
+from the register dataflow: the consumer's registers are followed backwards in address order,
+through loop back-edges (a backward ``BRA`` closes a loop: from the loop start the walk continues
+at the loop's end, i.e. the previous iteration, then before the loop), up to ``max_walk``
+instructions. A register is settled by the first instruction that writes it (the producer when it
+is a variable-latency instruction of the stall's scoreboard, otherwise no producer), and a source
+register also by an instruction that reads it in between (that reader already waited for its
+value). The variable-latency instructions found are the candidates; the consumer's samples are
+split equally among them. A consumer with none is ``unresolved``: its samples are reported, never
+given to an invented producer.
+
+Which opcodes set which scoreboard and how many registers an operand spans (``LDSM….4`` writes 4,
+``LDS.128`` 4, ``HMMA.16816.F32 R4, R8, R12, R4`` reads R8..R11, R12..R13, R4..R7) live in
+``data/producers.toml``.
+
+Pure functions of a :class:`~profiler.report.Launch` (its ``sass`` frame) or of SASS text.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from profiler import metrics as M
+from profiler.analyze._common import missing, with_missing
+
+__all__ = [
+    "Operands",
+    "parse_operands",
+    "producer_pcs",
+    "waits_on",
+    "waits_on_unresolved",
+    "SCOREBOARD_REASONS",
+]
+
+#: stall reason -> the scoreboard (``data/producers.toml`` [scoreboard] key) its producers set
+SCOREBOARD_REASONS = {"short_scoreboard": "short", "long_scoreboard": "long"}
+
+_GUARD = re.compile(r"^\s*@(!?)(U?P[0-6T])\s+")
+_PRED = re.compile(r"(?<![A-Za-z0-9_])(UP|P)([0-6]|T)(?![A-Za-z0-9_])")
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+
+
+@dataclass(frozen=True)
+class Operands:
+    """Registers of one SASS instruction: ``reads`` / ``writes`` are frozensets of names (``R8``,
+    ``UR4``, ``P0``, ``UP1``; ``RZ``/``URZ``/``PT``/``UPT`` left out), ``scoreboard`` is
+    ``"short"``/``"long"`` for a variable-latency opcode, else None."""
+
+    opcode: str
+    base: str
+    reads: frozenset
+    writes: frozenset
+    scoreboard: str | None
+
+
+@lru_cache(maxsize=1)
+def _cfg() -> dict:
+    d = M._load("producers.toml")
+    w = d["widths"]
+    sb = {op: kind for kind, ops in d["scoreboard"].items() for op in ops}
+    return {
+        "version": d["version"],
+        "max_walk": int(d["max_walk"]),
+        "scoreboard": sb,
+        "dests": dict(d.get("dest_operands", {})),
+        "vec": {k: int(v) for k, v in w["vector_modifiers"].items()},
+        "loads": frozenset(w["loads"]),
+        "stores": frozenset(w["stores"]),
+        "matrix": frozenset(w["matrix_count"]),
+        "pair_dest": frozenset(w["pair_dest"]),
+        "wide": frozenset(w["wide"]),
+        "fp64": frozenset(w["fp64"]),
+        "pair64": frozenset(w["pair_dest_with_64"]),
+        "mma": frozenset(d["mma"]["opcodes"]),
+        "mma_shapes": {k: (int(v["a"]), int(v["b"])) for k, v in d["mma"]["shapes"].items()},
+        "mma_acc": (int(d["mma"]["acc_32bit"]), int(d["mma"]["acc_16bit"])),
+        "gmma": frozenset(d["gmma"]["opcodes"]),
+        "gmma_acc": (float(d["gmma"]["acc_per_n_32bit"]), float(d["gmma"]["acc_per_n_16bit"])),
+        "gmma_a": int(d["gmma"]["a_regs"]),
+    }
+
+
+def data_version() -> int:
+    """``version`` of ``data/producers.toml``."""
+    return int(_cfg()["version"])
+
+
+def _split_operands(text: str) -> list[str]:
+    ops = [o.strip() for o in text.split(",")]
+    return [o for o in ops if o]
+
+
+_TOK = re.compile(r"(?<![A-Za-z0-9_])(?:(UR|R)(\d+|Z)(\.64)?|(UP|P)([0-6]|T)(?![A-Za-z0-9_]))")
+
+
+def _regs(operand: str, width: int | None, out: list) -> None:
+    """Append the register names an operand names to ``out``; ``width`` (if given) widens its
+    first vector register."""
+    first = True
+    for kind, num, pair, pkind, pnum in _TOK.findall(operand):
+        if kind:
+            if num == "Z":
+                first = False
+                continue
+            k = 2 if pair else 1
+            if first and width is not None and width > k:
+                k = width
+            first = False
+            if k == 1:
+                out.append(kind + num)
+            else:
+                n = int(num)
+                out.extend(f"{kind}{n + i}" for i in range(k))
+        elif pnum != "T":
+            out.append(pkind + pnum)
+
+
+def _is_memory_or_imm(operand: str) -> bool:
+    o = operand.lstrip("-!~|")
+    return "[" in o or o.startswith("0x") or o[:1].isdigit() or o.startswith("gsb") or o.startswith("SB")
+
+
+@lru_cache(maxsize=65536)
+def parse_operands(sass: str) -> Operands:
+    """The registers one SASS line reads and writes (see :class:`Operands`).
+
+    ``'LDSM.16.M88.4 R8, [R2]'`` writes R8..R11 and reads R2; ``'@P0 LDG.E.128 R4,
+    desc[UR4][R2.64]'`` writes R4..R7, reads P0, UR4, R2, R3; ``'HMMA.16816.F32 R4, R8, R12, R4'``
+    writes R4..R7 and reads R8..R11, R12..R13, R4..R7.
+    """
+    cfg = _cfg()
+    reads: list[str] = []
+    text = sass.strip().rstrip(";")
+    g = _GUARD.match(text)
+    if g:
+        if g.group(2) not in ("PT", "UPT"):
+            reads.append(g.group(2))
+        text = text[g.end():]
+    parts = text.split(None, 1)
+    if not parts:
+        return Operands("", "", frozenset(), frozenset(), None)
+    opcode = parts[0]
+    mods = opcode.split(".")
+    base = mods[0]
+    ops = _split_operands(parts[1]) if len(parts) > 1 else []
+    ops = [o.replace(".reuse", "") for o in ops]
+
+    # how many leading operands are destinations
+    if not ops or _is_memory_or_imm(ops[0]):
+        n_dest = 0
+    elif base in cfg["dests"]:
+        n_dest = int(cfg["dests"][base])
+    else:
+        n_dest = 1
+        while n_dest < len(ops) and _PRED.fullmatch(ops[n_dest].lstrip("!")):
+            n_dest += 1
+    n_dest = min(n_dest, len(ops))
+
+    # widths: dest width, and per-source width (by source index) where not 1
+    dest_w: int | None = None
+    src_w: dict[int, int] = {}
+    vec = next((cfg["vec"][m] for m in mods[1:] if m in cfg["vec"]), None)
+    n_src = len(ops) - n_dest
+    if base in cfg["matrix"]:
+        try:
+            k = int(mods[-1])
+        except ValueError:
+            k = 1
+        if base == "LDSM":
+            dest_w = k
+        else:  # STSM [addr], Rdata
+            src_w[n_src - 1] = k
+    elif base in cfg["loads"] and vec:
+        dest_w = vec
+    elif base in cfg["stores"] and vec:
+        src_w[n_src - 1] = vec
+    elif base in cfg["pair_dest"]:
+        dest_w = 1 if "32" in mods[1:] else 2
+    elif base in cfg["wide"] and "WIDE" in mods:
+        dest_w = 2
+        src_w[2] = 2
+    elif base in cfg["fp64"]:
+        dest_w = 2 if base != "DSETP" else None
+        src_w = {i: 2 for i in range(n_src)}
+    elif base in cfg["mma"]:
+        shape = next((cfg["mma_shapes"][m] for m in mods[1:] if m in cfg["mma_shapes"]), None)
+        acc32, acc16 = cfg["mma_acc"]
+        acc = acc16 if (len(mods) > 2 and mods[2] == "F16") else acc32
+        dest_w = acc
+        if shape:
+            src_w = {0: shape[0], 1: shape[1], 2: acc}
+    elif base in cfg["gmma"]:
+        m = re.match(r"(\d+)x(\d+)x(\d+)", mods[1]) if len(mods) > 1 else None
+        if m:
+            n = int(m.group(2))
+            per32, per16 = cfg["gmma_acc"]
+            acc = int(n * (per16 if (len(mods) > 2 and mods[2] == "F16") else per32))
+            dest_w = acc
+            src_w = {0: cfg["gmma_a"], 2: acc}  # A (when a register), C (when a register)
+    elif "64" in mods[1:] and base in cfg["pair64"]:
+        dest_w = 2
+
+    writes: list[str] = []
+    for i, o in enumerate(ops[:n_dest]):
+        _regs(o, dest_w if i == 0 else None, writes)
+    for i, o in enumerate(ops[n_dest:]):
+        _regs(o, src_w.get(i), reads)
+    return Operands(opcode, base, frozenset(reads), frozenset(writes), cfg["scoreboard"].get(base))
+
+
+_UNCOND_END = ("EXIT", "RET", "BRX", "JMX", "KILL")
+
+
+def _branch_target(sass: str) -> int | None:
+    text = _GUARD.sub("", sass.strip(), count=1)
+    if not (text.startswith("BRA") or text.startswith("JMP")):
+        return None
+    hexes = _HEX.findall(text)
+    return int(hexes[-1], 16) if hexes else None
+
+
+def _cfg_preds(addresses: np.ndarray, texts) -> tuple[list[list[tuple[int, int]]], list]:
+    """Predecessors of every instruction as (index, loop_entry) pairs, and the DEPBAR waits.
+
+    The fall-through predecessor (the instruction before, unless it is an unguarded branch or
+    exit) and every branch that targets the instruction. ``loop_entry`` is 1 for an edge that
+    enters a loop from outside (into the target of a backward branch from an earlier address),
+    so the walk prefers the loop's own previous iteration (the steady state) over the first.
+    """
+    n = len(texts)
+    index = {int(a): i for i, a in enumerate(addresses)}
+    targets: list[tuple[int, int]] = []  # (branch index, target index)
+    unguarded_end = [False] * n
+    for j, t in enumerate(texts):
+        guarded = bool(_GUARD.match(t)) and not _GUARD.match(t).group(2).endswith("PT")
+        body = _GUARD.sub("", t.strip(), count=1)
+        if "BRA" in t or "JMP" in t:
+            target = _branch_target(t)
+            if target is not None and target in index:
+                targets.append((j, index[target]))
+            if not guarded and not body.startswith("BRA.DIV"):
+                unguarded_end[j] = True
+        elif body.startswith(_UNCOND_END) and not guarded:
+            unguarded_end[j] = True
+    heads = {s for j, s in targets if s <= j}
+    preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for i in range(1, n):
+        if not unguarded_end[i - 1]:
+            preds[i].append((i - 1, 1 if i in heads else 0))
+    for j, s in targets:
+        preds[s].append((j, 1 if (s in heads and j < s) else 0))
+    return preds, heads
+
+
+_DEPBAR = re.compile(r"^DEPBAR\.LE\s+SB(\d+)\s*,\s*(0x[0-9a-fA-F]+|\d+)")
+
+
+def _walk(c: int, preds) :
+    """Instructions before ``c`` in execution, as (index, level, distance), nearest first within
+    the lowest loop-entry level; each instruction visited once, with the path it was first
+    reached by (its predecessor, for the register state)."""
+    heap = [(0, 0, c, -1)]
+    seen = {c}
+    while heap:
+        level, dist, i, via = heapq.heappop(heap)
+        if i != c:
+            yield i, level, dist, via
+        for p, entry in preds[i]:
+            if p not in seen:
+                seen.add(p)
+                heapq.heappush(heap, (level + entry, dist + 1, p, i))
+
+
+def _find(c: int, kind: str, parse, preds, texts, max_walk: int) -> list[tuple[int, str]]:
+    """Candidate producers (index, dependency) of consumer ``c`` on scoreboard ``kind``."""
+    me = parse(c)
+    found: dict[int, tuple[int, str]] = {}  # index -> (level, dependency)
+    # an explicit scoreboard wait (cp.async wait_group: DEPBAR.LE SBn, k) at or just before c
+    for d in (c, c - 1):
+        m = _DEPBAR.match(_GUARD.sub("", texts[d].strip(), count=1)) if d >= 0 else None
+        if m and kind == "long":
+            dep = _depbar_group(d, int(m.group(2), 0), preds, texts, max_walk)
+            if dep:
+                return [(k, "depbar") for k in dep]
+    start = (frozenset(me.reads), frozenset(me.writes))
+    if not start[0] and not start[1]:
+        return []
+    heap = [(0, 0, c, start)]
+    seen = {c}
+    steps = 0
+    best = None
+    while heap:
+        level, dist, i, (open_raw, open_dst) = heapq.heappop(heap)
+        if best is not None and level > best:
+            break
+        if i != c:
+            steps += 1
+            if steps > max_walk:
+                break
+            p = parse(i)
+            is_prod = p.scoreboard == kind
+            if open_raw:
+                hit_w = open_raw & p.writes
+                if hit_w:
+                    if is_prod:
+                        found.setdefault(i, (level, "raw"))
+                        best = level if best is None else min(best, level)
+                    open_raw = open_raw - hit_w
+                if open_raw & p.reads:  # an instruction in between already waited for these
+                    open_raw = open_raw - p.reads
+            if open_dst:
+                hit_w = open_dst & p.writes
+                if hit_w:
+                    if is_prod:
+                        found.setdefault(i, (level, "waw"))
+                        best = level if best is None else min(best, level)
+                    open_dst = open_dst - hit_w
+                elif is_prod and open_dst & p.reads:  # a late operand read still pending
+                    found.setdefault(i, (level, "war"))
+                    best = level if best is None else min(best, level)
+            if not open_raw and not open_dst:
+                continue  # this path is settled: do not walk further along it
+        for q, entry in preds[i]:
+            if q not in seen:
+                seen.add(q)
+                heapq.heappush(heap, (level + entry, dist + 1, q, (open_raw, open_dst)))
+    return sorted((k, dep) for k, (lv, dep) in found.items() if lv == best)
+
+
+def _depbar_group(d: int, pending: int, preds, texts, max_walk: int) -> list[int]:
+    """The LDGSTS of the cp.async group that ``DEPBAR.LE SBn, pending`` at ``d`` waits for: walking
+    back, the group committed by the (pending+1)-th most recent LDGDEPBAR."""
+    commits = 0
+    out = []
+    steps = 0
+    for k, level, _dist, _via in _walk(d, preds):
+        steps += 1
+        if steps > max_walk or level > 0 and commits == 0:
+            break
+        body = _GUARD.sub("", texts[k].strip(), count=1)
+        if body.startswith("LDGDEPBAR"):
+            commits += 1
+            if commits > pending + 1:
+                break
+        elif body.startswith("LDGSTS") and commits == pending + 1:
+            out.append(k)
+    return sorted(out)
+
+
+_PC_COLS = [
+    "address", "offset", "sass", "opcode_class", "opcode", "reason", "samples", "weight",
+    "producer_address", "producer_offset", "producer_sass", "producer_class", "producer_opcode",
+    "dependency",
+]
+
+
+def producer_pcs(launch, reasons=tuple(SCOREBOARD_REASONS)) -> pd.DataFrame:
+    """Per stalled PC and reason, the producer instruction(s) it waits on.
+
+    One row per (consumer PC, reason, candidate producer) for every PC with samples of a
+    scoreboard reason in ``reasons``; a consumer with no producer found has one row with null
+    producer fields (unresolved). Rows are in consumer address order.
+
+    Columns: ``address`` (uint64, the consumer's PC), ``offset`` (int64), ``sass`` (str),
+    ``opcode_class`` (str), ``opcode`` (str, with modifiers), ``reason`` (str),
+    ``samples`` (float64: the consumer's samples of ``reason`` times ``weight``),
+    ``weight`` (float64: 1 / number of candidate producers; 1 when unresolved),
+    ``producer_address`` (UInt64, <NA> when unresolved), ``producer_offset`` (Int64),
+    ``producer_sass`` / ``producer_class`` / ``producer_opcode`` (str: SASS text, opcode class,
+    base opcode; None when unresolved), ``dependency`` ("raw" / "waw" / "war"; None when
+    unresolved).
+    ``attrs["missing"]`` names SourceCounters when the report has no per-PC samples.
+    """
+    sass = launch.sass
+    cols = [f"stall_{r}" for r in reasons if f"stall_{r}" in sass.columns]
+    if len(sass) == 0 or not cols:
+        return with_missing(
+            pd.DataFrame(columns=_PC_COLS), [missing("waits_on", M.stall_config()["per_pc_section"])]
+        )
+    cfg = _cfg()
+    texts = sass["sass"].to_numpy(dtype=object)
+    addresses = sass["address"].to_numpy()
+    offsets = sass["offset"].to_numpy()
+    classes = sass["opcode_class"].to_numpy(dtype=object)
+    opcodes = sass["opcode"].to_numpy(dtype=object)
+    cache: dict[int, Operands] = {}
+
+    def parse(i: int) -> Operands:
+        op = cache.get(i)
+        if op is None:
+            op = cache[i] = parse_operands(texts[i])
+        return op
+
+    preds, _heads = _cfg_preds(addresses, texts)
+    rows = []
+    for col in cols:
+        reason = col[len("stall_"):]
+        kind = SCOREBOARD_REASONS[reason]
+        vals = sass[col].to_numpy()
+        for c in np.nonzero(vals)[0]:
+            n = float(vals[c])
+            cands = _find(int(c), kind, parse, preds, texts, cfg["max_walk"])
+            head = (addresses[c], offsets[c], texts[c], classes[c], opcodes[c], reason)
+            if not cands:
+                rows.append(head + (n, 1.0, None, None, None, None, None, None))
+                continue
+            w = 1.0 / len(cands)
+            for k, dep in cands:
+                rows.append(
+                    head + (n * w, w, addresses[k], offsets[k], texts[k], classes[k], parse(k).base, dep)
+                )
+    df = pd.DataFrame(rows, columns=_PC_COLS)
+    df["address"] = df["address"].astype(np.uint64)
+    df["offset"] = df["offset"].astype(np.int64)
+    df["samples"] = df["samples"].astype(np.float64)
+    df["weight"] = df["weight"].astype(np.float64)
+    df["producer_address"] = pd.array(
+        [None if v is None or pd.isna(v) else int(v) for v in df["producer_address"]], dtype="UInt64"
+    )
+    df["producer_offset"] = pd.array(
+        [None if v is None or pd.isna(v) else int(v) for v in df["producer_offset"]], dtype="Int64"
+    )
+    df = df.sort_values(["address", "reason"], kind="stable").reset_index(drop=True)
+    return with_missing(df, [])
+
+
+_WO_COLS = ["class", "opcode", "reason", "producer_class", "producer_opcode", "samples", "share"]
+
+
+def waits_on(launch, _pcs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Who waits on whom: scoreboard stall samples by consumer class x reason x producer,
+    resolved producers only, sorted by samples (descending).
+
+    Columns: ``class`` (str: the waiting instruction's opcode class), ``opcode`` (str: the
+    consumer opcode with modifiers carrying most of the row's samples), ``reason`` (str),
+    ``producer_class`` (str), ``producer_opcode`` (str: base opcode, e.g. ``LDSM``),
+    ``samples`` (float64: split equally among candidate producers, so possibly fractional),
+    ``share`` (float64: of ALL stall samples of the launch, every reason).
+    ``attrs["unresolved"]``: {reason: samples} of consumers with no producer found;
+    ``attrs["scoreboard_samples"]``: {reason: samples} of all stalls of those reasons (resolved +
+    unresolved); ``attrs["missing"]`` as :func:`producer_pcs`.
+    """
+    pcs = producer_pcs(launch) if _pcs is None else _pcs
+    df = pd.DataFrame(columns=_WO_COLS)
+    if pcs.empty:
+        df.attrs["unresolved"] = {}
+        df.attrs["scoreboard_samples"] = {}
+        return with_missing(df, pcs.attrs.get("missing", []))
+    _, mat = launch.stall_matrix()
+    total = float(mat.sum())
+    resolved = pcs[pcs["producer_class"].notna()]
+    if not resolved.empty:
+        key = ["opcode_class", "reason", "producer_class", "producer_opcode"]
+        g = resolved.groupby(key, sort=False)
+        agg = g["samples"].sum()
+        # top consumer opcode per cell
+        by_op = resolved.groupby(key + ["opcode"], sort=False)["samples"].sum().reset_index()
+        by_op = by_op.sort_values("samples", ascending=False, kind="stable").drop_duplicates(key)
+        top_op = {tuple(r[:4]): r[4] for r in by_op[key + ["opcode"]].itertuples(index=False)}
+        df = pd.DataFrame(
+            [(k[0], top_op[k], k[1], k[2], k[3], float(v), float(v) / total if total else np.nan)
+             for k, v in agg.items()],
+            columns=_WO_COLS,
+        )
+        df = df.sort_values(
+            ["samples", "class", "reason", "producer_class"], ascending=[False, True, True, True]
+        ).reset_index(drop=True)
+    un = pcs[pcs["producer_class"].isna()].groupby("reason")["samples"].sum()
+    df.attrs["unresolved"] = {r: float(un.get(r, 0.0)) for r in sorted(pcs["reason"].unique())}
+    df.attrs["scoreboard_samples"] = {
+        r: float(v) for r, v in pcs.groupby("reason")["samples"].sum().items()
+    }
+    return with_missing(df, [])
+
+
+def waits_on_unresolved(waits: pd.DataFrame) -> dict[str, float]:
+    """{reason: samples} that :func:`waits_on` could not give to a producer."""
+    return dict(waits.attrs.get("unresolved", {}))

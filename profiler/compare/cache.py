@@ -34,7 +34,8 @@ def fingerprint() -> str:
 
     pkg = Path(__file__).resolve().parents[1]
     h = hashlib.sha256(metrics.data_version().encode())
-    for p in sorted((pkg / "analyze").glob("*.py")) + [pkg / "report.py", pkg / "metrics.py"]:
+    extra = [pkg / "report.py", pkg / "metrics.py", pkg / "data" / "producers.toml"]
+    for p in sorted((pkg / "analyze").glob("*.py")) + extra:
         if p.is_file():
             h.update(p.name.encode())
             h.update(p.read_bytes())

@@ -99,6 +99,8 @@ def _ladder_table(m) -> str:
     rows = []
     for r in m.table.to_dict(orient="records"):
         top = f"{_e(r['top_class'])}·{_e(r['top_reason'])}" if r.get("top_class") else "—"
+        if isinstance(r.get("top_producer"), str):
+            top += f" ← {_e(r['top_producer'])}"
         if r.get("top_opcode"):
             top += f" <span class='note'>on {_e(r['top_opcode'])}</span>"
         rows.append([f"<a href='#v-{_e(r['version'])}'>{_e(r['version'])}</a>", _e(r.get("title")),
@@ -127,6 +129,15 @@ def _version_section(p, m) -> str:
              f"{' · ' + str(p.launches) + ' launches merged' if p.launches > 1 else ''}</p>"]
     parts.append(_fig(plots.stall_breakdown(shares, title=f"{label}: stall reasons (95% intervals)")))
     parts.append(_fig(plots.who_waits_heatmap(waits, title=f"{label}: who waits on whom (% of samples)")))
+    wo = s.get("waits_on") or []
+    if wo:
+        rows = [[_e(f"{w['class']}·{w['reason']}"), _e(f"← {w['producer_class']} ({w['producer_opcode']})"),
+                 _num(w.get("samples"), "{:,.0f}"), _pct(w.get("share"))] for w in wo[:10]]
+        un = {r: v for r, v in (s.get("waits_on_unresolved") or {}).items() if v}
+        note = ("<p class='note'>No producer found: "
+                + ", ".join(f"{_e(r)} {_num(v, '{:,.0f}')}" for r, v in un.items()) + "</p>") if un else ""
+        parts.append("<h4>Who waits on whom: scoreboard stalls by producer instruction</h4>"
+                     + _table(["waiter · reason", "producer (opcode)", "samples", "share"], rows, {2, 3}) + note)
     tops = s.get("top_instructions") or []
     if tops:
         rows = [[_e(hex(t["address"]) if isinstance(t.get("address"), int) else t.get("address")),

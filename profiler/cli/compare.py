@@ -93,6 +93,9 @@ def _render_diff(d, console) -> None:
     console.print(_share_table("Who waits: opcode class", d.classes, ["class"], d.a, d.b))
     console.print(_share_table("Who waits on whom: class x reason (top 15)", d.waits, ["class", "reason"], d.a, d.b,
                                limit=15))
+    if len(d.waits_on):
+        console.print(_share_table("Who waits on whom: class x reason ← producer (scoreboard stalls, top 15)",
+                                   d.waits_on, ["class", "reason", "producer"], d.a, d.b, limit=15))
     console.print(_share_table("Short scoreboard (SSC): all, then per class", d.ssc, ["class"], d.a, d.b))
     if len(d.barriers):
         bt = Table(title="Barriers (static: in the SASS; executed: instructions run)", title_justify="left")
@@ -149,6 +152,8 @@ def _render_migration(m, console) -> None:
         t.add_column(c, justify="left" if c in ("version", "top waiter", "tensor path") else "right")
     for r in m.table.to_dict(orient="records"):
         top = f"{r['top_class']}·{r['top_reason']}" if r["top_class"] else "—"
+        if isinstance(r.get("top_producer"), str):
+            top += f" ← {r['top_producer']}"
         if r.get("top_opcode"):
             top += f" [dim]({r['top_opcode']})"
         t.add_row(r["version"], fmt_ns(r["duration_ns"]), _num(r["tflops"] if r["tflops"] is not None else r["tflops_counted"], "{:.0f}"),

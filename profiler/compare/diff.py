@@ -33,6 +33,9 @@ class Diff:
     - ``stalls``: reason + :data:`SHARE_COLUMNS`, one row per reason sampled in A or B, by max share.
     - ``classes``: class, top_reason_a, top_reason_b + :data:`SHARE_COLUMNS` (who waits, per opcode class).
     - ``waits``: class, reason + :data:`SHARE_COLUMNS` (opcode class x reason).
+    - ``waits_on``: class, reason, producer (base opcode of the producer instruction) +
+      :data:`SHARE_COLUMNS`: who waits on whom, scoreboard stalls by producer (summary ``waits_on``;
+      samples split among candidate producers are rounded).
     - ``ssc``: class + :data:`SHARE_COLUMNS`, short-scoreboard samples per class (the first row,
       class ``all``, is SSC's share of all samples); shares of the class rows are of all samples.
     - ``barriers``: kind (static|executed), opcode, a, b, ratio (b / a; None where a is 0 or unknown),
@@ -59,8 +62,9 @@ class Diff:
     speedup: float | None
     warnings: list = field(default_factory=list)
     notes: list = field(default_factory=list)
+    waits_on: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["class", "reason", "producer"]))
 
-    TABLES = ("metrics", "stalls", "classes", "waits", "ssc", "barriers")
+    TABLES = ("metrics", "stalls", "classes", "waits", "waits_on", "ssc", "barriers")
 
     def to_dict(self) -> dict:
         """JSON-ready: every frame as a list of records (NaN -> None)."""
@@ -124,15 +128,27 @@ def _share_frame(keys: list[str], rows_a: dict, rows_b: dict, n_a: int, n_b: int
 
 def top_waiter(summary: dict) -> dict | None:
     """The opcode class x reason with the most stall samples, ``selected``/``not_selected`` aside.
-    Returns ``{class, reason, samples, share, opcode}`` (share of all samples; ``opcode``: the
-    opcode most of those samples sit on, where the summary says) or None without samples."""
+    Returns ``{class, reason, samples, share, opcode, producer}`` (share of all samples; ``opcode``:
+    the opcode most of those samples sit on, where the summary says; ``producer``: the base opcode
+    of the instruction most of them wait on, for scoreboard stalls where the summary has
+    ``waits_on``, else None) or None without samples."""
     n = total_samples(summary)
     rows = [w for w in summary.get("who_waits") or [] if w.get("reason") not in NOT_WAITING and w.get("samples")]
     if not rows or not n:
         return None
     w = max(rows, key=lambda r: r["samples"])
     return {"class": w["class"], "reason": w["reason"], "samples": int(w["samples"]), "share": w["samples"] / n,
-            "opcode": w.get("top_opcode")}
+            "opcode": w.get("top_opcode"), "producer": top_producer(summary, w["class"], w["reason"])}
+
+
+def top_producer(summary: dict, cls: str, reason: str) -> str | None:
+    """The producer opcode most of ``cls``·``reason``'s scoreboard samples wait on (summary
+    ``waits_on``), or None."""
+    got: dict[str, float] = {}
+    for r in summary.get("waits_on") or []:
+        if r.get("class") == cls and r.get("reason") == reason:
+            got[r["producer_opcode"]] = got.get(r["producer_opcode"], 0.0) + (r.get("samples") or 0)
+    return max(got, key=got.get) if got else None
 
 
 def waiter_name(w: dict | None, opcode: bool = False) -> str:
@@ -140,7 +156,11 @@ def waiter_name(w: dict | None, opcode: bool = False) -> str:
     if not w:
         return "nothing (no samples)"
     name = f"{w['class']}·{w['reason']}"
-    return f"{name} on {w['opcode']}" if opcode and w.get("opcode") else name
+    if opcode and w.get("opcode"):
+        name = f"{name} on {w['opcode']}"
+    if opcode and w.get("producer"):
+        name = f"{name} ← {w['producer']}"
+    return name
 
 
 def _pct(x) -> str:
@@ -211,6 +231,15 @@ def _metrics(sa: dict, sb: dict) -> pd.DataFrame:
             sig = _beyond_noise(a, b)
         out.append({"metric": name, "a": a, "b": b, "ratio": ratio, "significant": sig})
     return pd.DataFrame(out, columns=["metric", "a", "b", "ratio", "significant"])
+
+
+def _waits_on_rows(summary: dict) -> dict:
+    """(class, reason, producer opcode) -> samples (rounded) of a summary's ``waits_on``."""
+    out: dict = {}
+    for r in summary.get("waits_on") or []:
+        k = (r["class"], r["reason"], r["producer_opcode"])
+        out[k] = out.get(k, 0.0) + (r.get("samples") or 0)
+    return {k: int(round(v)) for k, v in out.items()}
 
 
 def _by_class(ssc: dict) -> dict:
@@ -285,6 +314,8 @@ def diff(a: dict, b: dict, label_a: str = "A", label_b: str = "B", warnings: lis
     wa = {(r["class"], r["reason"]): r.get("samples") or 0 for r in a.get("who_waits") or []}
     wb = {(r["class"], r["reason"]): r.get("samples") or 0 for r in b.get("who_waits") or []}
     waits = _share_frame(["class", "reason"], wa, wb, na, nb)
+    woa, wob = _waits_on_rows(a), _waits_on_rows(b)
+    waits_on = _share_frame(["class", "reason", "producer"], woa, wob, na, nb)
 
     ssc_a, ssc_b = a.get("short_scoreboard") or {}, b.get("short_scoreboard") or {}
     head = _share_frame(["class"], {"all": ssc_a.get("samples") or 0}, {"all": ssc_b.get("samples") or 0}, na, nb)
@@ -315,4 +346,5 @@ def diff(a: dict, b: dict, label_a: str = "A", label_b: str = "B", warnings: lis
             notes.append(f"{label}: {m.get('field')} missing (needs section {m.get('section')})")
     return Diff(a=label_a, b=label_b, stalls=stalls, classes=classes, waits=waits, ssc=ssc, barriers=barriers,
                 metrics=metrics, verdict=verdict(label_a, label_b, a, b, top_a, top_b, waits),
-                top_a=top_a, top_b=top_b, speedup=dur["speedup"], warnings=list(warnings or []), notes=notes)
+                top_a=top_a, top_b=top_b, speedup=dur["speedup"], warnings=list(warnings or []), notes=notes,
+                waits_on=waits_on)

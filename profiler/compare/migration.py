@@ -31,6 +31,8 @@ class Migration:
       tflops_counted (FLOPs the counters saw: tensor + FP32 + FP16 instructions, so CUDA-core
       rungs count their exp/scale/max work too), speedup_prev (vs the previous version),
       speedup_first, top_class, top_reason, top_opcode (the opcode most of its samples sit on),
+      top_producer (for a scoreboard stall: the base opcode of the instruction most of them wait on,
+      e.g. LDSM; None otherwise),
       top_share, top_lo, top_hi (Wilson interval),
       tensor_path, tensor_pipe_pct, ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem,
       title, change, expected_bottleneck (from the version registry; empty for external subjects:
@@ -146,6 +148,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "speedup_first": stats.duration_change(first_dur, dur)["speedup"] if first_dur else None,
             "top_class": top["class"] if top else None, "top_reason": top["reason"] if top else None,
             "top_opcode": top.get("opcode") if top else None,
+            "top_producer": top.get("producer") if top else None,
             "top_share": top["share"] if top else None, "top_lo": lo, "top_hi": hi,
             "tensor_path": s.get("tensor_path"), "tensor_pipe_pct": s.get("tensor_pipe_pct"),
             "ssc_share": (ssc / n if ssc is not None and n else None),

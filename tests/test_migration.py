@@ -45,6 +45,16 @@ def test_default_is_every_version_with_a_report_in_ladder_order(mig):
     assert len(mig["roofline"]) == 4 * len(versions)  # L1, L2, DRAM, shared memory
 
 
+def test_roofline_trajectory_has_the_shared_memory_level(mig):
+    smem = {r["version"]: r["intensity"] for r in mig["roofline"] if r["level"] == "smem"}
+    assert list(smem) == mig["versions"]
+    for v, inten in smem.items():  # v01 keeps nothing in shared memory: no point, not a 0
+        assert (inten is None) == (v == "v01_naive"), v
+    assert {r["level"] for r in mig["roofs"]} >= {"smem"}
+    rows = {r["version"]: r for r in mig["table"]}
+    assert rows["v07_tuned"]["intensity_smem"] == pytest.approx(smem["v07_tuned"])
+
+
 def test_rows_match_the_reports(mig):
     rows = {r["version"]: r for r in mig["table"]}
     for label, path in (("ext-sdpa-flash", FLASH), ("ext-sdpa-cudnn", CUDNN)):

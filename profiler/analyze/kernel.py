@@ -162,10 +162,15 @@ def roofline(launch) -> pd.DataFrame:
              shared writeback; TMA and LDSM traffic are not in it),
       l2   = ``derived__lts__lts2xbar_bytes.sum.per_second`` (L2 -> SM),
       dram = ``dram__bytes.sum.per_second``;
-    smem = ``sm__sass_data_bytes_mem_shared.sum`` (a count, not a rate: bytes every shared-memory
-           SASS instruction moves - LDS/STS, LDSM/STSM, LDGSTS, atomics, wgmma operand reads; TMA
-           writes are not in it), with ``bytes_smem_<op>`` = ``…_op_<op>.sum`` for op in
-           ld, st, ldsm, stsm, ldgsts, gmma, atom.
+    smem = ``sm__sass_data_bytes_mem_shared.sum`` + ``…_op_gmma.sum`` (counts, not rates: bytes
+           the shared-memory SASS instructions move - LDS/STS, LDSM/STSM, LDGSTS, atomics - plus
+           the wgmma operand reads; TMA writes are in neither). The total's description names
+           HGMMA, but on gh100 (ncu 2025.3.1) it leaves them out: the cuDNN (wgmma) report has
+           total = ld + st + stsm to the byte and 671 MB ``op_gmma`` besides. So op_gmma is added
+           unless the total already holds it (total >= gmma + ld + st + ldsm + stsm + atom).
+           ``bytes_smem_<op>`` = ``…_op_<op>.sum`` for op in ld, st, ldsm, stsm, ldgsts, gmma, atom:
+           they do not add up to the total - ``op_ldgsts`` holds a few % of the cp.async bytes
+           the total counts (v04: 39 MB vs ~550 MB).
     LDSM bank conflicts: ``ldsm_wavefronts``, ``ldsm_bank_conflicts`` (``sm__sass_l1tex_data_…_op_ldsm``),
     ``ldsm_conflict_ways`` = wavefronts / (wavefronts - conflicts) (1 = conflict-free).
     intensity_<level> = flops / bytes_<level>; achieved = flops / duration.
@@ -233,11 +238,19 @@ def roofline(launch) -> pd.DataFrame:
         bytes_[level] = b
         add(f"bytes_{level}", b, "byte", f"{name} x {dur_name}")
     smem, smem_name = get("smem_bytes", "roofline.bytes.smem")
-    bytes_["smem"] = smem
-    add("bytes_smem", smem, "byte", smem_name)
+    by_op = {}
     for op in SMEM_OPS:
         v, name = get(f"smem_bytes_{op}", f"roofline.smem.bytes_by_op.{op}")
-        add(f"bytes_smem_{op}", v, "byte", name)
+        by_op[op] = (v, name)
+    gmma, gmma_name = by_op["gmma"]
+    if smem is not None and gmma:
+        known = gmma + sum(by_op[op][0] or 0.0 for op in ("ld", "st", "ldsm", "stsm", "atom"))
+        if smem < known:  # the total left the wgmma operand reads out
+            smem, smem_name = smem + gmma, f"{smem_name} + {gmma_name}"
+    bytes_["smem"] = smem
+    add("bytes_smem", smem, "byte", smem_name)
+    for op, (v, name) in by_op.items():
+        add(f"bytes_smem_{op}", v, "byte", name or M.metric_spec(f"smem_bytes_{op}").names[0])
     wf, wf_name = get("ldsm_wavefronts", "roofline.smem.ldsm.wavefronts")
     bc, bc_name = get("ldsm_bank_conflicts", "roofline.smem.ldsm.bank_conflicts")
     add("ldsm_wavefronts", wf, "", wf_name)

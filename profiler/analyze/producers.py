@@ -69,6 +69,8 @@ class Operands:
     reads: frozenset
     writes: frozenset
     scoreboard: str | None
+    rmask: int = 0  # the same registers as bits (see _bit), for the walk
+    wmask: int = 0
 
 
 @lru_cache(maxsize=1)
@@ -79,6 +81,7 @@ def _cfg() -> dict:
     return {
         "version": d["version"],
         "max_walk": int(d["max_walk"]),
+        "dest_window": int(d["dest_window"]),
         "scoreboard": sb,
         "dests": dict(d.get("dest_operands", {})),
         "vec": {k: int(v) for k, v in w["vector_modifiers"].items()},
@@ -223,10 +226,23 @@ def parse_operands(sass: str) -> Operands:
         _regs(o, dest_w if i == 0 else None, writes)
     for i, o in enumerate(ops[n_dest:]):
         _regs(o, src_w.get(i), reads)
-    return Operands(opcode, base, frozenset(reads), frozenset(writes), cfg["scoreboard"].get(base))
+    return Operands(opcode, base, frozenset(reads), frozenset(writes), cfg["scoreboard"].get(base),
+                    _mask(reads), _mask(writes))
+
+
+_BIT_BASE = {"R": 0, "UR": 256, "P": 320, "UP": 330}
+
+
+def _mask(names) -> int:
+    m = 0
+    for n in names:
+        k = 2 if n[0] == "U" else 1
+        m |= 1 << (_BIT_BASE[n[:k]] + int(n[k:]))
+    return m
 
 
 _UNCOND_END = ("EXIT", "RET", "BRX", "JMX", "KILL")
+_CONTROL = frozenset(("BRA", "JMP") + _UNCOND_END)
 
 
 def _branch_target(sass: str) -> int | None:
@@ -237,8 +253,8 @@ def _branch_target(sass: str) -> int | None:
     return int(hexes[-1], 16) if hexes else None
 
 
-def _cfg_preds(addresses: np.ndarray, texts) -> tuple[list[list[tuple[int, int]]], list]:
-    """Predecessors of every instruction as (index, loop_entry) pairs, and the DEPBAR waits.
+def _cfg_preds(addresses: np.ndarray, texts, bases=None) -> tuple[list[list[tuple[int, int]]], set]:
+    """Predecessors of every instruction as (index, loop_entry) pairs, and the loop heads.
 
     The fall-through predecessor (the instruction before, unless it is an unguarded branch or
     exit) and every branch that targets the instruction. ``loop_entry`` is 1 for an edge that
@@ -246,10 +262,16 @@ def _cfg_preds(addresses: np.ndarray, texts) -> tuple[list[list[tuple[int, int]]
     so the walk prefers the loop's own previous iteration (the steady state) over the first.
     """
     n = len(texts)
-    index = {int(a): i for i, a in enumerate(addresses)}
+    index = None
     targets: list[tuple[int, int]] = []  # (branch index, target index)
     unguarded_end = [False] * n
-    for j, t in enumerate(texts):
+    if bases is None:
+        bases = [M.base_opcode(t) for t in texts]
+    for j, (t, b) in enumerate(zip(texts, bases)):
+        if b not in _CONTROL:
+            continue
+        if index is None:
+            index = {int(a): i for i, a in enumerate(addresses)}
         guarded = bool(_GUARD.match(t)) and not _GUARD.match(t).group(2).endswith("PT")
         body = _GUARD.sub("", t.strip(), count=1)
         if "BRA" in t or "JMP" in t:
@@ -289,7 +311,8 @@ def _walk(c: int, preds) :
                 heapq.heappush(heap, (level + entry, dist + 1, p, i))
 
 
-def _find(c: int, kind: str, parse, preds, texts, max_walk: int) -> list[tuple[int, str]]:
+def _find(c: int, kind: str, parse, preds, texts, max_walk: int, dest_window: int = 1 << 30
+          ) -> list[tuple[int, str]]:
     """Candidate producers (index, dependency) of consumer ``c`` on scoreboard ``kind``."""
     me = parse(c)
     found: dict[int, tuple[int, str]] = {}  # index -> (level, dependency)
@@ -300,48 +323,65 @@ def _find(c: int, kind: str, parse, preds, texts, max_walk: int) -> list[tuple[i
             dep = _depbar_group(d, int(m.group(2), 0), preds, texts, max_walk)
             if dep:
                 return [(k, "depbar") for k in dep]
-    start = (frozenset(me.reads), frozenset(me.writes))
-    if not start[0] and not start[1]:
+    if not me.rmask and not me.wmask:
         return []
-    heap = [(0, 0, c, start)]
+    heap = [(0, 0, c, me.rmask, me.wmask)]
     seen = {c}
     steps = 0
     best = None
+    push, pop = heapq.heappush, heapq.heappop
     while heap:
-        level, dist, i, (open_raw, open_dst) = heapq.heappop(heap)
-        if best is not None and level > best:
-            break
-        if i != c:
-            steps += 1
-            if steps > max_walk:
+        level, dist, i, open_raw, open_dst = pop(heap)
+        while True:  # follow a straight line without the heap while it has one predecessor
+            if best is not None and level > best:
+                heap = []
                 break
-            p = parse(i)
-            is_prod = p.scoreboard == kind
-            if open_raw:
-                hit_w = open_raw & p.writes
-                if hit_w:
-                    if is_prod:
-                        found.setdefault(i, (level, "raw"))
+            if i != c:
+                steps += 1
+                if steps > max_walk:
+                    heap = []
+                    break
+                p = parse(i)
+                is_prod = p.scoreboard == kind
+                if open_raw:
+                    hit = open_raw & p.wmask
+                    if hit:
+                        if is_prod:
+                            found.setdefault(i, (level, "raw"))
+                            best = level if best is None else min(best, level)
+                        open_raw &= ~hit
+                    # an instruction in between already waited for these values
+                    open_raw &= ~p.rmask
+                if open_dst and dist > dest_window:
+                    open_dst = 0
+                if open_dst:
+                    hit = open_dst & p.wmask
+                    if hit:
+                        if is_prod:
+                            found.setdefault(i, (level, "waw"))
+                            best = level if best is None else min(best, level)
+                        open_dst &= ~hit
+                    elif is_prod and open_dst & p.rmask:  # a late operand read still pending
+                        found.setdefault(i, (level, "war"))
                         best = level if best is None else min(best, level)
-                    open_raw = open_raw - hit_w
-                if open_raw & p.reads:  # an instruction in between already waited for these
-                    open_raw = open_raw - p.reads
-            if open_dst:
-                hit_w = open_dst & p.writes
-                if hit_w:
-                    if is_prod:
-                        found.setdefault(i, (level, "waw"))
-                        best = level if best is None else min(best, level)
-                    open_dst = open_dst - hit_w
-                elif is_prod and open_dst & p.reads:  # a late operand read still pending
-                    found.setdefault(i, (level, "war"))
-                    best = level if best is None else min(best, level)
-            if not open_raw and not open_dst:
-                continue  # this path is settled: do not walk further along it
-        for q, entry in preds[i]:
-            if q not in seen:
+                if not open_raw and not open_dst:
+                    break  # this path is settled: do not walk further along it
+            pr = preds[i]
+            if len(pr) == 1:
+                q, entry = pr[0]
+                if q in seen:
+                    break
                 seen.add(q)
-                heapq.heappush(heap, (level + entry, dist + 1, q, (open_raw, open_dst)))
+                if not entry and (not heap or heap[0][0] >= level):
+                    i, dist = q, dist + 1
+                    continue
+                push(heap, (level + entry, dist + 1, q, open_raw, open_dst))
+                break
+            for q, entry in pr:
+                if q not in seen:
+                    seen.add(q)
+                    push(heap, (level + entry, dist + 1, q, open_raw, open_dst))
+            break
     return sorted((k, dep) for k, (lv, dep) in found.items() if lv == best)
 
 
@@ -409,7 +449,8 @@ def producer_pcs(launch, reasons=tuple(SCOREBOARD_REASONS)) -> pd.DataFrame:
             op = cache[i] = parse_operands(texts[i])
         return op
 
-    preds, _heads = _cfg_preds(addresses, texts)
+    bases = sass["base"].to_numpy(dtype=object) if "base" in sass.columns else None
+    preds, _heads = _cfg_preds(addresses, texts, bases)
     rows = []
     for col in cols:
         reason = col[len("stall_"):]
@@ -417,7 +458,7 @@ def producer_pcs(launch, reasons=tuple(SCOREBOARD_REASONS)) -> pd.DataFrame:
         vals = sass[col].to_numpy()
         for c in np.nonzero(vals)[0]:
             n = float(vals[c])
-            cands = _find(int(c), kind, parse, preds, texts, cfg["max_walk"])
+            cands = _find(int(c), kind, parse, preds, texts, cfg["max_walk"], cfg["dest_window"])
             head = (addresses[c], offsets[c], texts[c], classes[c], opcodes[c], reason)
             if not cands:
                 rows.append(head + (n, 1.0, None, None, None, None, None, None))
@@ -466,28 +507,34 @@ def waits_on(launch, _pcs: pd.DataFrame | None = None) -> pd.DataFrame:
         return with_missing(df, pcs.attrs.get("missing", []))
     _, mat = launch.stall_matrix()
     total = float(mat.sum())
-    resolved = pcs[pcs["producer_class"].notna()]
-    if not resolved.empty:
-        key = ["opcode_class", "reason", "producer_class", "producer_opcode"]
-        g = resolved.groupby(key, sort=False)
-        agg = g["samples"].sum()
-        # top consumer opcode per cell
-        by_op = resolved.groupby(key + ["opcode"], sort=False)["samples"].sum().reset_index()
-        by_op = by_op.sort_values("samples", ascending=False, kind="stable").drop_duplicates(key)
-        top_op = {tuple(r[:4]): r[4] for r in by_op[key + ["opcode"]].itertuples(index=False)}
-        df = pd.DataFrame(
-            [(k[0], top_op[k], k[1], k[2], k[3], float(v), float(v) / total if total else np.nan)
-             for k, v in agg.items()],
-            columns=_WO_COLS,
-        )
-        df = df.sort_values(
-            ["samples", "class", "reason", "producer_class"], ascending=[False, True, True, True]
-        ).reset_index(drop=True)
-    un = pcs[pcs["producer_class"].isna()].groupby("reason")["samples"].sum()
-    df.attrs["unresolved"] = {r: float(un.get(r, 0.0)) for r in sorted(pcs["reason"].unique())}
-    df.attrs["scoreboard_samples"] = {
-        r: float(v) for r, v in pcs.groupby("reason")["samples"].sum().items()
-    }
+    cells: dict[tuple, float] = {}
+    ops: dict[tuple, dict[str, float]] = {}
+    unresolved: dict[str, float] = {}
+    per_reason: dict[str, float] = {}
+    for cls, op, reason, pcls, pop, n in zip(
+        pcs["opcode_class"], pcs["opcode"], pcs["reason"], pcs["producer_class"],
+        pcs["producer_opcode"], pcs["samples"].to_numpy(),
+    ):
+        n = float(n)
+        per_reason[reason] = per_reason.get(reason, 0.0) + n
+        if not isinstance(pcls, str):
+            unresolved[reason] = unresolved.get(reason, 0.0) + n
+            continue
+        key = (cls, reason, pcls, pop)
+        cells[key] = cells.get(key, 0.0) + n
+        by_op = ops.setdefault(key, {})
+        by_op[op] = by_op.get(op, 0.0) + n
+    rows = [
+        (k[0], max(ops[k].items(), key=lambda kv: (kv[1], kv[0]))[0], k[1], k[2], k[3], v,
+         v / total if total else np.nan)
+        for k, v in cells.items()
+    ]
+    rows.sort(key=lambda r: (-r[5], r[0], r[2], r[3], r[4]))
+    df = pd.DataFrame(rows, columns=_WO_COLS)
+    df["samples"] = df["samples"].astype(np.float64)
+    df["share"] = df["share"].astype(np.float64)
+    df.attrs["unresolved"] = {r: unresolved.get(r, 0.0) for r in sorted(per_reason)}
+    df.attrs["scoreboard_samples"] = {r: per_reason[r] for r in sorted(per_reason)}
     return with_missing(df, [])
 
 

@@ -181,3 +181,28 @@ def test_migration_table_has_top_producer():
     tops = dict(zip(m.table["version"], m.table["top_producer"]))
     assert list(tops.values()) == ["LDG", "LDSM"]
     assert "← LDG" in m.steps["sentence"].iloc[0] and "← LDSM" in m.steps["sentence"].iloc[0]
+
+
+def test_show_table_and_html_section(tmp_path):
+    """`whowaits show` prints the who-waits-on-whom table; the HTML report's version sections carry it."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    exe = shutil.which("whowaits", path=str(Path(sys.executable).parent)) or "whowaits"
+    env = dict(os.environ, WHOWAITS_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="200")
+    rep = ROOT / "reports" / "h200" / "v03_tensor_cores" / SHAPE
+    res = subprocess.run([exe, "show", str(rep)], capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "scoreboard stalls ← producer" in res.stdout
+    assert "HMMA·short_scoreboard │ ← LDSM (LDSM)" in res.stdout
+
+    from profiler.compare import load_versions, migrate
+    from profiler.html import _version_section
+
+    profiled = load_versions([str(rep)])
+    m = migrate(profiled=profiled)
+    html = _version_section(profiled[0], m)
+    assert "Who waits on whom: scoreboard stalls by producer instruction" in html
+    assert "← LDSM (LDSM)" in html

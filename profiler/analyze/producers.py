@@ -11,15 +11,20 @@ LDGSTS, global atomics … on the long one) that
   other variable-latency instructions read their operands late).
 
 The SASS text in a report carries no control codes (scoreboard bits), so the producer is found
-from the register dataflow: the consumer's registers are followed backwards in address order,
-through loop back-edges (a backward ``BRA`` closes a loop: from the loop start the walk continues
-at the loop's end, i.e. the previous iteration, then before the loop), up to ``max_walk``
-instructions. A register is settled by the first instruction that writes it (the producer when it
-is a variable-latency instruction of the stall's scoreboard, otherwise no producer), and a source
-register also by an instruction that reads it in between (that reader already waited for its
-value). The variable-latency instructions found are the candidates; the consumer's samples are
-split equally among them. A consumer with none is ``unresolved``: its samples are reported, never
-given to an invented producer.
+from the register dataflow. From the consumer, the walk goes backwards over the control-flow
+graph of the SASS (fall-through plus branch targets), nearest instruction first, preferring the
+loop's own previous iteration to the way into the loop (an edge into the target of a backward
+branch from before it costs one "loop entry"; candidates are taken from the fewest entries, i.e.
+the steady state), up to ``max_walk`` instructions. A register is settled by the first
+instruction that writes it (the producer when it is a variable-latency instruction of the stall's
+scoreboard, otherwise there is none), and a source register also by an instruction that reads it
+in between (that reader already waited for its value). Destination registers (``waw``/``war``)
+are followed only ``dest_window`` instructions back. A stall right after ``DEPBAR.LE SBn, k``
+(cp.async ``wait_group``; ncu samples it on the next instruction) waits for the LDGSTS of the
+group committed by the (k+1)-th most recent ``LDGDEPBAR`` (dependency ``depbar``).
+The candidates found share the consumer's samples equally. A consumer with none is
+``unresolved``: its samples are reported, never given to an invented producer (e.g. waits on a
+TMA store or fence, which have no register to follow).
 
 Which opcodes set which scoreboard and how many registers an operand spans (``LDSM….4`` writes 4,
 ``LDS.128`` 4, ``HMMA.16816.F32 R4, R8, R12, R4`` reads R8..R11, R12..R13, R4..R7) live in
@@ -295,10 +300,10 @@ def _cfg_preds(addresses: np.ndarray, texts, bases=None) -> tuple[list[list[tupl
 _DEPBAR = re.compile(r"^DEPBAR\.LE\s+SB(\d+)\s*,\s*(0x[0-9a-fA-F]+|\d+)")
 
 
-def _walk(c: int, preds) :
-    """Instructions before ``c`` in execution, as (index, level, distance), nearest first within
-    the lowest loop-entry level; each instruction visited once, with the path it was first
-    reached by (its predecessor, for the register state)."""
+def _walk(c: int, preds):
+    """Instructions before ``c`` in execution, as (index, level, distance, via), by (loop
+    entries, distance); each instruction visited once, ``via`` the instruction it was reached
+    from."""
     heap = [(0, 0, c, -1)]
     seen = {c}
     while heap:

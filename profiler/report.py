@@ -40,7 +40,10 @@ import os
 import re
 import struct
 import tempfile
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -258,6 +261,72 @@ def _check_file(path: Path) -> None:
 # --- ingestion ----------------------------------------------------------------------------------
 
 
+# --- the disassembler's thread ------------------------------------------------------------------
+#
+# ncu_report disassembles on a worker thread of its own (started by the first ``sass_by_pc`` call
+# of the process): every call hands one PC to it and waits for the text. When the two threads sit
+# on different CPUs each hand-off wakes the other CPU, and a call costs ~70 us; on one CPU it costs
+# ~30 us (measured on a 2-CPU machine; a report has 1-4 thousand instruction slots). So while it
+# reads the SASS text, the ingester keeps itself and that thread on the CPU it is running on, and
+# puts both back as they were afterwards. Other threads are left alone.
+
+_NCU_THREADS: set[int] = set()  # native ids of the threads ncu_report started in this process
+
+
+def _thread_ids() -> set[int]:
+    try:
+        return {int(t) for t in os.listdir("/proc/self/task")}
+    except (OSError, ValueError):
+        return set()
+
+
+def _current_cpu() -> int | None:
+    try:
+        with open("/proc/thread-self/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@contextmanager
+def _disassembler_beside_caller():
+    """Run the block with this thread and ncu_report's disassembler thread on one CPU (see above);
+    a no-op where thread affinity cannot be set or only one CPU is allowed."""
+    try:
+        me = threading.get_native_id()
+        allowed = os.sched_getaffinity(me)
+    except (AttributeError, OSError):
+        yield
+        return
+    cpu = _current_cpu()
+    if len(allowed) < 2 or cpu not in allowed:
+        yield
+        return
+    saved: dict[int, set[int]] = {}
+
+    def pin(tid: int) -> None:
+        try:
+            saved[tid] = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, {cpu})
+        except OSError:  # the thread is gone
+            _NCU_THREADS.discard(tid)
+
+    pin(me)
+    for tid in list(_NCU_THREADS):
+        pin(tid)
+    before = _thread_ids() if not _NCU_THREADS else None
+    try:
+        yield
+    finally:
+        if before is not None:  # the first call started ncu_report's thread (inheriting the pin)
+            _NCU_THREADS.update(_thread_ids() - before)
+        for tid in _NCU_THREADS | {me}:
+            try:
+                os.sched_setaffinity(tid, saved.get(tid, allowed))
+            except OSError:
+                _NCU_THREADS.discard(tid)
+
+
 def _per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:
     """(PCs, values) of a metric instanced by PC.
 
@@ -280,9 +349,9 @@ def _per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:
         return [], []
     pcs = pcs_cache.get(n)
     if pcs is None or any(raw(corr, i) != pcs[i] for i in {0, n - 1, *range(1, n, max(n // 8, 1))}):
-        pcs = [raw(corr, i) for i in range(n)]
+        pcs = list(map(raw, repeat(corr, n), range(n)))
         pcs_cache[n] = pcs
-    return pcs, [raw(metric, i) for i in range(n)]
+    return pcs, list(map(raw, repeat(metric, n), range(n)))
 
 
 def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataFrame]:
@@ -346,19 +415,22 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
     # name, the slots between them that no metric names (e.g. an unreachable BRA), and the
     # padding after the last one (the closing self-branch and NOPs), up to the first empty slot.
     known = sorted({pc for pcs, _ in columns.values() for pc in pcs})
-    texts_by_pc: dict[int, str] = {}
+    texts: list[str] = []
     if known:
         steps = [b - a for a, b in zip(known, known[1:]) if b > a]
         step = min(steps) if steps else 16
         all_pcs = list(range(known[0], known[-1] + step, step))
-        pc = known[-1] + step
-        while True:
-            text = (action.sass_by_pc(pc) or "").strip()
-            if not text:
-                break
-            texts_by_pc[pc] = text
-            all_pcs.append(pc)
-            pc += step
+        sass_by_pc = action.sass_by_pc
+        with _disassembler_beside_caller():
+            texts = [(sass_by_pc(pc) or "").strip() for pc in all_pcs]
+            pc = known[-1] + step
+            while True:
+                text = (sass_by_pc(pc) or "").strip()
+                if not text:
+                    break
+                texts.append(text)
+                all_pcs.append(pc)
+                pc += step
     else:
         all_pcs = []
     addr = np.array(all_pcs, dtype=np.uint64)
@@ -368,7 +440,6 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
         "address": addr,
         "offset": (addr - addr[0]).astype(np.int64) if len(addr) else np.array([], np.int64),
     }
-    texts = [texts_by_pc.get(pc) or (action.sass_by_pc(pc) or "").strip() for pc in all_pcs]
     opcodes = [M.full_opcode(t) for t in texts]
     bases = [op.split(".", 1)[0] for op in opcodes]
     data["sass"] = texts

@@ -112,8 +112,7 @@ def data_version() -> int:
 
 
 def _split_operands(text: str) -> list[str]:
-    ops = [o.strip() for o in text.split(",")]
-    return [o for o in ops if o]
+    return [o for o in map(str.strip, text.split(",")) if o]
 
 
 _TOK = re.compile(r"(?<![A-Za-z0-9_])(?:(UR|R)(\d+|Z)(\.64)?|(UP|P)([0-6]|T)(?![A-Za-z0-9_]))")
@@ -153,8 +152,11 @@ def parse_operands(sass: str) -> Operands:
     ``'LDSM.16.M88.4 R8, [R2]'`` writes R8..R11 and reads R2; ``'@P0 LDG.E.128 R4,
     desc[UR4][R2.64]'`` writes R4..R7, reads P0, UR4, R2, R3; ``'HMMA.16816.F32 R4, R8, R12, R4'``
     writes R4..R7 and reads R8..R11, R12..R13, R4..R7.
+
+    A kernel's lines repeat the same opcodes and operands with other registers: the widths of an
+    opcode (:func:`_widths`) and the registers of an operand (:func:`_operand_regs`) are parsed
+    once each and cached.
     """
-    cfg = _cfg()
     reads: list[str] = []
     text = sass.strip().rstrip(";")
     g = _GUARD.match(text)
@@ -166,27 +168,68 @@ def parse_operands(sass: str) -> Operands:
     if not parts:
         return Operands("", "", frozenset(), frozenset(), None)
     opcode = parts[0]
-    mods = opcode.split(".")
-    base = mods[0]
     ops = _split_operands(parts[1]) if len(parts) > 1 else []
     ops = [o.replace(".reuse", "") for o in ops]
+    base, n_dest_rule, scoreboard = _opcode_info(opcode)
 
     # how many leading operands are destinations
     if not ops or _is_memory_or_imm(ops[0]):
         n_dest = 0
-    elif base in cfg["dests"]:
-        n_dest = int(cfg["dests"][base])
+    elif n_dest_rule is not None:
+        n_dest = n_dest_rule
     else:
         n_dest = 1
         while n_dest < len(ops) and _PRED.fullmatch(ops[n_dest].lstrip("!")):
             n_dest += 1
     n_dest = min(n_dest, len(ops))
+    dest_w, src_w = _widths(opcode, len(ops) - n_dest)
 
-    # widths: dest width, and per-source width (by source index) where not 1
+    writes: list[str] = []
+    for i, o in enumerate(ops[:n_dest]):
+        writes += _operand_regs(o, dest_w if i == 0 else None)
+    for i, o in enumerate(ops[n_dest:]):
+        reads += _operand_regs(o, src_w.get(i))
+    return Operands(opcode, base, frozenset(reads), frozenset(writes), scoreboard,
+                    _mask(reads), _mask(writes))
+
+
+@lru_cache(maxsize=4096)
+def _opcode_info(opcode: str) -> tuple[str, int | None, str | None]:
+    """(base, number of destination operands from ``dest_operands`` or None, scoreboard)."""
+    cfg = _cfg()
+    base = opcode.split(".", 1)[0]
+    n = cfg["dests"].get(base)
+    return base, (int(n) if n is not None else None), cfg["scoreboard"].get(base)
+
+
+_OPERAND_REGS: dict[tuple[str, int | None], tuple[str, ...]] = {}
+
+
+def _operand_regs(operand: str, width: int | None) -> tuple[str, ...]:
+    """The register names one operand names (see :func:`_regs`), cached by (operand, width)."""
+    cache = _OPERAND_REGS
+    key = (operand, width)
+    names = cache.get(key)
+    if names is None:
+        out: list[str] = []
+        _regs(operand, width, out)
+        names = cache[key] = tuple(out)
+        if len(cache) > 65536:
+            cache.clear()
+            cache[key] = names
+    return names
+
+
+@lru_cache(maxsize=8192)
+def _widths(opcode: str, n_src: int) -> tuple[int | None, dict[int, int]]:
+    """(width of the first destination operand or None, {source index: width} where not 1) of
+    an opcode with modifiers that has ``n_src`` source operands."""
+    cfg = _cfg()
+    mods = opcode.split(".")
+    base = mods[0]
     dest_w: int | None = None
     src_w: dict[int, int] = {}
     vec = next((cfg["vec"][m] for m in mods[1:] if m in cfg["vec"]), None)
-    n_src = len(ops) - n_dest
     if base in cfg["matrix"]:
         try:
             k = int(mods[-1])
@@ -225,24 +268,24 @@ def parse_operands(sass: str) -> Operands:
             src_w = {0: cfg["gmma_a"], 2: acc}  # A (when a register), C (when a register)
     elif "64" in mods[1:] and base in cfg["pair64"]:
         dest_w = 2
-
-    writes: list[str] = []
-    for i, o in enumerate(ops[:n_dest]):
-        _regs(o, dest_w if i == 0 else None, writes)
-    for i, o in enumerate(ops[n_dest:]):
-        _regs(o, src_w.get(i), reads)
-    return Operands(opcode, base, frozenset(reads), frozenset(writes), cfg["scoreboard"].get(base),
-                    _mask(reads), _mask(writes))
+    return dest_w, src_w
 
 
 _BIT_BASE = {"R": 0, "UR": 256, "P": 320, "UP": 330}
 
 
+_BITS: dict[str, int] = {}
+
+
 def _mask(names) -> int:
     m = 0
+    bits = _BITS
     for n in names:
-        k = 2 if n[0] == "U" else 1
-        m |= 1 << (_BIT_BASE[n[:k]] + int(n[k:]))
+        b = bits.get(n)
+        if b is None:
+            k = 2 if n[0] == "U" else 1
+            b = bits[n] = 1 << (_BIT_BASE[n[:k]] + int(n[k:]))
+        m |= b
     return m
 
 
@@ -316,10 +359,14 @@ def _walk(c: int, preds):
                 heapq.heappush(heap, (level + entry, dist + 1, p, i))
 
 
-def _find(c: int, kind: str, parse, preds, texts, max_walk: int, dest_window: int = 1 << 30
+def _find(c: int, kind: str, parsed: list, preds, texts, max_walk: int, dest_window: int = 1 << 30
           ) -> list[tuple[int, str]]:
-    """Candidate producers (index, dependency) of consumer ``c`` on scoreboard ``kind``."""
-    me = parse(c)
+    """Candidate producers (index, dependency) of consumer ``c`` on scoreboard ``kind``.
+    ``parsed[i]`` is :func:`parse_operands` of ``texts[i]``, or None until first needed (filled
+    in here)."""
+    me = parsed[c]
+    if me is None:
+        me = parsed[c] = parse_operands(texts[c])
     found: dict[int, tuple[int, str]] = {}  # index -> (level, dependency)
     # an explicit scoreboard wait (cp.async wait_group: DEPBAR.LE SBn, k) at or just before c
     for d in (c, c - 1):
@@ -346,7 +393,9 @@ def _find(c: int, kind: str, parse, preds, texts, max_walk: int, dest_window: in
                 if steps > max_walk:
                     heap = []
                     break
-                p = parse(i)
+                p = parsed[i]
+                if p is None:
+                    p = parsed[i] = parse_operands(texts[i])
                 is_prod = p.scoreboard == kind
                 if open_raw:
                     hit = open_raw & p.wmask
@@ -446,13 +495,7 @@ def producer_pcs(launch, reasons=tuple(SCOREBOARD_REASONS)) -> pd.DataFrame:
     offsets = sass["offset"].to_numpy()
     classes = sass["opcode_class"].to_numpy(dtype=object)
     opcodes = sass["opcode"].to_numpy(dtype=object)
-    cache: dict[int, Operands] = {}
-
-    def parse(i: int) -> Operands:
-        op = cache.get(i)
-        if op is None:
-            op = cache[i] = parse_operands(texts[i])
-        return op
+    parsed: list[Operands | None] = [None] * len(texts)  # filled as the walks reach them
 
     bases = sass["base"].to_numpy(dtype=object) if "base" in sass.columns else None
     preds, _heads = _cfg_preds(addresses, texts, bases)
@@ -463,7 +506,7 @@ def producer_pcs(launch, reasons=tuple(SCOREBOARD_REASONS)) -> pd.DataFrame:
         vals = sass[col].to_numpy()
         for c in np.nonzero(vals)[0]:
             n = float(vals[c])
-            cands = _find(int(c), kind, parse, preds, texts, cfg["max_walk"], cfg["dest_window"])
+            cands = _find(int(c), kind, parsed, preds, texts, cfg["max_walk"], cfg["dest_window"])
             head = (addresses[c], offsets[c], texts[c], classes[c], opcodes[c], reason)
             if not cands:
                 rows.append(head + (n, 1.0, None, None, None, None, None, None))
@@ -471,7 +514,8 @@ def producer_pcs(launch, reasons=tuple(SCOREBOARD_REASONS)) -> pd.DataFrame:
             w = 1.0 / len(cands)
             for k, dep in cands:
                 rows.append(
-                    head + (n * w, w, addresses[k], offsets[k], texts[k], classes[k], parse(k).base, dep)
+                    head + (n * w, w, addresses[k], offsets[k], texts[k], classes[k],
+                            (parsed[k] or parse_operands(texts[k])).base, dep)
                 )
     df = pd.DataFrame(rows, columns=_PC_COLS)
     df["address"] = df["address"].astype(np.uint64)

@@ -271,6 +271,9 @@ def _check_file(path: Path) -> None:
 # puts both back as they were afterwards. Other threads are left alone.
 
 _NCU_THREADS: set[int] = set()  # native ids of the threads ncu_report started in this process
+#: the CPU to use instead of the current one (set by processes that share the CPUs out, e.g. the
+#: parallel summaries of :mod:`profiler.compare.cache`); ignored when not allowed
+_PREFERRED_CPU: int | None = None
 
 
 def _thread_ids() -> set[int]:
@@ -298,7 +301,7 @@ def _disassembler_beside_caller():
     except (AttributeError, OSError):
         yield
         return
-    cpu = _current_cpu()
+    cpu = _PREFERRED_CPU if _PREFERRED_CPU in allowed else _current_cpu()
     if len(allowed) < 2 or cpu not in allowed:
         yield
         return

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from profiler.analyze import summarize
 from profiler.compare import cache
 
@@ -43,3 +45,86 @@ def test_a_changed_report_is_never_served_stale(tmp_path, monkeypatch):
     shutil.copy(cudnn, path)  # same path, other content
     assert cache.summaries(path)[0]["kernel"] == summarize(str(cudnn))[0]["kernel"]
     assert cache.summaries(path, kernel="cudnn")[0]["kernel"].startswith("cudnn")
+
+
+# --- the parallel path (summaries_many) ---------------------------------------------------------
+
+PARALLEL_REPORTS = [FLASH.parents[1] / v / FLASH.name
+                    for v in ("ext-sdpa-cudnn", "v06_softmax_fusion", "v04_swizzle_cp_async")]
+
+
+def _entries(folder):
+    return {p.name: p.read_text() for p in (folder / "summaries").glob("*.json")}
+
+
+def test_parallel_summaries_equal_the_serial_ones(tmp_path, monkeypatch):
+    served = []
+
+    class SpyWorker(cache._Worker):
+        def serve(self, take, jobs, lock, results):
+            super().serve(take, jobs, lock, results)
+            served.append(len(results))
+
+    items = [(p, None) for p in PARALLEL_REPORTS] + [(PARALLEL_REPORTS[0], None)]  # one twice
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "serial"))
+    cache.clear_memo()
+    serial = cache.summaries_many(items, processes=1)
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "parallel"))
+    monkeypatch.setattr(cache, "_Worker", SpyWorker)
+    cache.clear_memo()
+    parallel = cache.summaries_many(items, processes=2)
+    cache.clear_memo()
+    assert served and sum(served) >= 1  # a worker process did summarise at least one report
+    assert parallel == serial
+    assert repr(parallel) == repr(serial)  # same types too (no numpy scalar where a float was)
+    assert _entries(tmp_path / "parallel") == _entries(tmp_path / "serial")  # same disk entries
+    cache._reap(wait=True)
+    assert not cache._EXITING  # every worker exited
+
+
+def test_parallel_summaries_raise_what_the_serial_path_raises(tmp_path, monkeypatch):
+    from profiler.errors import WhowaitsError  # noqa: PLC0415
+
+    bad = tmp_path / "cut.ncu-rep"
+    bad.write_bytes(PARALLEL_REPORTS[0].read_bytes()[:100_000])
+    items = [(PARALLEL_REPORTS[1], None), (bad, None), *[(p, None) for p in PARALLEL_REPORTS[::2]]]
+    errors = []
+    for processes in (1, 2):
+        monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / f"c{processes}"))
+        cache.clear_memo()
+        with pytest.raises(WhowaitsError) as err:
+            cache.summaries_many(items, processes=processes)
+        errors.append(str(err.value))
+    cache.clear_memo()
+    assert errors[0] == errors[1] and "truncated" in errors[0]
+
+
+def test_few_or_cached_reports_stay_in_this_process(tmp_path, monkeypatch):
+    def no_worker(*a, **k):
+        raise AssertionError("no worker process for fewer than PARALLEL_MIN missing reports")
+
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(cache, "_Worker", no_worker)
+    cache.clear_memo()
+    items = [(p, None) for p in PARALLEL_REPORTS[:2]]
+    first = cache.summaries_many(items, processes=8)
+    cache.clear_memo()  # now on disk: three reports, two of them cached -> one missing
+    assert cache.summaries_many(items + [(PARALLEL_REPORTS[2], None)], processes=8)[:2] == first
+    cache.clear_memo()
+
+
+def test_a_failed_summary_write_leaves_no_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
+    cache.clear_memo()
+    want = cache.summaries(FLASH)
+    cache.clear_memo()
+    shutil.rmtree(tmp_path / "cache" / "summaries")
+
+    def half_then_fail(obj, f):
+        f.write(json.dumps(obj)[:100])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cache.json, "dump", half_then_fail)
+    assert cache.summaries(FLASH) == want  # the answer, not the entry
+    assert list((tmp_path / "cache" / "summaries").iterdir()) == []  # no entry, no temp file
+    cache.clear_memo()

@@ -185,6 +185,53 @@ def test_corrupt_cache_entry_is_ignored_and_rebuilt(tmp_path, monkeypatch):
     assert not list((tmp_path / "cache").glob("*.tmp"))
 
 
+
+def test_a_failed_cache_write_leaves_no_half_written_entry(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
+    path = STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"]
+    real = pd.DataFrame.to_parquet
+    calls = []
+
+    def second_write_dies(self, target, *a, **k):  # the sass entry is written, the metrics one dies
+        calls.append(target)
+        if len(calls) == 2:
+            Path(target).write_bytes(b"PAR1 half")
+            raise OSError(28, "No space left on device")
+        return real(self, target, *a, **k)
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", second_write_dies)
+    first = load_report(path)
+    assert len(calls) == 2
+    left = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert len(left) == 1 and left[0].endswith(".sass.parquet")  # no temp file, no metrics entry
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", real)
+    again = load_report(path)  # an entry without its metrics half is a miss: ingested again
+    pd.testing.assert_frame_equal(first.launches[0].sass, again.launches[0].sass)
+    pd.testing.assert_frame_equal(first.launches[0].metrics, again.launches[0].metrics)
+    assert len(list((tmp_path / "cache").glob("*.parquet"))) == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs thread affinity and two CPUs")
+def test_sass_reading_puts_thread_affinity_back(tmp_path, monkeypatch):
+    """The ingester keeps ncu_report's disassembler thread on its own CPU while it reads the SASS
+    text, and leaves every thread's affinity as it found it."""
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
+    mine = os.sched_getaffinity(0)
+    load_report(STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"], use_cache=False)
+    assert R._NCU_THREADS, "the disassembler's thread was not found"
+    assert os.sched_getaffinity(0) == mine
+    for tid in R._NCU_THREADS:
+        assert os.sched_getaffinity(tid) == mine
+    cpu = max(mine)
+    monkeypatch.setattr(R, "_PREFERRED_CPU", cpu)
+    with R._disassembler_beside_caller():
+        assert os.sched_getaffinity(0) == {cpu}
+        assert all(os.sched_getaffinity(tid) == {cpu} for tid in R._NCU_THREADS)
+    assert os.sched_getaffinity(0) == mine
+    assert all(os.sched_getaffinity(tid) == mine for tid in R._NCU_THREADS)
+
+
 # --- bad input ----------------------------------------------------------------------------------
 
 

@@ -217,9 +217,13 @@ def _read_sidecar(path: Path) -> dict | None:
 def load(subject: Subject, kernel: str | None = None) -> Profiled:
     """Summarise ``subject``'s report (launches matching ``kernel``, merged) with its sidecar."""
     from profiler.compare.cache import summaries  # noqa: PLC0415 (keeps import of this module cheap)
+
+    return _profiled(subject, kernel, summaries(subject.path, kernel=kernel))
+
+
+def _profiled(subject: Subject, kernel: str | None, launches: list[dict]) -> Profiled:
     from profiler.compare.merge import merge_launches  # noqa: PLC0415
 
-    launches = summaries(subject.path, kernel=kernel)
     if not launches:
         what = f" matching --kernel '{kernel}'" if kernel else ""
         raise WhowaitsError(f"no kernel launch{what} in {subject.path}")
@@ -229,7 +233,11 @@ def load(subject: Subject, kernel: str | None = None) -> Profiled:
 
 
 def load_many(subjects: list[Subject], kernels: list[str] | None = None) -> list[Profiled]:
-    """:func:`load` each subject; ``kernels`` is one regex for all, or one per subject."""
+    """:func:`load` each subject; ``kernels`` is one regex for all, or one per subject. Reports
+    not yet in the summary cache are summarised in parallel when there are several
+    (:func:`profiler.compare.cache.summaries_many`); the results are the serial path's."""
+    from profiler.compare.cache import summaries_many  # noqa: PLC0415
+
     if not kernels:
         ks = [None] * len(subjects)
     elif len(kernels) == 1:
@@ -238,4 +246,5 @@ def load_many(subjects: list[Subject], kernels: list[str] | None = None) -> list
         ks = list(kernels)
     else:
         raise WhowaitsError(f"give one --kernel for all reports or one per report ({len(subjects)}), not {len(kernels)}")
-    return [load(s, k) for s, k in zip(subjects, ks)]
+    found = summaries_many([(s.path, k) for s, k in zip(subjects, ks)])
+    return [_profiled(s, k, launches) for s, k, launches in zip(subjects, ks, found)]

@@ -6,7 +6,11 @@ Method (all in one run, on whatever machine runs it; no GPU):
 * **cold**: a fresh Python process with ``WHOWAITS_CACHE_DIR`` pointed at an empty temporary
   folder, so every report is ingested through ``ncu_report`` and every analysis runs. Timed:
   ``compare.migrate()`` itself (imports excluded, reported apart) and the process's wall time
-  (interpreter start, imports, migration, exit).
+  (interpreter start, imports, migration, exit). ``migrate()`` summarises the reports in
+  parallel (``profiler.compare.cache.summaries_many``: this process plus one worker interpreter
+  per further CPU), so its time includes the workers' start-up and ``ncu_report`` initialisation,
+  and the process's own first-use initialisation (~0.3 s) too; the whole-process time includes
+  the workers' exit. ``--processes 1`` measures the serial path (``WHOWAITS_PROCESSES``).
 * **warm, in-process**: ``compare.migrate()`` again in that same process (the parquet cache now
   holds every report); median of ``--repeat`` calls.
 * **warm, new process**: a second fresh process on the now-filled cache (what a user's second
@@ -60,8 +64,11 @@ def child(repeat: int, html_out: str | None) -> dict:
     return out
 
 
-def run_child(cache: str, repeat: int, html_out: str | None = None) -> tuple[dict, float]:
+def run_child(cache: str, repeat: int, html_out: str | None = None, processes: int | None = None
+              ) -> tuple[dict, float]:
     env = dict(os.environ, WHOWAITS_CACHE_DIR=cache)
+    if processes:
+        env["WHOWAITS_PROCESSES"] = str(processes)
     cmd = [sys.executable, __file__, "--child", "--repeat", str(repeat)] + (["--html", html_out] if html_out else [])
     t = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
@@ -78,6 +85,8 @@ def main() -> None:
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--html", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    ap.add_argument("--processes", type=int, default=None,
+                    help="processes for the cold summaries (default: one per CPU; 1: serial)")
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args.repeat, args.html)))
@@ -88,7 +97,7 @@ def main() -> None:
     versions = []
     for _ in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="whowaits-bench-") as cache:
-            cold, wall = run_child(cache, args.repeat)
+            cold, wall = run_child(cache, args.repeat, processes=args.processes)
             rows["cold"].append(cold["first_s"])
             rows["cold_wall"].append(wall)
             rows["import"].append(cold["import_s"])
@@ -114,12 +123,14 @@ def main() -> None:
         "html": ("HTML report (load+migrate+diffs+render+write)", None),
     }
     result = {"versions": versions, "rounds": args.rounds, "cpus": os.cpu_count(),
+              "processes": args.processes or os.environ.get("WHOWAITS_PROCESSES") or "one per CPU",
               "python": sys.version.split()[0], "seconds": {k: cell(k) for k in labels}}
     if args.json:
         print(json.dumps(result, indent=2))
         return
     print(f"migration over {len(versions)} committed report(s) ({', '.join(versions)}); "
-          f"{os.cpu_count()} CPUs, Python {result['python']}, {args.rounds} rounds")
+          f"{os.cpu_count()} CPUs, Python {result['python']}, {args.rounds} rounds, "
+          f"processes: {result['processes']}; load average {os.getloadavg()[0]:.2f}")
     print(f"| {'what':46} | median s | min s | max s | target |")
     print(f"|{'-' * 48}|---------:|------:|------:|-------:|")
     for k, (label, target) in labels.items():

@@ -128,3 +128,15 @@ def test_a_failed_summary_write_leaves_no_file(tmp_path, monkeypatch):
     assert cache.summaries(FLASH) == want  # the answer, not the entry
     assert list((tmp_path / "cache" / "summaries").iterdir()) == []  # no entry, no temp file
     cache.clear_memo()
+
+
+def test_whowaits_processes_1_is_the_serial_path(tmp_path, monkeypatch):
+    def no_worker(*a, **k):
+        raise AssertionError("WHOWAITS_PROCESSES=1 started a worker")
+
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("WHOWAITS_PROCESSES", "1")
+    monkeypatch.setattr(cache, "_Worker", no_worker)
+    cache.clear_memo()
+    assert len(cache.summaries_many([(p, None) for p in PARALLEL_REPORTS])) == 3
+    cache.clear_memo()

@@ -17,7 +17,7 @@ process and ``cpus - 1`` worker processes (fresh interpreters: ``ncu_report`` do
 ~0.3 s of ``ncu_report`` initialisation, so it is used only from :data:`PARALLEL_MIN` missing
 reports and two CPUs on. Workers return the same summaries :func:`summaries` computes (and write
 the same disk entries); a report a worker fails on is summarised again here, so errors are raised
-exactly as the serial path raises them.
+exactly as the serial path raises them. ``$WHOWAITS_PROCESSES`` caps the processes (1: serial).
 """
 
 from __future__ import annotations
@@ -151,8 +151,15 @@ def summaries_many(items: list[tuple[str | os.PathLike, str | None]], *,
     """:func:`summaries` of each ``(path, kernel)``, in order; the ones in neither cache layer
     are first summarised in parallel (see the module docstring) when there are at least
     :data:`PARALLEL_MIN` of them. ``processes``: how many processes in all, this one included
-    (default: the CPUs this process may run on); 1 is the serial path."""
-    n = _cpus() if processes is None else max(1, int(processes))
+    (default: ``$WHOWAITS_PROCESSES``, else the CPUs this process may run on); 1 is the serial
+    path."""
+    if processes is None:
+        try:
+            processes = int(os.environ.get("WHOWAITS_PROCESSES", "0"))
+        except ValueError:
+            processes = 0
+        processes = processes if processes > 0 else _cpus()
+    n = max(1, int(processes))
     if n >= 2 and len(items) >= PARALLEL_MIN:
         todo: list[tuple[Path, str | None]] = []
         seen = set()

@@ -35,7 +35,6 @@ from pathlib import Path
 from profiler.provenance import sha256_file
 
 _MEMO: dict = {}
-_SHA: dict = {}  # (real path, size, mtime_ns, inode) -> sha256: hash a report once per process
 
 #: fewest reports missing from the cache for which :func:`summaries_many` starts worker processes
 PARALLEL_MIN = 3
@@ -98,15 +97,19 @@ def _memo_key(p: Path, kernel: str | None):
         return None, None  # let summarize say what is wrong with the path
 
 
-def _sha(p: Path, st) -> str:
+def _sha(p: Path, st, shas: dict | None) -> str:
+    """sha256 of ``p``; ``shas`` (one :func:`summaries_many` call's) keeps it for that call."""
+    if shas is None:
+        return sha256_file(p)
     key = (str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
-    sha = _SHA.get(key)
+    sha = shas.get(key)
     if sha is None:
-        sha = _SHA[key] = sha256_file(p)
+        sha = shas[key] = sha256_file(p)
     return sha
 
 
-def summaries(path: str | os.PathLike, kernel: str | None = None) -> list[dict]:
+def summaries(path: str | os.PathLike, kernel: str | None = None, _shas: dict | None = None
+              ) -> list[dict]:
     """:func:`profiler.analyze.summarize` of ``path`` (launches matching ``kernel``), cached."""
     p = Path(path)
     memo_key, st = _memo_key(p, kernel)
@@ -115,7 +118,7 @@ def summaries(path: str | os.PathLike, kernel: str | None = None) -> list[dict]:
     launches = None
     disk = None
     if memo_key is not None:
-        disk = _disk_path(_sha(p, st), kernel)
+        disk = _disk_path(_sha(p, st, _shas), kernel)
         launches = _read(disk)
     if launches is None:
         from profiler.analyze import summarize  # noqa: PLC0415
@@ -135,7 +138,7 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _missing(p: Path, kernel: str | None) -> bool:
+def _missing(p: Path, kernel: str | None, shas: dict) -> bool:
     """Whether ``p`` is in neither cache layer (an unreadable disk entry counts as present: the
     serial path rebuilds it)."""
     memo_key, st = _memo_key(p, kernel)
@@ -143,7 +146,7 @@ def _missing(p: Path, kernel: str | None) -> bool:
         return False  # summarize reports the error, in order
     if memo_key in _MEMO:
         return False
-    return not _disk_path(_sha(p, st), kernel).is_file()
+    return not _disk_path(_sha(p, st, shas), kernel).is_file()
 
 
 def summaries_many(items: list[tuple[str | os.PathLike, str | None]], *,
@@ -160,21 +163,22 @@ def summaries_many(items: list[tuple[str | os.PathLike, str | None]], *,
             processes = 0
         processes = processes if processes > 0 else _cpus()
     n = max(1, int(processes))
+    shas: dict = {}
     if n >= 2 and len(items) >= PARALLEL_MIN:
         todo: list[tuple[Path, str | None]] = []
         seen = set()
         for path, kernel in items:
             p = Path(path)
             key = _memo_key(p, kernel)[0]
-            if key is not None and key not in seen and _missing(p, kernel):
+            if key is not None and key not in seen and _missing(p, kernel, shas):
                 seen.add(key)
                 todo.append((p, kernel))
         if len(todo) >= PARALLEL_MIN:
-            _fill_parallel(todo, min(n, len(todo)))
-    return [summaries(path, kernel) for path, kernel in items]
+            _fill_parallel(todo, min(n, len(todo)), shas)
+    return [summaries(path, kernel, shas) for path, kernel in items]
 
 
-def _fill_parallel(todo: list[tuple[Path, str | None]], processes: int) -> None:
+def _fill_parallel(todo: list[tuple[Path, str | None]], processes: int, shas: dict) -> None:
     """Put the summaries of ``todo`` into the in-process layer, using ``processes - 1`` worker
     processes beside this one; each process keeps ncu_report's disassembler on a CPU of its own
     (see :mod:`profiler.report`)."""
@@ -214,7 +218,7 @@ def _fill_parallel(todo: list[tuple[Path, str | None]], processes: int) -> None:
         report._PREFERRED_CPU = cpus[0] if cpus else None
         while (job := take()) is not None:  # this process works through the queue too
             try:
-                summaries(*job)
+                summaries(*job, shas)
             except Exception:  # noqa: BLE001 - raised again, in order, by the caller's pass
                 pass
     finally:

@@ -357,37 +357,59 @@ def _per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:
     return pcs, list(map(raw, repeat(metric, n), range(n)))
 
 
+def _swig(ncu) -> dict:
+    """The SWIG functions behind the ``IAction``/``IMetric`` methods the ingester calls per
+    metric (~2000 metrics a report: the Python wrappers double the cost of each call), or the
+    wrappers themselves where ncu_report lacks that module layout."""
+    raw = getattr(ncu, "_ncu_report", None)
+    names = {"metric_by_name": ("IAction_metric_by_name", ncu.IAction.metric_by_name)}
+    for meth in ("kind", "unit", "has_value", "as_string", "as_double", "as_uint64",
+                 "num_instances", "has_correlation_ids", "correlation_ids"):
+        names[meth] = ("IMetric_" + meth, getattr(ncu.IMetric, meth))
+    return {k: getattr(raw, swig, None) or wrapper for k, (swig, wrapper) in names.items()}
+
+
 def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataFrame]:
     """Rows of the metrics frame and the sass frame of one action."""
-    kind_string = ncu.IMetric.ValueKind_STRING
+    im = ncu.IMetric
+    kind_string = im.ValueKind_STRING
+    f = _swig(ncu)
+    by_name, kind_of, unit_of, has_value = f["metric_by_name"], f["kind"], f["unit"], f["has_value"]
+    as_string, as_double, as_uint64 = f["as_string"], f["as_double"], f["as_uint64"]
+    num_instances, has_corr = f["num_instances"], f["has_correlation_ids"]
+    # IMetric.value(): the as_* function of the metric's value kind (None for ANY / UNKNOWN)
+    value_of = {im.ValueKind_DOUBLE: as_double, im.ValueKind_FLOAT: as_double,
+                im.ValueKind_STRING: as_string, im.ValueKind_UINT32: as_uint64,
+                im.ValueKind_UINT64: as_uint64}
+    stalls = M.stall_config()
+    per_pc_names = {stalls["sample_count"], *M.per_pc_metrics().values()}
+    sample_prefix = stalls["sample_prefix"]
     rows: list[tuple] = []
     pc_metrics = {}
     for name in action.metric_names():
-        m = action.metric_by_name(name)
+        m = by_name(action, name)
         if m is None:
             continue
-        kind = m.kind()
-        unit = m.unit() or ""
+        kind = kind_of(m)
+        unit = unit_of(m) or ""
         if kind == kind_string:
-            rows.append((name, None, np.nan, m.as_string() if m.has_value() else "", unit))
+            rows.append((name, None, np.nan, as_string(m) if has_value(m) else "", unit))
         else:
-            v = m.value() if m.has_value() else None
+            get = value_of.get(kind)
+            v = get(m) if (get is not None and has_value(m)) else None
             if isinstance(v, str):  # defensive: a string behind a numeric kind
                 rows.append((name, None, np.nan, v, unit))
             else:
                 rows.append((name, None, np.nan if v is None else float(v), None, unit))
-        n = m.num_instances()
-        if n > 1 or (n == 1 and m.has_correlation_ids()):
-            if not m.has_correlation_ids():
+        n = num_instances(m)
+        if n > 1 or (n == 1 and has_corr(m)):
+            if not has_corr(m):
                 continue
-            corr = m.correlation_ids()
-            if corr.kind() == kind_string:
+            corr = f["correlation_ids"](m)
+            if kind_of(corr) == kind_string:
                 for i in range(n):
-                    rows.append((name, corr.as_string(i), float(m.as_double(i)), None, unit))
-            elif name.startswith(M.stall_config()["sample_prefix"]) or name in (
-                M.stall_config()["sample_count"],
-                *M.per_pc_metrics().values(),
-            ):
+                    rows.append((name, as_string(corr, i), float(as_double(m, i)), None, unit))
+            elif name.startswith(sample_prefix) or name in per_pc_names:
                 pc_metrics[name] = m
 
     sass = _sass_frame(action, index, pc_metrics, ncu)

@@ -29,7 +29,6 @@ import io
 import json
 import math
 import os
-import re
 import statistics
 import subprocess
 from dataclasses import asdict, dataclass

@@ -264,8 +264,4 @@ def build_many(
         return list(pool.map(one, jobs))
 
 
-def result_json(results: list[BuildResult]) -> list[dict]:
-    return [r.as_json() for r in results]
-
-
 __all__ = ["NVCC_FLAGS", "BuildResult", "build", "build_many", "parse_ptxas", "translation_unit", "cache_dir"]

@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from conftest import STARTER_REPORTS, golden_raw_number
 
 WHOWAITS = shutil.which("whowaits", path=str(Path(sys.executable).parent)) or "whowaits"

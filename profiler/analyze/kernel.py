@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from profiler import metrics as M
-from profiler.analyze._common import missing, per_pc_stalls, with_missing
+from profiler.analyze._common import missing, with_missing
 
 _SOURCE_COUNTERS = "SourceCounters"
 
@@ -35,7 +35,7 @@ def barriers(launch) -> pd.DataFrame:
         return with_missing(pd.DataFrame(columns=cols), [missing("barriers", _SOURCE_COUNTERS)])
     mask = sass["base"].isin(M.barrier_opcodes()).to_numpy()
     sub = sass[mask]
-    reasons, mat = per_pc_stalls(launch)
+    reasons, mat = launch.stall_matrix()
     mat = mat[mask]
     has_exec = "inst_executed" in sub.columns
     rows = []

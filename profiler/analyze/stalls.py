@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from profiler import metrics as M
-from profiler.analyze._common import missing, per_pc_stalls, with_missing
+from profiler.analyze._common import missing, with_missing
 
 
 def stall_breakdown(launch) -> pd.DataFrame:
@@ -75,7 +75,7 @@ def who_waits(launch) -> pd.DataFrame:
     ``attrs["missing"]`` names SourceCounters when the report has no per-PC samples.
     """
     sass = launch.sass
-    reasons, mat = per_pc_stalls(launch)
+    reasons, mat = launch.stall_matrix()
     cols = ["opcode_class", "reason", "samples", "share", "top_opcode", "top_address", "top_sass"]
     if mat.shape[1] == 0 or len(sass) == 0:
         return with_missing(
@@ -150,7 +150,7 @@ def top_instructions(launch, n: int = 10) -> pd.DataFrame:
     ``inst_executed`` (Int64: warp-level executions; <NA> without SourceCounters).
     """
     sass = launch.sass
-    reasons, mat = per_pc_stalls(launch)
+    reasons, mat = launch.stall_matrix()
     cols = [
         "address", "offset", "sass", "opcode_class", "samples", "share",
         "top_reason", "top_reason_samples", "inst_executed",

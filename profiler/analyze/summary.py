@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 
 from profiler.analyze._common import py
 from profiler.analyze.kernel import LEVELS, SMEM_OPS, _dedup, barriers, launch_stats, roofline, tensor_util

@@ -13,7 +13,6 @@ from typing import Optional
 import typer
 
 from profiler.cli._app import FORMAT_OPTION, Format, app
-from profiler.errors import WhowaitsError
 
 
 @app.command()

@@ -14,7 +14,7 @@ entry is written to a temporary folder and renamed into place, so a half-finishe
 - ``-O3``: release code, as benchmarked.
 - ``-lineinfo``: source lines for ncu's source page (``--import-source yes``), no effect on codegen.
 - ``-std=c++17``: ``if constexpr`` and friends in the templates.
-- ``-I kernels``: versions include shared helpers as ``"common/<name>.cuh"``.
+- ``-I kernels``: versions include shared helpers as ``"common/sm80/<name>.cuh"`` (``common/sm90/`` for Hopper-only ones).
 - ``-Xptxas -v``: ptxas prints registers, shared memory, stack and spills, parsed into ``BuildResult``.
 - no ``--use_fast_math``: each version chooses its math explicitly (``__expf``, ``exp2f``, ``__fdividef``),
   so a rung that changes the softmax instructions (v06) changes them in its own source, not by a flag.

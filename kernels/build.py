@@ -16,6 +16,8 @@ entry is written to a temporary folder and renamed into place, so a half-finishe
 - ``-std=c++17``: ``if constexpr`` and friends in the templates.
 - ``-I kernels``: versions include shared helpers as ``"common/sm80/<name>.cuh"`` (``common/sm90/`` for Hopper-only ones).
 - ``-Xptxas -v``: ptxas prints registers, shared memory, stack and spills, parsed into ``BuildResult``.
+- ptxas warnings C7508 / C7515 / C7519 (``FATAL_PTXAS_WARNINGS``: setmaxnreg ignored, wgmma serialised,
+  warpgroup.arrive injected) fail the build: each means the Hopper code is not what the source claims.
 - no ``--use_fast_math``: each version chooses its math explicitly (``__expf``, ``exp2f``, ``__fdividef``),
   so a rung that changes the softmax instructions (v06) changes them in its own source, not by a flag.
 """

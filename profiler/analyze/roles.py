@@ -194,7 +194,10 @@ def _assign_roles(ins, cfg, bases) -> tuple[list[str], dict[str, int | None]]:
             kind = ("grow" if mods & set(rules["split"]["grow"])
                     else "shrink" if mods & set(rules["split"]["shrink"]) else "set")
             imm = [int(o.text, 0) for o in (*p.dsts, *p.srcs) if o.kind == "imm" and _HEX.match(o.text)]
-            groups.setdefault((kind, imm[-1] if imm else None), []).append(i)
+            starts = groups.setdefault((kind, imm[-1] if imm else None), [])
+            starts.append(i)
+            if i and ins[i - 1].base == "WARPSYNC":  # setmaxnreg's own warp-convergence prefix
+                starts.append(i - 1)
     if not groups:
         return ["cta"] * n, {"cta": None}
     all_splits = {i for v in groups.values() for i in v}

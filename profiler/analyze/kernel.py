@@ -11,6 +11,7 @@ import pandas as pd
 
 from profiler import metrics as M
 from profiler.analyze._common import missing, with_missing
+from profiler.names import LEVELS, NCU_LEVELS, SMEM_OPS
 
 _SOURCE_COUNTERS = "SourceCounters"
 
@@ -139,11 +140,9 @@ def tensor_util(launch) -> pd.DataFrame:
 
 # --- roofline -----------------------------------------------------------------------------------
 
-#: Memory levels of the roofline, innermost last: ncu's three (L1 = LSU writeback, L2, DRAM) and
-#: shared memory (``sm__sass_data_bytes_mem_shared``), a level of our own.
-LEVELS = ("l1", "l2", "dram", "smem")
-#: Shared-memory instruction kinds with their own byte counter (``…_mem_shared_op_<op>``).
-SMEM_OPS = ("ld", "st", "ldsm", "stsm", "ldgsts", "gmma", "atom")
+# LEVELS: the roofline's memory levels, innermost last: ncu's three (L1 = LSU writeback, L2, DRAM) and
+# shared memory (``sm__sass_data_bytes_mem_shared``), a level of our own. SMEM_OPS: shared-memory
+# instruction kinds with their own byte counter (``…_mem_shared_op_<op>``). Both from profiler.names.
 
 
 def roofline(launch) -> pd.DataFrame:
@@ -232,7 +231,7 @@ def roofline(launch) -> pd.DataFrame:
 
     # bytes -------------------------------------------------------------------------------------
     bytes_ = {}
-    for level in ("l1", "l2", "dram"):
+    for level in NCU_LEVELS:
         rate, name = get(f"{level}_bytes_per_second", f"roofline.bytes.{level}")
         b = None if rate is None or duration_s is None else rate * duration_s
         bytes_[level] = b
@@ -294,7 +293,7 @@ def roofline(launch) -> pd.DataFrame:
             if v is not None and sm_hz is not None
             else per_sm_fallback(key)
         )
-    for level in ("l1", "l2", "dram"):
+    for level in NCU_LEVELS:
         peak, pname = launch.get(f"{level}_peak_bytes_per_cycle")
         hz, hname = launch.get(f"{level}_clock_hz")
         if peak is not None and hz is not None:

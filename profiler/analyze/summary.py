@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 from profiler.analyze._common import py
+from profiler.schema import Summary, validate_summary
 from profiler.analyze.kernel import LEVELS, SMEM_OPS, _dedup, barriers, launch_stats, roofline, tensor_util
 from profiler.analyze.producers import waits_on
 from profiler.analyze.stalls import (
@@ -20,11 +21,11 @@ def _tflops(v):
     return None if v is None else v / 1e12
 
 
-def summarize_launch(launch, top: int = 10) -> dict:
-    """The contract object for one launch; plain JSON-serialisable Python values.
+def summarize_launch(launch, top: int = 10) -> Summary:
+    """The contract object for one launch (:class:`profiler.schema.Summary`); plain JSON-serialisable values.
 
     Keys: ``report`` (path), ``launch_index`` (index of the launch in the report; also
-    ``launch.index``), ``kernel`` (demangled), ``duration_ns``,
+    ``launch.index``), ``launch_indices`` ([launch_index]), ``kernel`` (demangled), ``duration_ns``,
     ``stall_samples`` {reason: int|null} (every ncu reason, ``warpgroup_arrive`` included,
     ``gmma`` where sampled), ``stall_share`` {reason: float} (sums to 1),
     ``stall_cycles_per_issue`` {reason: float|null}, ``short_scoreboard`` {samples, share,
@@ -37,11 +38,16 @@ def summarize_launch(launch, top: int = 10) -> dict:
     {bytes_by_op: {ld, st, ldsm, stsm, ldgsts, gmma, atom}, ldsm: {wavefronts, bank_conflicts,
     ways}}} (smem = shared memory, ``sm__sass_data_bytes_mem_shared``; null on reports without
     it), ``opcode_waits`` [{class, samples, share, top_reason}] by samples, ``who_waits`` [{class, reason, samples, share, top_opcode,
-    top_address, top_sass}] (non-zero cells), ``top_instructions`` [{address, offset, sass, class,
-    samples, top_reason}], ``launch`` {index, grid, block, cluster, registers_per_thread,
+    top_address, top_sass}] (non-zero cells), ``waits_on`` [{class, opcode, reason, producer_class,
+    producer_opcode, samples, share}] (every row), ``waits_on_unresolved`` {reason: samples},
+    ``top_instructions`` [{address, offset, sass, class, samples, top_reason, kernel}], ``launch`` {index, grid, block, cluster, registers_per_thread,
     shared_mem_bytes, waves_per_sm, achieved_occupancy_pct}, ``device`` {name, cc, sm_count},
     ``missing`` [{field, section}]: every null above, with the ncu section that would supply it.
     """
+    return validate_summary(_summary(launch, top))
+
+
+def _summary(launch, top: int) -> dict:
     gone: list[dict] = []
 
     sb = stall_breakdown(launch)
@@ -74,6 +80,7 @@ def summarize_launch(launch, top: int = 10) -> dict:
     return {
         "report": launch.report,
         "launch_index": int(launch.index),
+        "launch_indices": [int(launch.index)],
         "kernel": launch.kernel,
         "duration_ns": py(duration),
         "stall_samples": stall_samples,
@@ -148,13 +155,14 @@ def summarize_launch(launch, top: int = 10) -> dict:
                 "share": float(sh),
             }
             for c, op, r, pc, po, s, sh in zip(
-                wo["class"].head(20), wo["opcode"], wo["reason"], wo["producer_class"],
+                wo["class"], wo["opcode"], wo["reason"], wo["producer_class"],
                 wo["producer_opcode"], wo["samples"], wo["share"],
             )
         ],
         "waits_on_unresolved": {r: round(float(v), 3) for r, v in wo.attrs.get("unresolved", {}).items()},
         "top_instructions": [
-            {"address": int(a), "offset": int(o), "sass": tx, "class": c, "samples": int(s), "top_reason": r}
+            {"address": int(a), "offset": int(o), "sass": tx, "class": c, "samples": int(s), "top_reason": r,
+             "kernel": launch.kernel}
             for a, o, tx, c, s, r in zip(
                 ti["address"], ti["offset"], ti["sass"], ti["opcode_class"], ti["samples"], ti["top_reason"]
             )

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from profiler.compare import stats
+from profiler.names import LEVELS, PATH_COUNTER
 from profiler.compare.diff import diff, records, top_waiter, total_samples
 
-LEVELS = ("l1", "l2", "dram", "smem")
 
 
 @dataclass
@@ -67,7 +67,7 @@ class Migration:
         return out
 
 
-PATH_CEILING = {"hmma": "tensor_hmma_tflops", "gmma": "tensor_hgmma_tflops", "hgmma": "tensor_hgmma_tflops"}
+PATH_CEILING = {path: f"tensor_{counter}_tflops" for path, counter in PATH_COUNTER.items()}
 """Which ceiling of ``roofline.ceilings`` is the roof of each tensor path (other paths:
 ``compute_tflops``, the analysis' ceiling for the mix of FLOPs the kernel ran)."""
 

@@ -47,8 +47,8 @@ def fingerprint() -> str:
 
     pkg = Path(__file__).resolve().parents[1]
     h = hashlib.sha256(metrics.data_version().encode())
-    extra = [pkg / "report.py", pkg / "metrics.py", pkg / "data" / "producers.toml"]
-    for p in sorted((pkg / "analyze").glob("*.py")) + extra:
+    extra = [pkg / "report.py", pkg / "metrics.py", pkg / "data" / "producers.toml", pkg / "data" / "sass.toml"]
+    for p in sorted((pkg / "analyze").glob("*.py")) + sorted((pkg / "sass").glob("*.py")) + extra:
         if p.is_file():
             h.update(p.name.encode())
             h.update(p.read_bytes())

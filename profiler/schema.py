@@ -60,13 +60,24 @@ class Levels(TypedDict):
     smem: Optional[float]
 
 
+class Clocks(TypedDict):
+    sm: Optional[float]  # compute roofs
+    l1: Optional[float]
+    l2: Optional[float]
+    dram: Optional[float]
+    smem: Optional[float]
+
+
 class Ceilings(TypedDict):
     tensor_hmma_tflops: Optional[float]
     tensor_hgmma_tflops: Optional[float]
     fp32_tflops: Optional[float]
     fp16_tflops: Optional[float]
-    compute_tflops: Optional[float]
+    compute_tflops: Optional[float]  # the roof of the compute pipe (no blend of pipes)
+    tensor_tflops: Optional[float]  # the dense roof of the tensor path used
+    tensor_dense_tflops: Optional[float]  # the GPU's dense tensor roof (wgmma on Hopper)
     bandwidth_bytes_per_s: Levels
+    clock_hz: Clocks  # the clock each roof uses
 
 
 class SmemOps(TypedDict):
@@ -96,6 +107,10 @@ class Roofline(TypedDict):
     bytes: Levels
     intensity: Levels
     achieved_tflops: Optional[float]
+    flops_tensor: Optional[float]
+    intensity_tensor: Levels  # tensor FLOPs / bytes (ncu's roofline)
+    achieved_tensor_tflops: Optional[float]
+    compute_pipe: Optional[str]  # tensor | fp32 | fp16: the pipe carrying most FLOPs
     attainable_tflops: Levels
     ceilings: Optional[Ceilings]
     smem: Smem
@@ -149,6 +164,7 @@ class Summary(TypedDict):
     short_scoreboard: ShortScoreboard
     barriers: Barriers
     tensor_pipe_pct: Optional[float]  # % of the tensor path's own peak
+    tensor_roof_pct: Optional[float]  # achieved tensor FLOP/s, % of the GPU's dense tensor roof (same clock)
     tensor_path: Optional[str]  # hmma | gmma | mixed | none | a+b (merged)
     tensor_inst: TensorInst
     roofline: Roofline

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from profiler.analyze._common import py
 from profiler.schema import Summary, validate_summary
-from profiler.analyze.kernel import LEVELS, SMEM_OPS, _dedup, barriers, launch_stats, roofline, tensor_util
+from profiler.analyze.kernel import LEVELS, SMEM_OPS, _dedup, barriers, launch_stats, tensor_util
+from profiler.analyze.roofline import compute_pipe, roofline
 from profiler.analyze.producers import waits_on
 from profiler.analyze.stalls import (
     opcode_waits,
@@ -14,6 +15,13 @@ from profiler.analyze.stalls import (
     top_instructions,
     who_waits,
 )
+
+
+CLOCKS = ("sm", "l1", "l2", "dram", "smem")
+
+
+def _flops_of(q: dict) -> dict:
+    return {"tensor": q["flops_tensor"], "fp32": q["flops_fp32"], "fp16": q["flops_fp16"]}
 
 
 def _tflops(v):
@@ -30,11 +38,18 @@ def summarize_launch(launch, top: int = 10) -> Summary:
     ``gmma`` where sampled), ``stall_share`` {reason: float} (sums to 1),
     ``stall_cycles_per_issue`` {reason: float|null}, ``short_scoreboard`` {samples, share,
     cycles_per_issue, by_class: {class: samples}}, ``barriers`` {static: {opcode: count},
-    executed: {opcode: count}}, ``tensor_pipe_pct``, ``tensor_path`` ("hmma"/"gmma"/"mixed"/
+    executed: {opcode: count}}, ``tensor_pipe_pct`` (% of the tensor path's own peak), ``tensor_roof_pct``
+    (achieved tensor FLOP/s, % of the GPU's dense tensor roof, wgmma on Hopper, at the report's clock),
+    ``tensor_path`` ("hmma"/"gmma"/"mixed"/
     "none"/null), ``tensor_inst`` {hmma, hgmma}, ``roofline`` {flops, flops_by_path, bytes:
-    {l1, l2, dram, smem}, intensity: {l1, l2, dram, smem}, achieved_tflops, attainable_tflops:
-    {l1, l2, dram, smem}, ceilings: {tensor_hmma_tflops, tensor_hgmma_tflops, fp32_tflops,
-    fp16_tflops, compute_tflops, bandwidth_bytes_per_s: {l1, l2, dram, smem}}, smem:
+    {l1, l2, dram, smem}, intensity: {l1, l2, dram, smem} (total FLOPs / bytes), achieved_tflops,
+    flops_tensor, intensity_tensor: {level} (tensor FLOPs / bytes: ncu's definition),
+    achieved_tensor_tflops, compute_pipe (tensor|fp32|fp16: the pipe carrying most FLOPs, whose roof is
+    compute_tflops; pipes are never blended), attainable_tflops: {l1, l2, dram, smem} (min(compute roof,
+    compute-pipe intensity x bandwidth)), ceilings: {tensor_hmma_tflops, tensor_hgmma_tflops,
+    tensor_tflops (the path used), tensor_dense_tflops (the GPU's dense tensor roof), fp32_tflops,
+    fp16_tflops, compute_tflops, bandwidth_bytes_per_s: {l1, l2, dram, smem}, clock_hz: {sm, l1, l2,
+    dram, smem} (the clock each roof uses: compute roofs the SM clock)}, smem:
     {bytes_by_op: {ld, st, ldsm, stsm, ldgsts, gmma, atom}, ldsm: {wavefronts, bank_conflicts,
     ways}}} (smem = shared memory, ``sm__sass_data_bytes_mem_shared``; null on reports without
     it), ``opcode_waits`` [{class, samples, share, top_reason}] by samples, ``who_waits`` [{class, reason, samples, share, top_opcode,
@@ -97,6 +112,7 @@ def _summary(launch, top: int) -> dict:
             "executed": {o: py(e) for o, e in zip(bar["opcode"], bar["executed"])},
         },
         "tensor_pipe_pct": py(t["tensor_pipe_pct"]),
+        "tensor_roof_pct": q["tensor_roof_pct"],
         "tensor_path": t["path"],
         "tensor_inst": {"hmma": py(t["hmma_inst"]), "hgmma": py(t["hgmma_inst"])},
         "roofline": {
@@ -110,6 +126,10 @@ def _summary(launch, top: int) -> dict:
             "bytes": {lv: q[f"bytes_{lv}"] for lv in LEVELS},
             "intensity": {lv: q[f"intensity_{lv}"] for lv in LEVELS},
             "achieved_tflops": _tflops(q["achieved_flops_per_second"]),
+            "flops_tensor": q["flops_tensor"],
+            "intensity_tensor": {lv: q[f"intensity_tensor_{lv}"] for lv in LEVELS},
+            "achieved_tensor_tflops": _tflops(q["achieved_tensor_flops_per_second"]),
+            "compute_pipe": compute_pipe(_flops_of(q), None)[0],
             "attainable_tflops": {lv: _tflops(q[f"attainable_{lv}"]) for lv in LEVELS},
             "ceilings": {
                 "tensor_hmma_tflops": _tflops(q["ceiling_tensor_hmma"]),
@@ -117,7 +137,10 @@ def _summary(launch, top: int) -> dict:
                 "fp32_tflops": _tflops(q["ceiling_fp32"]),
                 "fp16_tflops": _tflops(q["ceiling_fp16"]),
                 "compute_tflops": _tflops(q["ceiling_compute"]),
+                "tensor_tflops": _tflops(q["ceiling_tensor"]),
+                "tensor_dense_tflops": _tflops(q["ceiling_tensor_dense"]),
                 "bandwidth_bytes_per_s": {lv: q[f"ceiling_bandwidth_{lv}"] for lv in LEVELS},
+                "clock_hz": {u: q[f"clock_{u}_hz"] for u in CLOCKS},
             },
             "smem": {
                 "bytes_by_op": {op: q[f"bytes_smem_{op}"] for op in SMEM_OPS},

@@ -41,7 +41,8 @@ class Diff:
       class ``all``, is SSC's share of all samples); shares of the class rows are of all samples.
     - ``barriers``: kind (static|executed), opcode, a, b, ratio (b / a; None where a is 0 or unknown),
       significant (static: any difference, the counts are exact; executed: beyond the ±5% band).
-    - ``metrics``: metric, a, b, ratio, significant: duration, TFLOPS, tensor pipe %, tensor path,
+    - ``metrics``: metric, a, b, ratio, significant: duration, TFLOPS, tensor pipe % (of the path's own
+      peak), tensor roof % (of the GPU's dense tensor roof: one scale for both paths), compute roof, tensor path,
       FLOPs, bytes and intensity per level (L1, L2, DRAM and shared memory), LDSM conflict ways and
       bank conflicts, stall cycles per issue, launch shape. Counters are one
       run each, so a change counts as significant beyond the run-to-run band
@@ -208,6 +209,9 @@ def _metrics(sa: Summary, sb: Summary) -> pd.DataFrame:
     rows = [("duration_ns", sa.get("duration_ns"), sb.get("duration_ns"), dur["ratio"], dur["significant"]),
             ("achieved_tflops", ra.get("achieved_tflops"), rb.get("achieved_tflops"), None, None),
             ("tensor_pipe_pct", sa.get("tensor_pipe_pct"), sb.get("tensor_pipe_pct"), None, None),
+            ("tensor_roof_pct", sa.get("tensor_roof_pct"), sb.get("tensor_roof_pct"), None, None),
+            ("compute_roof_tflops", (ra.get("ceilings") or {}).get("compute_tflops"),
+             (rb.get("ceilings") or {}).get("compute_tflops"), None, None),
             ("tensor_path", sa.get("tensor_path"), sb.get("tensor_path"), None, None),
             ("flops", ra.get("flops"), rb.get("flops"), None, None)]
     for lv in LEVELS:

@@ -4,7 +4,8 @@ A kernel filter may match several launches of a report (several kernels of one f
 launches of one kernel). Comparing versions then means comparing their totals: sampled stalls add
 up, as do durations, FLOPs, bytes, instruction counts and who-waits-on-whom samples; shares,
 intensities, achieved and attainable TFLOPS and LDSM conflict ways are recomputed from the sums;
-utilisations are duration-weighted means. The result has the schema of a single launch
+utilisations are duration-weighted means; ``tensor_roof_pct`` is the summed tensor FLOPs over the
+summed time against the first launch's dense tensor roof. The result has the schema of a single launch
 (:class:`profiler.schema.Summary`); values that do not add up are ``None`` (``launch_index``,
 ``launch``, ``stall_cycles_per_issue``, ``short_scoreboard.cycles_per_issue``). A single launch is
 returned unchanged.
@@ -79,13 +80,22 @@ def _top_reason(rows: list[dict], who: list[dict]) -> list[dict]:
 
 def _roofline(roofs: list[dict], dur) -> dict:
     flops = _sum([r.get("flops") for r in roofs])
+    tensor = _sum([r.get("flops_tensor") for r in roofs])
+    by_path = _add_dicts([r.get("flops_by_path") for r in roofs])
     nbytes = _sum_keys([r.get("bytes") for r in roofs], LEVELS)
-    intensity = {lv: (flops / b if flops is not None and b else None) for lv, b in nbytes.items()}
+
+    def per_byte(v):
+        return {lv: (v / b if v is not None and b else None) for lv, b in nbytes.items()}
+
     ceilings = roofs[0].get("ceilings")
-    compute = (ceilings or {}).get("compute_tflops")
+    pipes = list(dict.fromkeys(r.get("compute_pipe") for r in roofs))
+    pipe = pipes[0] if len(pipes) == 1 else None  # launches on different pipes: no one roof
+    pipe_flops = tensor if pipe == "tensor" else (by_path or {}).get(pipe) if pipe else None
+    compute = (ceilings or {}).get("compute_tflops") if pipe else None
     bws = (ceilings or {}).get("bandwidth_bytes_per_s") or {}
-    attainable = {lv: (min(compute, intensity[lv] * bws[lv] / 1e12)
-                       if compute is not None and intensity[lv] is not None and bws.get(lv) else None)
+    pipe_int = per_byte(pipe_flops)
+    attainable = {lv: (min(compute, pipe_int[lv] * bws[lv] / 1e12)
+                       if compute is not None and pipe_int[lv] is not None and bws.get(lv) else None)
                   for lv in LEVELS}
     smems = [r.get("smem") or {} for r in roofs]
     ldsm = _sum_keys([s.get("ldsm") for s in smems], ("wavefronts", "bank_conflicts"))
@@ -93,10 +103,14 @@ def _roofline(roofs: list[dict], dur) -> dict:
     ldsm["ways"] = wf / (wf - bc) if wf is not None and bc is not None and wf - bc > 0 else None
     return {
         "flops": flops,
-        "flops_by_path": _add_dicts([r.get("flops_by_path") for r in roofs]),
+        "flops_by_path": by_path,
         "bytes": nbytes,
-        "intensity": intensity,
+        "intensity": per_byte(flops),
         "achieved_tflops": (flops / dur / 1e3 if flops is not None and dur else None),
+        "flops_tensor": tensor,
+        "intensity_tensor": per_byte(tensor),
+        "achieved_tensor_tflops": (tensor / dur / 1e3 if tensor is not None and dur else None),
+        "compute_pipe": pipe,
         "attainable_tflops": attainable,
         "ceilings": ceilings,
         "smem": {"bytes_by_op": _sum_keys([s.get("bytes_by_op") for s in smems], SMEM_OPS), "ldsm": ldsm},
@@ -152,7 +166,10 @@ def merge_launches(launches: list[Summary]) -> Summary:
     paths = list(dict.fromkeys(x.get("tensor_path") for x in L))
     merged["tensor_path"] = paths[0] if len(paths) == 1 else "+".join(str(p) for p in paths)
     merged["tensor_inst"] = _sum_keys([x.get("tensor_inst") for x in L], ("hmma", "hgmma"))
-    merged["roofline"] = _roofline([x.get("roofline") or {} for x in L], merged["duration_ns"])
+    merged["roofline"] = rl = _roofline([x.get("roofline") or {} for x in L], merged["duration_ns"])
+    dense = (rl["ceilings"] or {}).get("tensor_dense_tflops")
+    merged["tensor_roof_pct"] = (100.0 * rl["achieved_tensor_tflops"] / dense
+                                 if rl["achieved_tensor_tflops"] is not None and dense else None)
     who = _ints(_regroup([x.get("who_waits") for x in L], ("class", "reason"), total,
                          carry=("top_opcode", "top_address", "top_sass")))
     merged["opcode_waits"] = _top_reason(_ints(_regroup([x.get("opcode_waits") for x in L], ("class",), total)), who)

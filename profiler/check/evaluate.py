@@ -12,6 +12,7 @@ Bonferroni per table); time against the baseline uses :func:`profiler.check.timi
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -156,11 +157,11 @@ class _Context:
         return self.baseline
 
     def _rel(self, p: Path) -> Path:
-        try:
-            return p.resolve().relative_to(self.policy.root.resolve())
-        except ValueError:
+        rel = relative(p, self.policy.root)
+        if rel is None:
             raise WhowaitsError(f"{p} is outside the policy's folder {self.policy.root}: a folder or git "
-                                "baseline finds files by their path relative to it") from None
+                                "baseline finds files by their path relative to it")
+        return rel
 
     # --- builds
     def build(self, version: str, shape: str | None):
@@ -178,6 +179,16 @@ class _Context:
         if key not in self._builds:
             self._builds[key] = (ver, kbuild.build(ver, cfg))
         return self._builds[key]
+
+
+def relative(p: Path, root: Path) -> Path | None:
+    """``p`` relative to ``root`` (as written, else with symlinks resolved), or None if outside it."""
+    for a, b in ((Path(os.path.abspath(p)), Path(os.path.abspath(root))), (p.resolve(), root.resolve())):
+        try:
+            return a.relative_to(b)
+        except ValueError:
+            continue
+    return None
 
 
 def _is_ladder(version: str) -> bool:
@@ -402,12 +413,7 @@ def evaluate(policy: Policy, baseline: str | None = None, bench: str | Path | No
     ctx = _Context(policy, Path(bench) if bench else None, Path(reports) if reports else None, None)
     needs_baseline = any(r.min_relative is not None or r.no_regression for r in policy.rules)
     if ref is not None:
-        rels = []
-        for p in (ctx.bench_dir, ctx.reports):
-            try:
-                rels.append(p.resolve().relative_to(policy.root.resolve()))
-            except ValueError:
-                pass
+        rels = [r for r in (relative(p, policy.root) for p in (ctx.bench_dir, ctx.reports)) if r is not None]
         ctx.baseline = open_baseline(ref, policy.root, rels)
     elif needs_baseline:
         ctx._need_baseline()

@@ -409,3 +409,37 @@ def test_share_keys():
     assert parse_share_key("HMMA.wait").field == "who_waits[HMMA·wait].share"
     k = parse_share_key("HMMA.short_scoreboard<-LDSM")
     assert k.text == "HMMA·short_scoreboard ← LDSM" and k.field == "waits_on[HMMA·short_scoreboard ← LDSM].share"
+
+
+# ----------------------------------------------------------------------------- the README's gate section
+
+def _gate_section() -> str:
+    text = (REPO / "README.md").read_text()
+    return text.split("## Gate: `whowaits check`")[1].split("\n## ")[0]
+
+
+def test_readme_policy_example_loads(tmp_path):
+    block = _gate_section().split("```toml\n")[1].split("```")[0]
+    pol = tmp_path / "whowaits.toml"
+    pol.write_text(block)
+    p = load_policy(pol)
+    (rule,) = p.rules
+    assert p.baseline == "main" and p.share_tolerance == 0.02 and p.time_tolerance == 0.02
+    assert all(rule.has(c) for c in check.policy.CHECKS), [c for c in check.policy.CHECKS if not rule.has(c)]
+    assert {k.field for k in rule.max_share} == {"stall_share.wait", "who_waits[HMMA·wait].share",
+                                                  "waits_on[HMMA·short_scoreboard ← LDSM].share"}
+
+
+def test_readme_ci_job_uses_real_options(capsys):
+    """Every `whowaits <cmd> … --option` in the README's GitHub Actions job is an option of that command."""
+    import re
+
+    job = _gate_section().split("```yaml\n")[1].split("```")[0].replace(">-\n", " ")
+    calls = re.findall(r"whowaits (\w+)((?:\s+[^\n|>]*)?)", " ".join(job.split("\n          ")))
+    assert {c for c, _ in calls} >= {"bench", "profile", "check"}
+    for cmd, args in calls:
+        code, out, _ = cli(capsys, cmd, "--help")
+        assert code == 0
+        for opt in re.findall(r"(--[a-z][a-z-]*)", args):
+            assert opt in out, f"whowaits {cmd} has no {opt}"
+    assert "--format github" in job and "--format junit" in job

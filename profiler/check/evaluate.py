@@ -119,7 +119,7 @@ class _Context:
             if b.bench.shape != shape:
                 raise WhowaitsError(f"baseline {b.ref} is a bench file of shape {b.bench.shape}, not {shape}")
             return b.bench
-        where = b.path(self._rel(self.bench_dir))
+        where = b.path(self._rel(self.policy.bench))
         files = bench_files(where) if where.exists() else {}
         if shape not in files:
             raise WhowaitsError(f"baseline {b.ref}: no bench file for shape {shape} under {where}")
@@ -144,7 +144,7 @@ class _Context:
         if b.root is None:
             raise WhowaitsError(f"baseline {b.ref} is a bench file: shares need a baseline with reports "
                                 "(a folder or a git revision)")
-        where = b.path(self._rel(self.reports))
+        where = b.path(self._rel(self.policy.reports))
         p = report_path(where, version, shape)
         if p is None:
             raise WhowaitsError(f"baseline {b.ref}: no report for {version} at {shape} under {where}")
@@ -413,7 +413,8 @@ def evaluate(policy: Policy, baseline: str | None = None, bench: str | Path | No
     ctx = _Context(policy, Path(bench) if bench else None, Path(reports) if reports else None, None)
     needs_baseline = any(r.min_relative is not None or r.no_regression for r in policy.rules)
     if ref is not None:
-        rels = [r for r in (relative(p, policy.root) for p in (ctx.bench_dir, ctx.reports)) if r is not None]
+        # the baseline is the policy's own data at REF (--bench/--reports only move the current side)
+        rels = [r for r in (relative(p, policy.root) for p in (policy.bench, policy.reports)) if r is not None]
         ctx.baseline = open_baseline(ref, policy.root, rels)
     elif needs_baseline:
         ctx._need_baseline()

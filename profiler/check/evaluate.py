@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from profiler.check import fields, timing
-from profiler.check.inputs import (Baseline, Bench, bench_files, load_summary, open_baseline, read_bench,
-                                   report_path, report_shapes)
+from profiler.check.inputs import (Baseline, Bench, bench_files, git_revision, load_summary, open_baseline,
+                                   read_bench, report_path, report_shapes)
 from profiler.check.policy import BENCH_CHECKS, BUILD_CHECKS, REPORT_CHECKS, Policy, Rule
 from profiler.errors import WhowaitsError
 
@@ -412,13 +412,16 @@ def evaluate(policy: Policy, baseline: str | None = None, bench: str | Path | No
     ref = baseline if baseline is not None else policy.baseline
     ctx = _Context(policy, Path(bench) if bench else None, Path(reports) if reports else None, None)
     needs_baseline = any(r.min_relative is not None or r.no_regression for r in policy.rules)
-    if ref is not None:
+    if ref is not None and needs_baseline:
         # the baseline is the policy's own data at REF (--bench/--reports only move the current side)
         rels = [r for r in (relative(p, policy.root) for p in (policy.bench, policy.reports)) if r is not None]
         ctx.baseline = open_baseline(ref, policy.root, rels)
     elif needs_baseline:
         ctx._need_baseline()
-    report = CheckReport(policy=str(policy.path), baseline=ctx.baseline.ref if ctx.baseline else None)
+    elif ref is not None and not Path(ref).exists() and git_revision(policy.root, ref) is None:
+        raise WhowaitsError(f"--baseline {ref}: no such file, folder or git revision")
+    used = ctx.baseline.ref if ctx.baseline else f"{ref} (unused: no rule compares with it)" if ref else None
+    report = CheckReport(policy=str(policy.path), baseline=used)
     try:
         for rule in policy.rules:
             for version in rule.versions:

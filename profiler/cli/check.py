@@ -67,5 +67,5 @@ def _table(report) -> None:
     console.print(t)
     for r in rows:
         if r["verdict"] != "pass":
-            console.print(f"{r['verdict']}: rule {r['rule']}: {r['message']}", markup=False)
-    console.print(render.summary_line(report), markup=False)
+            console.print(f"{r['verdict']}: rule {r['rule']}: {r['message']}", markup=False, soft_wrap=True)
+    console.print(render.summary_line(report), markup=False, soft_wrap=True)

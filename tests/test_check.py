@@ -443,3 +443,49 @@ def test_readme_ci_job_uses_real_options(capsys):
         for opt in re.findall(r"(--[a-z][a-z-]*)", args):
             assert opt in out, f"whowaits {cmd} has no {opt}"
     assert "--format github" in job and "--format junit" in job
+
+
+@needs_nvcc
+def test_build_facts_fail_on_a_spilling_config_and_a_false_sass_claim(tmp_path, monkeypatch):
+    """v02 as if its version.toml chose 64x8 tiles (a config the tuner drops: ptxas spills; the same build
+    test_tune makes, so the build cache serves both) and claimed HGMMA: both build checks fail."""
+    import dataclasses
+
+    from kernels import registry
+
+    real_get = registry.get
+    v02 = real_get("v02_smem_tiling")
+    planted = dataclasses.replace(v02, config=v02.config.replace(block_m=64, block_n=8, warps=4),
+                                  expect_sass=v02.expect_sass + ("HGMMA",))
+    monkeypatch.setattr(registry, "get", lambda vid, root=None: planted if vid == v02.id else real_get(vid, root))
+    pol = tmp_path / "whowaits.toml"
+    pol.write_text(f'[check]\n[[check.rule]]\nversion = "v02_smem_tiling"\nshape = "{B1}"\nno_spills = true\nsass = true\n')
+    report = check.run(policy=pol)
+    by = {r.check: r for r in report.results}
+    assert report.exit_code == 1 and by["no_spills"].verdict == "fail" and by["sass"].verdict == "fail"
+    assert by["no_spills"].value > 0 and "B spill stores" in by["no_spills"].message
+    assert f"build.spill_bytes = {by['no_spills'].value} B, limit == 0 B" in by["no_spills"].message
+    assert "expected HGMMA absent" in by["sass"].message and "forbidden" not in by["sass"].value_text
+
+
+@pytest.mark.parametrize("content, words", [
+    ("{", "not a summary file (JSONDecodeError"),
+    ("[]", "not a summary file"),
+    ('[{"stall_samples": {"wait": "many"}}]', "stall_samples must map reasons"),
+    ('[{"stall_samples": {"wait": 3}, "who_waits": [{"class": "HMMA"}]}]', "who_waits must be a list"),
+    ('[{"stall_samples": {"wait": 3}, "missing": "none"}]', "missing must be a list"),
+])
+def test_bad_summary_file_is_one_line_exit_2(tmp_path, capsys, content, words):
+    (tmp_path / "v07_tuned").mkdir()
+    (tmp_path / "v07_tuned" / f"{B1}.summary.json").write_text(content)
+    pol = tmp_path / "whowaits.toml"
+    pol.write_text(f'[check]\nreports = "."\n[[check.rule]]\nversion = "v07_tuned"\nshape = "{B1}"\nno_missing = true\n')
+    code, out, err = cli(capsys, "check", "--policy", str(pol))
+    assert code == 2 and err.count("\n") == 1 and words in err, err
+
+
+def test_rule_with_only_inherited_checks_and_no_data_is_an_error(tmp_path, capsys):
+    pol = tmp_path / "whowaits.toml"
+    pol.write_text('[check]\nreports = "."\n[check.defaults]\nno_missing = true\n[[check.rule]]\nversion = "ext-none"\n')
+    code, _, err = cli(capsys, "check", "--policy", str(pol))
+    assert code == 2 and "rule 1 checks nothing for ext-none" in err, err

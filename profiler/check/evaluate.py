@@ -327,25 +327,24 @@ class _Judge:
 
     # --- build
     def build(self) -> None:
+        from kernels.build import static_violations  # noqa: PLC0415 (build facts only)
+
         r = self.rule
         ver, res = self.ctx.build(self.version, self.shape)
+        bad = static_violations(ver, res)
         src = str(ver.path / "version.toml")
         if r.no_spills:
             spill = res.spill_bytes
-            allowed = ver.allow_spills
             self.add("no_spills", "build.spill_bytes", spill, f"{spill} B", "==", 0,
-                     "0 B" + (" (version.toml allow_spills = true)" if allowed else ""), spill == 0 or allowed, src,
-                     f"ptxas: {res.registers} registers, {res.stack_bytes} B stack" if spill else "")
+                     "0 B" + (" (version.toml allow_spills = true)" if ver.allow_spills else ""), not bad["spills"],
+                     src, f"ptxas: {res.registers} registers, {bad['spills'][0]}" if bad["spills"] else "")
         if r.sass:
-            ops = res.sass_opcodes
-            absent = [o for o in ver.expect_sass if o not in ops]
-            present = [o for o in ver.forbid_sass if o in ops]
-            bad = [f"expected {o} absent" for o in absent] + [f"forbidden {o} present" for o in present]
-            self.add("sass", "build.sass_opcodes", bad or "as declared",
-                     "; ".join(bad) if bad else "as declared",
-                     "==", "version.toml", "version.toml's expect_sass/forbid_sass", not bad, src,
+            text = [f"expected {o} absent" for o in bad["expect_sass"]] + \
+                   [f"forbidden {o} present" for o in bad["forbid_sass"]]
+            self.add("sass", "build.sass_opcodes", text or "as declared", "; ".join(text) if text else "as declared",
+                     "==", "version.toml", "version.toml's expect_sass/forbid_sass", not text, src,
                      f"expect {'/'.join(ver.expect_sass) or '-'}, forbid {'/'.join(ver.forbid_sass) or '-'}"
-                     if bad else "")
+                     if text else "")
 
 
 def _hold(ctx: _Context, rule: Rule, version: str) -> list[Result]:
@@ -388,6 +387,9 @@ def _hold(ctx: _Context, rule: Rule, version: str) -> list[Result]:
         if build_on:
             j.build()
         out.extend(j.out)
+    if not out:
+        raise WhowaitsError(f"rule {rule.index + 1} checks nothing for {version}: no bench row, report or "
+                            f"ladder version to hold its inherited checks against (looked in {ctx.reports / version})")
     return out
 
 

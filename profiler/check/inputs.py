@@ -117,9 +117,12 @@ def load_summary(path: str | Path) -> dict:
             raise WhowaitsError(f"{p}: not a summary file ({type(err).__name__}: {err})") from None
         if isinstance(launches, dict):
             launches = [launches]
-        if not isinstance(launches, list) or not launches or not all(
-                isinstance(x, dict) and isinstance(x.get("stall_samples"), (dict, type(None))) for x in launches):
+        if not isinstance(launches, list) or not launches:
             raise WhowaitsError(f"{p}: not a summary file (expected whowaits show --format json output)")
+        for i, x in enumerate(launches):
+            bad = _summary_problem(x)
+            if bad:
+                raise WhowaitsError(f"{p}: launch {i}: {bad} (expected whowaits show --format json output)")
     else:
         from profiler.compare.cache import summaries  # noqa: PLC0415
 
@@ -127,6 +130,33 @@ def load_summary(path: str | Path) -> dict:
         if not launches:
             raise WhowaitsError(f"no kernel launch in {p}")
     return merge_launches(launches)
+
+
+def _count(v) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0)
+
+
+def _summary_problem(x) -> str | None:
+    """What makes ``x`` unusable as a summary for the gate's fields (None when it is usable)."""
+    if not isinstance(x, dict):
+        return "not an object"
+    ss = x.get("stall_samples")
+    if ss is not None and not (isinstance(ss, dict) and all(isinstance(k, str) and _count(v) for k, v in ss.items())):
+        return "stall_samples must map reasons to sample counts"
+    for key, need in (("who_waits", ("class", "reason")), ("waits_on", ("class", "reason", "producer_opcode")),
+                      ("opcode_waits", ("class",))):
+        rows = x.get(key)
+        if rows is None:
+            continue
+        if not isinstance(rows, list) or not all(
+                isinstance(r, dict) and all(isinstance(r.get(k), str) for k in need) and _count(r.get("samples"))
+                for r in rows):
+            return f"{key} must be a list of {{{', '.join(need)}, samples}}"
+    if not isinstance(x.get("missing", []), list) or not all(isinstance(m, dict) for m in x.get("missing") or []):
+        return "missing must be a list of {field, section}"
+    if x.get("roofline") is not None and not isinstance(x.get("roofline"), dict):
+        return "roofline must be an object"
+    return None
 
 
 # ----------------------------------------------------------------------------- baseline

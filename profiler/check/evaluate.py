@@ -297,7 +297,8 @@ class _Judge:
                      not gone, src)
 
     def share_regression(self) -> None:
-        from profiler.compare.diff import NOT_WAITING, diff  # noqa: PLC0415
+        from profiler.compare.diff import diff  # noqa: PLC0415
+        from profiler.names import NOT_WAITING  # noqa: PLC0415
 
         cur_path = self.ctx.report(self.version, self.shape)
         base_path = self.ctx.baseline_report(self.version, self.shape)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from profiler.errors import WhowaitsError
+from profiler.names import EXT_PREFIX, is_external
 
 BENCH_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})-(b\d+_h\d+_s\d+_d\d+_[a-z0-9]+(?:_causal)?)\.json$")
 REPORT_SUFFIX = ".ncu-rep"
@@ -44,8 +45,8 @@ class Bench:
         """The row of ``name``; an external subject ``ext-sdpa-flash`` is the bench's ``sdpa-flash``."""
         if name in self.rows:
             return self.rows[name]
-        if name.startswith("ext-") and name[4:] in self.rows:
-            return self.rows[name[4:]]
+        if is_external(name) and name[len(EXT_PREFIX):] in self.rows:
+            return self.rows[name[len(EXT_PREFIX):]]
         return None
 
 

@@ -6,7 +6,8 @@ Format (every key optional unless said; README "Gate: whowaits check" has a full
     reports = "reports/h200"        # <version>/<shape>.ncu-rep (or .summary.json), relative to this file
     bench = "reports/h200/bench"    # bench result folder (newest <date>-<shape>.json per shape) or one file
     baseline = "main"               # default for --baseline: bench .json, folder, or git revision
-    alpha = 0.05                    # level of the noise-aware comparisons (Bonferroni within a table)
+    alpha = 0.05                    # level of the comparisons: shares Bonferroni-split per diff table,
+                                    # time per rule and shape (bench --compare splits it over its rows)
     share_tolerance = 0.02          # no_regression: a share may rise this much (fraction of samples)
     time_tolerance = 0.02           # no_regression: a significant slowdown up to 2% still passes
 

@@ -489,3 +489,25 @@ def test_rule_with_only_inherited_checks_and_no_data_is_an_error(tmp_path, capsy
     pol.write_text('[check]\nreports = "."\n[check.defaults]\nno_missing = true\n[[check.rule]]\nversion = "ext-none"\n')
     code, _, err = cli(capsys, "check", "--policy", str(pol))
     assert code == 2 and "rule 1 checks nothing for ext-none" in err, err
+
+
+def test_newest_bench_row_per_implementation(tmp_path):
+    """A newer bench run of a few rows (v07 and the baselines, v07 1.25x slower) sits beside the full
+    committed run: v07 and its ratio come from the new run, v06 from the older one."""
+    bench = tmp_path / "bench"
+    shutil.copytree(BENCH, bench)
+    data = json.loads(bench_json(B1).read_text())
+    data["rows"] = [r for r in data["rows"] if r["implementation"] in ("v07_tuned", "sdpa-flash")]
+    data["rows"][0]["ms"] *= 1.25
+    data["rows"][0]["tflops"] /= 1.25
+    (bench / f"2099-01-01-{B1}.json").write_text(json.dumps(data))
+    pol = tmp_path / "whowaits.toml"
+    pol.write_text(f'[check]\nbench = "bench"\n[[check.rule]]\nversion = ["v06_softmax_fusion", "v07_tuned"]\n'
+                   f'shape = "{B1}"\nmin_tflops = 260\nmin_ratio = {{ sdpa-flash = 0.5 }}\n')  # v07 256.7, v06 266.5
+    res = {(r.version, r.check): r for r in check.run(policy=pol).results}
+    assert res[("v07_tuned", "min_tflops")].verdict == "fail"
+    assert res[("v07_tuned", "min_tflops")].source.endswith(f"2099-01-01-{B1}.json")
+    assert res[("v06_softmax_fusion", "min_tflops")].verdict == "pass"
+    assert res[("v06_softmax_fusion", "min_tflops")].source.endswith(bench_json(B1).name)
+    # ratios stay within one run: v07's is against the new run's sdpa-flash row
+    assert res[("v07_tuned", "min_ratio[sdpa-flash]")].value == pytest.approx(1 / 1.25 * 320.9031 / 307.8388, rel=1e-5)

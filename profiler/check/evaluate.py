@@ -95,7 +95,7 @@ class _Context:
         self._current_benches = None
 
     # --- bench
-    def benches(self) -> dict[str, Path]:
+    def benches(self) -> dict[str, list[Path]]:
         if self._current_benches is None:
             self._current_benches = bench_files(self.bench_dir)
         return self._current_benches
@@ -105,25 +105,36 @@ class _Context:
             self._bench[path] = read_bench(path)
         return self._bench[path]
 
-    def bench(self, shape: str) -> Bench:
-        files = self.benches()
+    def _with_row(self, files: dict, shape: str, version: str, where) -> Bench:
         if shape not in files:
             have = ", ".join(files) or "none"
-            raise WhowaitsError(f"no bench file for shape {shape} in {self.bench_dir} (it has: {have}); "
+            raise WhowaitsError(f"no bench file for shape {shape} in {where} (it has: {have}); "
                                 f"run whowaits bench -s {shape}")
-        return self.read(files[shape])
+        for path in files[shape]:
+            b = self.read(path)
+            if b.row(version) is not None:
+                return b
+        raise WhowaitsError(f"no row for {version} in the bench files of {shape} in {where} "
+                            f"(newest: {files[shape][0].name}); bench it: whowaits bench {version} -s {shape}")
 
-    def baseline_bench(self, shape: str) -> Bench:
+    def bench(self, shape: str, version: str) -> Bench:
+        """The newest current bench file of ``shape`` with a row for ``version``."""
+        return self._with_row(self.benches(), shape, version, self.bench_dir)
+
+    def has_row(self, shape: str, version: str) -> bool:
+        return any(self.read(p).row(version) is not None for p in self.benches().get(shape, []))
+
+    def baseline_bench(self, shape: str, version: str) -> Bench:
         b = self._need_baseline()
         if b.bench is not None:
             if b.bench.shape != shape:
                 raise WhowaitsError(f"baseline {b.ref} is a bench file of shape {b.bench.shape}, not {shape}")
+            if b.bench.row(version) is None:
+                raise WhowaitsError(f"baseline {b.ref}: no row for {version}")
             return b.bench
         where = b.path(self._rel(self.policy.bench))
         files = bench_files(where) if where.exists() else {}
-        if shape not in files:
-            raise WhowaitsError(f"baseline {b.ref}: no bench file for shape {shape} under {where}")
-        return self.read(files[shape])
+        return self._with_row(files, shape, version, f"baseline {b.ref} ({where})")
 
     # --- reports
     def summary(self, path: Path) -> dict:
@@ -222,11 +233,8 @@ class _Judge:
     # --- bench
     def bench(self) -> None:
         r = self.rule
-        b = self.ctx.bench(self.shape)
+        b = self.ctx.bench(self.shape, self.version)
         row = b.row(self.version)
-        if row is None:
-            raise WhowaitsError(f"{b.path}: no row for {self.version} (rule {r.index + 1} needs its timing); "
-                                f"rows: {', '.join(b.rows)}")
         src = str(b.path)
         tflops = row.get("tflops")
         untimed = f"not timed: {row.get('note') or 'ms is null'}"
@@ -244,10 +252,7 @@ class _Judge:
                      ">=", factor, f"{factor:g}", ratio is not None and ratio >= factor, src,
                      "" if ratio is not None else untimed if tflops is None else f"{ref} not timed", key="min_ratio")
         if r.min_relative is not None:
-            base = self.ctx.baseline_bench(self.shape)
-            brow = base.row(self.version)
-            if brow is None:
-                raise WhowaitsError(f"baseline {base.path}: no row for {self.version}")
+            brow = self.ctx.baseline_bench(self.shape, self.version).row(self.version)
             ratio = tflops / brow["tflops"] if tflops is not None and brow.get("tflops") else None
             self.add("min_relative", "bench.tflops / baseline bench.tflops", ratio,
                      "n/a" if ratio is None else f"{ratio:.3f} ({tflops:.1f} / {brow['tflops']:.1f} TFLOPS)",
@@ -255,14 +260,9 @@ class _Judge:
                      src, "" if ratio is not None else "not timed on one side")
 
     def time_regression(self) -> None:
-        b = self.ctx.bench(self.shape)
+        b = self.ctx.bench(self.shape, self.version)
         row = b.row(self.version)
-        if row is None:
-            raise WhowaitsError(f"{b.path}: no row for {self.version} (rule {self.rule.index + 1} no_regression)")
-        base = self.ctx.baseline_bench(self.shape)
-        brow = base.row(self.version)
-        if brow is None:
-            raise WhowaitsError(f"baseline {base.path}: no row for {self.version}")
+        brow = self.ctx.baseline_bench(self.shape, self.version).row(self.version)
         res = timing.compare_rows(brow, row, alpha=self.ctx.policy.alpha)
         tol = self.ctx.policy.time_tolerance
         if res["verdict"] in ("no spread", "not timed"):
@@ -370,8 +370,7 @@ def _hold(ctx: _Context, rule: Rule, version: str) -> list[Result]:
     out: list[Result] = []
     for shape in _shapes(ctx, rule, version, kinds):
         j = _Judge(ctx, rule, version, shape)
-        has_bench = (bench_on or regress_on) and shape is not None and shape in ctx.benches() and \
-            ctx.read(ctx.benches()[shape]).row(version) is not None
+        has_bench = (bench_on or regress_on) and shape is not None and ctx.has_row(shape, version)
         has_report = shape is not None and report_path(ctx.reports, version, shape) is not None
         if bench_on and (bench_explicit or has_bench):
             j.bench()
@@ -399,7 +398,7 @@ def _shapes(ctx: _Context, rule: Rule, version: str, kinds: set[str]) -> list[st
         return [rule.shape]
     shapes: set[str] = set()
     if "bench" in kinds:
-        shapes |= {s for s, p in ctx.benches().items() if ctx.read(p).row(version) is not None}
+        shapes |= {s for s in ctx.benches() if ctx.has_row(s, version)}
     if "report" in kinds:
         shapes |= set(report_shapes(ctx.reports, version))
     if not shapes and kinds - {"build"} and rule.explicit - set(BUILD_CHECKS):

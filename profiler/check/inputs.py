@@ -1,7 +1,8 @@
 """What a check reads: bench result files, report summaries and a baseline, located and validated.
 
 - **Bench files** (``whowaits bench``): ``<folder>/<YYYY-MM-DD>-<shape>.json`` = ``{"provenance", "rows"}``;
-  for a shape the newest file (by its date prefix) is taken; a single file may be named instead.
+  for an implementation at a shape the newest file (by its date prefix) with a row for it is taken (ratios
+  to other rows stay within that one run); a single file may be named instead.
 - **Reports**: ``<folder>/<version>/<shape>.ncu-rep``, summarised through the summary cache
   (:mod:`profiler.compare.cache`); where no report exists, ``<shape>.summary.json`` (the output of
   ``whowaits show REPORT --format json``) stands in, so a CI job may keep summaries instead of reports.
@@ -74,19 +75,22 @@ def read_bench(path: str | Path) -> Bench:
     return Bench(path=p, shape=next(iter(shapes)), rows={r["implementation"]: r for r in rows}, provenance=prov)
 
 
-def bench_files(where: str | Path) -> dict[str, Path]:
-    """Shape -> newest bench file in folder ``where`` (or the one file ``where``)."""
+def bench_files(where: str | Path) -> dict[str, list[Path]]:
+    """Shape -> bench files in folder ``where``, newest first (by the date in the name), or the one file
+    ``where``. A check takes, per implementation, the newest file that has a row for it, so a run of a
+    few new rows does not hide the others' last measurement."""
     p = Path(where)
     if p.is_file():
-        return {read_bench(p).shape: p}
+        return {read_bench(p).shape: [p]}
     if not p.is_dir():
         raise WhowaitsError(f"no such bench file or folder: {p}")
-    newest: dict[str, tuple[str, Path]] = {}
-    for f in sorted(p.glob("*.json")):
+    found: dict[str, list[tuple[str, Path]]] = {}
+    for f in p.glob("*.json"):
         m = BENCH_NAME.match(f.name)
-        if m and (m.group(2) not in newest or m.group(1) >= newest[m.group(2)][0]):
-            newest[m.group(2)] = (m.group(1), f)
-    return {shape: f for shape, (_, f) in sorted(newest.items())}
+        if m:
+            found.setdefault(m.group(2), []).append((m.group(1), f))
+    return {shape: [f for _, f in sorted(files, key=lambda x: (x[0], x[1].name), reverse=True)]
+            for shape, files in sorted(found.items())}
 
 
 def report_path(reports: str | Path, version: str, shape: str) -> Path | None:

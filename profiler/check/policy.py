@@ -4,7 +4,7 @@ Format (every key optional unless said; README "Gate: whowaits check" has a full
 
     [check]
     reports = "reports/h200"        # <version>/<shape>.ncu-rep (or .summary.json), relative to this file
-    bench = "reports/h200/bench"    # bench result folder (newest <date>-<shape>.json per shape) or one file
+    bench = "reports/h200/bench"    # bench folder (per row, the newest <date>-<shape>.json that has it) or one file
     baseline = "main"               # default for --baseline: bench .json, folder, or git revision
     alpha = 0.05                    # level of the comparisons: shares Bonferroni-split per diff table,
                                     # time per rule and shape (bench --compare splits it over its rows)

@@ -272,7 +272,8 @@ class _Judge:
         value = res["ratio"]
         limit_text = f"{1 + tol:.3g}x the baseline's time unless within the measured noise"
         self.add("no_regression.time", "bench.ms / baseline bench.ms", value,
-                 "n/a" if value is None else f"{value:.3f}x", "<=", 1 + tol, limit_text, ok, str(b.path),
+                 "n/a" if value is None else f"{value:.3f}x ({res['verdict']}" + (
+                     f", band ±{100 * res['band']:.1f}%)" if res["band"] is not None else ")"), "<=", 1 + tol, limit_text, ok, str(b.path),
                  timing.verdict_text(res), key="no_regression")
 
     # --- reports

@@ -100,7 +100,9 @@ def _cli(capsys, *args):
         code = exc.code
     finally:
         sys.argv = argv
-    return code, capsys.readouterr().err
+    out = capsys.readouterr()
+    _cli.out = out.out
+    return code, out.err
 
 
 def test_cli_compare_and_repeat_errors_before_any_gpu_work(tmp_path, capsys):
@@ -111,3 +113,33 @@ def test_cli_compare_and_repeat_errors_before_any_gpu_work(tmp_path, capsys):
     assert code == 2 and "not a bench result file" in err
     code, err = _cli(capsys, "bench", "v07", "--repeat", "0")
     assert code == 2 and "--repeat must be >= 1" in err
+
+
+def test_cli_compare_output(tmp_path, capsys, monkeypatch):
+    """The CLI's --compare glue, with the GPU run replaced by the committed rows given three rounds
+    (v07 1.3x slower): the table and the JSON carry one verdict per row. (bench.run itself needs a GPU.)"""
+    shape = Shape.parse(B1)
+
+    def fake_run(names, shapes, **kw):
+        assert kw["repeat"] == 3
+        rows = []
+        for r in committed_rows():
+            row = bench.BenchRow(**{k: v for k, v in r.items() if k in bench.BenchRow.__dataclass_fields__})
+            if row.ms is not None:
+                f = 1.3 if row.implementation == "v07_tuned" else 1.0
+                bench.apply_rounds(row, [[row.ms * f * j] * 30 for j in (0.99, 1.0, 1.01)], shape)
+            rows.append(row)
+        return [(shape, rows, tmp_path / "new.json")]
+
+    monkeypatch.setattr(bench, "run", fake_run)
+    code, err = _cli(capsys, "bench", "--repeat", "3", "--compare", str(COMMITTED), "--format", "json")
+    assert code == 0, err
+    out = json.loads(_cli.out)
+    by = {r["implementation"]: r["vs_prev"] for r in out}
+    assert by["v07_tuned"]["verdict"] == "slower" and by["v06_softmax_fusion"]["verdict"] == "within noise"
+    assert by["v07_tuned"]["n_cur"] == 3 and by["v07_tuned"]["n_prev"] == 1
+    monkeypatch.setenv("COLUMNS", "250")
+    code, _ = _cli(capsys, "bench", "--repeat", "3", "--compare", str(COMMITTED))
+    assert code == 0 and "vs_prev" in _cli.out
+    line = next(ln for ln in _cli.out.splitlines() if "v07_tuned" in ln)
+    assert "slower (beyond the" in line, line

@@ -270,11 +270,11 @@ class _Judge:
         else:
             ok = not (res["verdict"] == "slower" and res["ratio"] - 1 > tol)
         value = res["ratio"]
+        band = f", band ±{100 * res['band']:.1f}%" if res["band"] is not None else ""
+        text = "n/a" if value is None else f"{value:.3f}x ({res['verdict']}{band})"
         limit_text = f"{1 + tol:.3g}x the baseline's time unless within the measured noise"
-        self.add("no_regression.time", "bench.ms / baseline bench.ms", value,
-                 "n/a" if value is None else f"{value:.3f}x ({res['verdict']}" + (
-                     f", band ±{100 * res['band']:.1f}%)" if res["band"] is not None else ")"), "<=", 1 + tol, limit_text, ok, str(b.path),
-                 timing.verdict_text(res), key="no_regression")
+        self.add("no_regression.time", "bench.ms / baseline bench.ms", value, text, "<=", 1 + tol, limit_text, ok,
+                 str(b.path), timing.verdict_text(res), key="no_regression")
 
     # --- reports
     def report(self) -> None:

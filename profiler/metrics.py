@@ -36,6 +36,7 @@ __all__ = [
     "pm_base_name",
     "timeline_config",
     "timeline_series",
+    "region_config",
 ]
 
 
@@ -52,10 +53,11 @@ def _load(name: str) -> dict:
 
 def data_version() -> str:
     """A string that changes whenever a data file's ``version`` changes (part of cache keys)."""
-    return "m{}-o{}-g{}".format(
+    return "m{}-o{}-g{}-r{}".format(
         _load("metrics.toml")["version"],
         _load("opcode_classes.toml")["version"],
         _load("gpus.toml")["version"],
+        _load("regions.toml")["version"],
     )
 
 
@@ -188,6 +190,12 @@ def timeline_series(metric_names) -> dict[str, str]:
     for reason in sorted(warps, key=lambda r: (order.get(r, len(order)), r)):
         out[f"warps_{reason}"] = warps[reason]
     return out
+
+
+@lru_cache(maxsize=None)
+def region_config() -> dict:
+    """``data/regions.toml``: the region vocabulary, the marker syntax and the SASS inference rules."""
+    return _load("regions.toml")
 
 
 # --- opcodes ------------------------------------------------------------------------------------

@@ -36,6 +36,11 @@ Frames (one pair per profiled launch; see :class:`Launch`):
     switches filtered), exactly as returned; which metrics are PM-sampled is data (``[timeline]`` of
     ``data/metrics.toml``).
 
+``Launch.sources`` (dict: file path -> text) the report's own copies of the source files
+    (``--import-source yes``) that declare source regions (hold the marker token of
+    ``data/regions.toml``, ``@region``); empty when none does. Cached as a frame ``launch``, ``file``,
+    ``text``.
+
 The cache lives in ``$WHOWAITS_CACHE_DIR`` (default ``~/.cache/whowaits``), keyed by the report
 file's sha256 plus the schema and data-file versions and a hash of the ingestion code: a changed
 file (or opcode map, or ingester) never hits a stale entry; an unreadable entry is ignored and
@@ -70,6 +75,7 @@ _CONTAINER = 2  # the uint32 after the magic in the ncu 2025.x reports this fram
 
 METRIC_COLUMNS = ["report", "launch", "kernel", "metric", "instance", "value", "text", "unit"]
 TIMELINE_COLUMNS = ["launch", "metric", "t_ns", "value"]
+SOURCE_COLUMNS = ["launch", "file", "text"]
 
 
 def _empty_timeline() -> pd.DataFrame:
@@ -87,6 +93,7 @@ class Launch:
     metrics: pd.DataFrame
     sass: pd.DataFrame
     timeline: pd.DataFrame = field(default_factory=_empty_timeline)
+    sources: dict = field(default_factory=dict)
     _scalars: dict | None = field(default=None, repr=False, compare=False)
     _instanced: dict | None = field(default=None, repr=False, compare=False)
     _stalls: tuple | None = field(default=None, repr=False, compare=False)
@@ -185,26 +192,25 @@ def _code_fingerprint() -> str:
     return _CODE_FINGERPRINT
 
 
-def _cache_paths(sha: str) -> tuple[Path, Path, Path]:
+def _cache_paths(sha: str) -> tuple[Path, Path, Path, Path]:
     key = f"{sha}.s{SCHEMA_VERSION}-{M.data_version()}-{_code_fingerprint()}"
     d = cache_dir()
-    return d / f"{key}.metrics.parquet", d / f"{key}.sass.parquet", d / f"{key}.timeline.parquet"
+    return (d / f"{key}.metrics.parquet", d / f"{key}.sass.parquet", d / f"{key}.timeline.parquet",
+            d / f"{key}.sources.parquet")
 
 
-def _read_cache(sha: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame] | None:
-    mpath, spath, tpath = _cache_paths(sha)
-    if not (mpath.is_file() and spath.is_file() and tpath.is_file()):
+def _read_cache(sha: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame] | None:
+    paths = _cache_paths(sha)
+    if not all(p.is_file() for p in paths):
         return None
     try:
-        mf = pd.read_parquet(mpath)
-        sf = pd.read_parquet(spath)
-        tf = pd.read_parquet(tpath)
+        mf, sf, tf, rf = (pd.read_parquet(p) for p in paths)
     except Exception:  # any unreadable entry is a miss: rebuilt below
         return None
     if (list(mf.columns) != METRIC_COLUMNS[1:] or "address" not in sf.columns or mf.empty
-            or list(tf.columns) != TIMELINE_COLUMNS):
+            or list(tf.columns) != TIMELINE_COLUMNS or list(rf.columns) != SOURCE_COLUMNS):
         return None
-    return _normalize(mf), sf, tf
+    return _normalize(mf), sf, tf, rf
 
 
 def _normalize(mf: pd.DataFrame) -> pd.DataFrame:
@@ -219,11 +225,12 @@ def _atomic_write_parquet(frame: pd.DataFrame, path: Path) -> None:
     write_atomic(path, lambda tmp: frame.to_parquet(tmp, index=False))
 
 
-def _write_cache(sha: str, mf: pd.DataFrame, sf: pd.DataFrame, tf: pd.DataFrame) -> None:
-    mpath, spath, tpath = _cache_paths(sha)
+def _write_cache(sha: str, mf: pd.DataFrame, sf: pd.DataFrame, tf: pd.DataFrame, rf: pd.DataFrame) -> None:
+    mpath, spath, tpath, rpath = _cache_paths(sha)
     try:
         _atomic_write_parquet(sf, spath)
         _atomic_write_parquet(tf, tpath)
+        _atomic_write_parquet(rf, rpath)
         _atomic_write_parquet(mf, mpath)  # metrics last: its presence marks a complete entry
     except OSError:
         pass  # a read-only or full cache dir only costs speed
@@ -380,8 +387,8 @@ def _swig(ncu) -> dict:
     return {k: getattr(raw, swig, None) or wrapper for k, (swig, wrapper) in names.items()}
 
 
-def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataFrame, pd.DataFrame]:
-    """Rows of the metrics frame, the sass frame and the timeline frame of one action."""
+def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataFrame, pd.DataFrame, list]:
+    """Rows of the metrics frame, the sass frame, the timeline frame and the source rows of one action."""
     im = ncu.IMetric
     kind_string = im.ValueKind_STRING
     f = _swig(ncu)
@@ -427,7 +434,18 @@ def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataF
                 pm_metrics[name] = m
 
     sass = _sass_frame(action, index, pc_metrics, ncu)
-    return rows, sass, _timeline_frame(action, index, pm_metrics, f)
+    return rows, sass, _timeline_frame(action, index, pm_metrics, f), _region_sources(action, index)
+
+
+def _region_sources(action, index: int) -> list[tuple]:
+    """(launch, file, text) of the report's embedded source files that declare source regions."""
+    token = M.region_config()["markers"]["token"]
+    try:
+        files = action.source_files()
+        texts = {str(k): files[k] for k in files}
+    except Exception:  # pragma: no cover - an ncu_report without source_files()
+        return []
+    return [(index, f, t) for f, t in sorted(texts.items()) if isinstance(t, str) and token in t]
 
 
 def _timeline_frame(action, index: int, pm_metrics: dict, f: dict) -> pd.DataFrame:
@@ -534,7 +552,7 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
-def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     try:
         import ncu_report as ncu
     except ImportError as err:
@@ -549,13 +567,15 @@ def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     metric_rows: list[tuple] = []
     sass_frames = []
     timeline_frames = []
+    source_rows: list[tuple] = []
     index = 0
     for r in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(r)
         for a in range(rng.num_actions()):
             action = rng.action_by_idx(a)
             kernel = action.name(ncu.IAction.NameBase_DEMANGLED) or action.name()
-            rows, sass, timeline = _ingest_action(action, index, kernel, ncu)
+            rows, sass, timeline, srcs = _ingest_action(action, index, kernel, ncu)
+            source_rows += srcs
             if not rows:
                 raise WhowaitsError(
                     f"{path}: truncated or corrupt Nsight Compute report (launch {index} of "
@@ -574,7 +594,8 @@ def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     mf = _normalize(mf)
     sf = pd.concat(sass_frames, ignore_index=True)
     tf = pd.concat(timeline_frames, ignore_index=True) if timeline_frames else _empty_timeline()
-    return mf, sf, tf
+    rf = pd.DataFrame(source_rows, columns=SOURCE_COLUMNS).astype({"launch": np.int64, "file": object, "text": object})
+    return mf, sf, tf, rf
 
 
 def load_report(path: str | os.PathLike, *, use_cache: bool = True) -> Report:
@@ -589,11 +610,14 @@ def load_report(path: str | os.PathLike, *, use_cache: bool = True) -> Report:
     sha = sha256_file(p)
     cached = _read_cache(sha) if use_cache else None
     if cached is None:
-        mf, sf, tf = _ingest(p)
+        mf, sf, tf, rf = _ingest(p)
         if use_cache:
-            _write_cache(sha, mf, sf, tf)
+            _write_cache(sha, mf, sf, tf, rf)
     else:
-        mf, sf, tf = cached
+        mf, sf, tf, rf = cached
+    srcs: dict[int, dict] = {}
+    for li, f, t in zip(rf["launch"].tolist(), rf["file"].tolist(), rf["text"].tolist()):
+        srcs.setdefault(int(li), {})[f] = t
     report = str(path)
     launches = []
     if mf["launch"].nunique() == 1:
@@ -612,7 +636,8 @@ def load_report(path: str | os.PathLike, *, use_cache: bool = True) -> Report:
             s = sf.iloc[0:0]
         t = tgroups.get(idx)
         t = _empty_timeline() if t is None or t.empty else t.reset_index(drop=True)
-        launches.append(Launch(report, idx, str(g["kernel"].iat[0]), g, s.reset_index(drop=True), t))
+        launches.append(Launch(report, idx, str(g["kernel"].iat[0]), g, s.reset_index(drop=True), t,
+                               srcs.get(idx, {})))
     return Report(report, sha, launches)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from profiler.analyze._common import py
 from profiler.analyze.kernel import LEVELS, SMEM_OPS, _dedup, barriers, launch_stats, roofline, tensor_util
 from profiler.analyze.producers import waits_on
+from profiler.analyze.regions import regions_json
 from profiler.analyze.stalls import (
     opcode_waits,
     short_scoreboard,
@@ -40,6 +41,9 @@ def summarize_launch(launch, top: int = 10) -> dict:
     top_address, top_sass}] (non-zero cells), ``top_instructions`` [{address, offset, sass, class,
     samples, top_reason}], ``launch`` {index, grid, block, cluster, registers_per_thread,
     shared_mem_bytes, waves_per_sm, achieved_occupancy_pct}, ``device`` {name, cc, sm_count},
+    ``regions`` [{name, source: declared|inferred, stall_samples {reason: int}, samples, share,
+    inst_executed, pcs, inherited_samples}] (source regions, :mod:`profiler.analyze.regions`; they sum
+    exactly to the kernel's samples, stall samples and executed instructions),
     ``missing`` [{field, section}]: every null above, with the ncu section that would supply it.
     """
     gone: list[dict] = []
@@ -174,6 +178,7 @@ def summarize_launch(launch, top: int = 10) -> dict:
             "cc": lrow["cc"],
             "sm_count": py(lrow["sm_count"]),
         },
+        "regions": regions_json(launch),
         "missing": _dedup(gone),
     }
 

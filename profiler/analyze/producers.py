@@ -50,7 +50,6 @@ Pure functions of a :class:`~profiler.report.Launch` (its ``sass`` frame) or of 
 from __future__ import annotations
 
 import heapq
-import re
 from functools import lru_cache
 
 import numpy as np
@@ -59,7 +58,6 @@ import pandas as pd
 from profiler import metrics as M
 from profiler.analyze._common import missing, with_missing
 from profiler.sass import build_cfg, late_read_mask, parse, scoreboard_of
-from profiler.sass.instruction import GUARD
 
 __all__ = [
     "parse_operands",
@@ -75,7 +73,6 @@ SCOREBOARD_REASONS = {"short_scoreboard": "short", "long_scoreboard": "long"}
 #: the operand parser, now :func:`profiler.sass.parse` (kept under its old name for callers)
 parse_operands = parse
 
-_GUARD = GUARD
 _GROUP_BIT: dict[str, int] = {}
 
 
@@ -99,7 +96,12 @@ def _group_bit(group: str | None) -> int:
     return b
 
 
-_DEPBAR = re.compile(r"^DEPBAR\.LE\s+SB(\d+)\s*,\s*(0x[0-9a-fA-F]+|\d+)")
+def _depbar_pending(text: str) -> int | None:
+    """k of a ``DEPBAR.LE SBn, k`` (wait until at most k cp.async groups are pending), else None."""
+    ins = parse(text)
+    if ins.opcode != "DEPBAR.LE" or not ins.barriers or ins.barriers[0].kind != "sb":
+        return None
+    return ins.barriers[0].count
 
 
 def _walk(c: int, preds):
@@ -154,9 +156,9 @@ def _find(c: int, kind: str, info: list, preds, texts, max_walk: int, dest_windo
     found: dict[int, tuple[int, str]] = {}  # index -> (level, dependency)
     # an explicit scoreboard wait (cp.async wait_group: DEPBAR.LE SBn, k) at or just before c
     for d in (c, c - 1):
-        m = _DEPBAR.match(_GUARD.sub("", texts[d].strip(), count=1)) if d >= 0 else None
-        if m and kind == "long":
-            dep = _depbar_group(d, int(m.group(2), 0), preds, texts, max_walk)
+        pending = _depbar_pending(texts[d]) if d >= 0 and kind == "long" else None
+        if pending is not None:
+            dep = _depbar_group(d, pending, preds, texts, max_walk)
             if dep:
                 return [(k, "depbar") for k in dep]
     open_raw0, open_dst0 = me[0], me[1]
@@ -255,12 +257,12 @@ def _depbar_group(d: int, pending: int, preds, texts, max_walk: int) -> list[int
         steps += 1
         if steps > max_walk or level > 0 and commits == 0:
             break
-        body = _GUARD.sub("", texts[k].strip(), count=1)
-        if body.startswith("LDGDEPBAR"):
+        base = parse(texts[k]).base
+        if base == "LDGDEPBAR":
             commits += 1
             if commits > pending + 1:
                 break
-        elif body.startswith("LDGSTS") and commits == pending + 1:
+        elif base == "LDGSTS" and commits == pending + 1:
             out.append(k)
     return sorted(out)
 

@@ -19,7 +19,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["DEFAULT_GPU", "REPORTS_ENV", "checkout", "reports_dir", "reports_root", "sections_dir"]
+__all__ = ["DEFAULT_GPU", "REPORTS_ENV", "cache_dir", "checkout", "reports_dir", "reports_root", "sections_dir"]
 
 #: the GPU folder under a reports root that views read unless told otherwise
 DEFAULT_GPU = "h200"
@@ -79,3 +79,9 @@ def reports_dir(gpu: str = DEFAULT_GPU, root: str | os.PathLike | None = None) -
     if repo is not None:
         return repo / "reports" / gpu
     return here
+
+
+def cache_dir() -> Path:
+    """``$WHOWAITS_CACHE_DIR`` or ``~/.cache/whowaits``: parsed reports, summaries, command results."""
+    env = os.environ.get("WHOWAITS_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "whowaits"

@@ -169,9 +169,10 @@ class Report:
 
 
 def cache_dir() -> Path:
-    """``$WHOWAITS_CACHE_DIR`` or ``~/.cache/whowaits``."""
-    env = os.environ.get("WHOWAITS_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "whowaits"
+    """``$WHOWAITS_CACHE_DIR`` or ``~/.cache/whowaits`` (:func:`profiler.paths.cache_dir`)."""
+    from profiler.paths import cache_dir as _cache_dir  # noqa: PLC0415
+
+    return _cache_dir()
 
 
 _CODE_FINGERPRINT: str | None = None

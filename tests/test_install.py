@@ -47,7 +47,7 @@ def site(tmp_path_factory) -> Path:
 
 def _whowaits(site: Path, cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     code = ("import sys, profiler; sys.stderr.write('IMPORTED ' + profiler.__file__ + chr(10)); "
-            "from profiler.cli import main; sys.argv = ['whowaits', *sys.argv[1:]]; main()")
+            "from profiler.fastcli import main; sys.argv = ['whowaits', *sys.argv[1:]]; main()")
     full = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "WHOWAITS_REPORTS_DIR")}
     full.update({"PYTHONPATH": str(site), "COLUMNS": "200"}, **(env or {}))
     proc = subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=full, capture_output=True,

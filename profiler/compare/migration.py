@@ -34,7 +34,8 @@ class Migration:
       top_share, top_lo, top_hi (Wilson interval),
       tensor_path, tensor_pipe_pct (% of the path's own peak), tensor_roof_pct (% of the GPU's dense
       tensor roof at the report's clock: one scale for every path), compute_roof_tflops (the roof of
-      the pipe carrying most FLOPs), ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem,
+      the pipe carrying most FLOPs), ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem (total FLOPs / bytes),
+      intensity_tensor_<level> (tensor FLOPs / bytes, as ncu's roofline takes them),
       title, change, expected_bottleneck (from the sidecar; empty for external subjects:
       the hypothesis to hold against top_class/top_reason), step (the sentence
       of the step that led to this version; empty for the first).
@@ -156,6 +157,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "compute_roof_tflops": ((roof.get("ceilings") or {}).get("compute_tflops")),
             "ssc_share": (ssc / n if ssc is not None and n else None),
             **{f"intensity_{lv}": inten.get(lv) for lv in LEVELS},
+            **{f"intensity_tensor_{lv}": (roof.get("intensity_tensor") or {}).get(lv) for lv in LEVELS},
             "title": meta.get("title") or "", "change": meta.get("change") or "",
             "expected_bottleneck": meta.get("expected_bottleneck") or "",
         })

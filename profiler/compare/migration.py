@@ -43,7 +43,9 @@ class Migration:
     - ``waiters``: version, class, reason, samples, share: the class x reason rows that are the top
       waiter of at least one version, for every version (the path chart).
     - ``steps``: step, src, dst, speedup, top_src, top_dst, moved (bool), sentence.
-    - ``roofline``: version, level, intensity (FLOP/byte), tflops (achieved), path (tensor path).
+    - ``roofline``: version, level, intensity (FLOP/byte), tflops (achieved), path (tensor path),
+      intensity_tensor, tflops_tensor (tensor FLOPs only: the point ncu's tensor roofline plots),
+      compute_pipe (the pipe whose roof applies).
     - ``roofs``: path, level, intensity, tflops: points of each roof (a bandwidth slope then the
       compute ceiling) for the tensor paths used, from ``roofline.ceilings`` of the summaries
       (:data:`PATH_CEILING`).
@@ -172,7 +174,10 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
                                "lo": float(l), "hi": float(h)})
         for lv in LEVELS:
             road.append({"version": p.label, "level": lv, "intensity": inten.get(lv),
-                         "tflops": roof.get("achieved_tflops"), "path": s.get("tensor_path")})
+                         "tflops": roof.get("achieved_tflops"), "path": s.get("tensor_path"),
+                         "intensity_tensor": (roof.get("intensity_tensor") or {}).get(lv),
+                         "tflops_tensor": roof.get("achieved_tensor_tflops"),
+                         "compute_pipe": roof.get("compute_pipe")})
 
     stall_shares = pd.DataFrame(shares, columns=["version", "reason", "samples", "share", "lo", "hi"])
     if len(stall_shares):  # every reason appears for every version (0 where unsampled), fixed order
@@ -205,7 +210,8 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
                       "moved": moved, "sentence": d.verdict})
     steps = pd.DataFrame(srows, columns=["step", "src", "dst", "speedup", "top_src", "top_dst", "moved", "sentence"])
 
-    roofline = pd.DataFrame(road, columns=["version", "level", "intensity", "tflops", "path"])
+    roofline = pd.DataFrame(road, columns=["version", "level", "intensity", "tflops", "path", "intensity_tensor",
+                                           "tflops_tensor", "compute_pipe"])
     imax = pd.to_numeric(roofline["intensity"], errors="coerce").max() if len(roofline) else np.nan
     imax = float(imax) if imax == imax else 1000.0
     roof_rows, seen = [], set()

@@ -8,6 +8,7 @@ from profiler.schema import Summary, validate_summary
 from profiler.analyze.kernel import LEVELS, SMEM_OPS, _dedup, barriers, launch_stats, tensor_util
 from profiler.analyze.roofline import compute_pipe, roofline
 from profiler.analyze.producers import waits_on
+from profiler.analyze.regions import regions_json
 from profiler.analyze.stalls import (
     opcode_waits,
     short_scoreboard,
@@ -57,6 +58,9 @@ def summarize_launch(launch, top: int = 10) -> Summary:
     producer_opcode, samples, share}] (every row), ``waits_on_unresolved`` {reason: samples},
     ``top_instructions`` [{address, offset, sass, class, samples, top_reason, kernel}], ``launch`` {index, grid, block, cluster, registers_per_thread,
     shared_mem_bytes, waves_per_sm, achieved_occupancy_pct}, ``device`` {name, cc, sm_count},
+    ``regions`` [{name, source: declared|inferred, stall_samples {reason: int}, samples, share,
+    inst_executed, pcs, inherited_samples}] (source regions, :mod:`profiler.analyze.regions`; they sum
+    exactly to the kernel's samples, stall samples and executed instructions),
     ``missing`` [{field, section}]: every null above, with the ncu section that would supply it.
     """
     return validate_summary(_summary(launch, top))
@@ -205,6 +209,7 @@ def _summary(launch, top: int) -> dict:
             "cc": lrow["cc"],
             "sm_count": py(lrow["sm_count"]),
         },
+        "regions": regions_json(launch),
         "missing": _dedup(gone),
     }
 

@@ -127,6 +127,27 @@ def render_waits_on(con, s: dict, top: int = 10) -> None:
     con.print(t)
 
 
+def render_regions(con, s: dict) -> None:
+    """Samples and executed instructions by source region (declared by markers, or inferred from the SASS)."""
+    regs = s.get("regions") or []
+    if not regs:
+        return
+    source = regs[0]["source"]
+    t = _table(
+        f"Source regions ({source}{': from the SASS, no line information' if source == 'inferred' else ': @region markers'})",
+        [("region", "left"), ("samples", "right"), ("share", "right"), ("top reason", "left"),
+         ("inst executed", "right"), ("PCs", "right")],
+    )
+    for r in regs:
+        top = max(r["stall_samples"], key=lambda k: r["stall_samples"][k]) if r["stall_samples"] else "—"
+        t.add_row(r["name"], _num(r["samples"]), _pct(r["share"]), top if r["samples"] else "—",
+                  _num(r["inst_executed"]), _num(r["pcs"]))
+    inh = sum(r["inherited_samples"] for r in regs)
+    if inh:
+        t.caption = f"{_num(inh)} samples sit in shared helpers and took the region of the code they were inlined into"
+    con.print(t)
+
+
 def render_tables(summaries: list[dict], top: int = 10) -> None:
     """Rich tables for each launch summary (stdout)."""
     con = _console()
@@ -232,6 +253,8 @@ def render_tables(summaries: list[dict], top: int = 10) -> None:
             f"FP16 {_si(fp['fp16'])} · roofs (TFLOP/s): HGMMA {_num(c['tensor_hgmma_tflops'], '{:.0f}')}, "
             f"HMMA {_num(c['tensor_hmma_tflops'], '{:.0f}')}, FP32 {_num(c['fp32_tflops'], '{:.1f}')}"
         )
+
+        render_regions(con, s)
 
         t = _table("Top instructions by stall samples", [("offset", "right"), ("class", "left"), ("samples", "right"), ("top reason", "left"), ("sass", "left")])
         for ins in s["top_instructions"]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from profiler import freshness
-from profiler.provenance import SIDECAR_KEYS, read_sidecar
+from profiler.provenance import SIDECAR_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "reports" / "h200"
@@ -105,7 +105,7 @@ def test_a_changed_build_is_told_apart_by_its_sass(tmp_path):
     assert got["v04_swizzle_cp_async"].status == "stale"
     assert "offset" in got["v04_swizzle_cp_async"].detail
     assert got["v03_tensor_cores"].status == "restamp"
-    assert got["v03_tensor_cores"].current == read_sidecar(REPORTS / "v03_tensor_cores" / f"{SHAPE}.ncu-rep")["build_hash"]
+    assert got["v03_tensor_cores"].current == freshness.check_report(REPORTS / "v03_tensor_cores" / f"{SHAPE}.ncu-rep").current
     assert got["v01_naive"].status == "unknown"
 
 

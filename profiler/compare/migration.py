@@ -36,7 +36,8 @@ class Migration:
       top_share, top_lo, top_hi (Wilson interval),
       tensor_path, tensor_pipe_pct, ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem,
       title, change, expected_bottleneck (from the version registry; empty for external subjects:
-      the hypothesis to hold against top_class/top_reason), step (the sentence
+      the hypothesis to hold against top_class/top_reason), hypothesis and verdict (from a series
+      file), gbps (the problem's bytes over the duration, from a series file or sidecar), step (the sentence
       of the step that led to this version; empty for the first).
     - ``stall_shares``: version, reason, samples, share, lo, hi (long; every reason sampled anywhere).
     - ``waiters``: version, class, reason, samples, share: the class x reason rows that are the top
@@ -117,10 +118,27 @@ def model_tflops(shape: str | None, duration_ns: float | None) -> float | None:
         return None
 
 
+def problem_rate(p, duration_ns) -> tuple[float | None, float | None]:
+    """(TFLOP/s, GB/s) of one call of the problem over ``duration_ns``: the problem's FLOPs and bytes
+    from the series file (``p.meta``), else the sidecar's ``problem_flops``/``problem_bytes``, else (FLOPs
+    only) the attention formula for the subject's shape key. (None, None) where none is known."""
+    if not duration_ns or duration_ns != duration_ns:
+        return None, None
+    side = p.sidecar or {}
+    flops = (p.meta or {}).get("problem_flops") or side.get("problem_flops")
+    nbytes = (p.meta or {}).get("problem_bytes") or side.get("problem_bytes")
+    tflops = (float(flops) / duration_ns / 1e3 if isinstance(flops, (int, float)) and flops > 0
+              else model_tflops(p.subject.shape, duration_ns))
+    gbps = float(nbytes) / duration_ns if isinstance(nbytes, (int, float)) and nbytes > 0 else None
+    return tflops, gbps
+
+
 def migration(profiled: list, info: dict | None = None, warnings: list | None = None,
-              notes: list | None = None) -> Migration:
+              notes: list | None = None, verbose: bool = False) -> Migration:
     """The migration over ``profiled`` (a list of :class:`~profiler.compare.subjects.Profiled`, in
-    ladder order; one is enough). ``info`` maps version id -> registry metadata (title, change…)."""
+    ladder order; one is enough). ``info`` maps version id -> registry metadata (title, change…);
+    a version's own ``meta`` (from a series file) and sidecar ``title`` come first. What a report
+    lacks is one note per report (:func:`profiler.compare.gaps.gap_line`; ``verbose``: every field)."""
     info = info or {}
     labels = [p.label for p in profiled]
     rows, shares, road = [], [], []
@@ -140,10 +158,14 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             lo_a, hi_a = stats.wilson_interval(top["samples"], n)
             lo, hi = float(lo_a), float(hi_a)
         ssc = (s.get("short_scoreboard") or {}).get("samples")
-        meta = info.get(p.subject.version or "", {})
+        meta = dict(info.get(p.subject.version or "", {}))
+        if (p.sidecar or {}).get("title") and not meta.get("title"):
+            meta["title"] = p.sidecar["title"]
+        meta.update({k: v for k, v in (p.meta or {}).items() if v})
+        tflops, gbps = problem_rate(p, dur)
         rows.append({
             "version": p.label, "kernel": s.get("kernel"), "duration_ns": dur,
-            "tflops": model_tflops(p.subject.shape, dur), "tflops_counted": roof.get("achieved_tflops"),
+            "tflops": tflops, "gbps": gbps, "tflops_counted": roof.get("achieved_tflops"),
             "speedup_prev": stats.duration_change(prev, dur)["speedup"] if prev else None,
             "speedup_first": stats.duration_change(first_dur, dur)["speedup"] if first_dur else None,
             "top_class": top["class"] if top else None, "top_reason": top["reason"] if top else None,
@@ -155,11 +177,12 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             **{f"intensity_{lv}": inten.get(lv) for lv in LEVELS},
             "title": meta.get("title", ""), "change": meta.get("change", ""),
             "expected_bottleneck": meta.get("expected_bottleneck", ""),
+            "hypothesis": meta.get("hypothesis", ""), "verdict": meta.get("verdict", ""),
         })
         prev = dur
         samples = s.get("stall_samples") or {}
         if n:
-            reasons = list(samples)
+            reasons = [r for r, v in samples.items() if v is not None]  # a reason the chip lacks is absent
             k = np.array([samples[r] or 0 for r in reasons], dtype=float)
             lo_r, hi_r = stats.wilson_interval(k, n)
             for r, kk, l, h in zip(reasons, k, lo_r, hi_r):
@@ -213,10 +236,9 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
         for pt in _ceiling_points(r, path, imax):
             roof_rows.append({"path": path, **pt})
     roofs = pd.DataFrame(roof_rows, columns=["path", "level", "intensity", "tflops"])
-    notes = list(notes or [])
-    for p in profiled:
-        for m in p.summary.get("missing") or []:
-            notes.append(f"{p.label}: {m.get('field')} missing (needs section {m.get('section')})")
+    from profiler.compare.gaps import gap_lines  # noqa: PLC0415
+
+    notes = list(notes or []) + gap_lines([(p.label, p.summary) for p in profiled], verbose=verbose)
     table = pd.DataFrame(rows)
     table["step"] = [""] + list(steps["sentence"])
     return Migration(versions=labels, table=table, stall_shares=stall_shares, waiters=waiters,

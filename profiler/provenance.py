@@ -24,6 +24,10 @@ value that cannot be known is ``null``)::
     report_sha256    sha256 of the report file the sidecar describes
     split_command    for a report split out of a multi-subject session report: the ncu --import ...
                      --export command that did it (null otherwise)
+    problem_flops    FLOPs of one call of the profiled problem (fills the TFLOPS column), or null
+    problem_bytes    bytes one call of the problem must move (fills a GB/s column), or null
+    ladder_order     the subject's place in its series (0, 1, …), or null
+    title            a one-line title of the subject, or null
 
 Writes are atomic (a temporary file in the same folder, then ``os.replace``).
 """
@@ -60,6 +64,10 @@ SIDECAR_KEYS: tuple[str, ...] = (
     "tool_version",
     "report_sha256",
     "split_command",
+    "problem_flops",
+    "problem_bytes",
+    "ladder_order",
+    "title",
 )
 
 

@@ -54,7 +54,8 @@ def distinct_labels(paths: list[str | Path]) -> list[str]:
     """The shortest distinct part of each path: the words left once the words every path shares at
     the start and at the end are dropped (cut at separators ``/ _ - .``). A path left with nothing
     (it is the common part itself) keeps its file name; labels that still collide fall back to the
-    whole path. One path: its file stem (or its folder when the stem is a shape key shared by design)."""
+    whole path; when the part left spans folders but the file names differ, the file names alone
+    are used. One path: its file stem (or its folder when the stem is a shape key shared by design)."""
     full = [_stem_path(p) for p in paths]
     if not full:
         return []
@@ -78,6 +79,9 @@ def distinct_labels(paths: list[str | Path]) -> list[str]:
         out.append("".join(mid) or _single(s))
     if len(set(out)) < len(out):
         return full
+    stems = [f.rsplit("/", 1)[-1] for f in full]
+    if any("/" in lb for lb in out) and len(set(stems)) == len(stems):
+        return distinct_labels(stems)  # the file names alone tell them apart: keep folders out of it
     return out
 
 

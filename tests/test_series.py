@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,10 +19,33 @@ FAKE = ROOT / "tests" / "fake_ncu"
 KERNEL = "cutlass::Kernel"
 
 
-def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    e = {k: v for k, v in os.environ.items() if k != "WHOWAITS_NCU"} | {"COLUMNS": "300"} | (env or {})
-    return subprocess.run([sys.executable, "-c", "import sys; from profiler.cli import main; sys.argv[0] = 'whowaits'; main()",
-                           *args], cwd=ROOT, env=e, capture_output=True, text=True, timeout=300)
+class Result:
+    def __init__(self, returncode: int, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """Run ``whowaits ARGS`` in this process through the console script's ``main`` (its error handling
+    included): exit code, stdout, stderr."""
+    from profiler.cli import main
+
+    def run(*args: str, env: dict | None = None) -> Result:
+        monkeypatch.delenv("WHOWAITS_NCU", raising=False)
+        monkeypatch.setenv("COLUMNS", "300")
+        for k, v in (env or {}).items():
+            monkeypatch.setenv(k, v)
+        monkeypatch.setattr(sys, "argv", ["whowaits", *args])
+        capsys.readouterr()
+        try:
+            main()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        out = capsys.readouterr()
+        return Result(code, out.out, out.err)
+
+    return run
 
 
 @pytest.mark.parametrize("paths,labels", [
@@ -92,7 +114,7 @@ verdict = "1.2x faster; the BAR wait on LDGSTS stays on top"
 '''
 
 
-def test_series_file_gives_table_notes_and_html(tmp_path):
+def test_series_file_gives_table_notes_and_html(tmp_path, cli):
     from profiler.compare import load_versions, migrate
 
     prof = load_versions([str(_series(tmp_path, SERIES))])
@@ -125,14 +147,14 @@ def test_series_file_gives_table_notes_and_html(tmp_path):
     (f"[[version]]\nreport = '{S4}'\nlabel = 'a'\n[[version]]\nreport = '{S8}'\nlabel = 'a'\n", "label 'a' is used twice"),
     ("[[version]\n", "not a valid TOML file"),
 ])
-def test_bad_series_file_is_one_line(tmp_path, body, needle):
+def test_bad_series_file_is_one_line(tmp_path, body, needle, cli):
     cp = cli("migration", str(_series(tmp_path, body)))
     assert cp.returncode == 2, cp.stderr
     lines = cp.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("whowaits: error: ") and needle in lines[0], cp.stderr
 
 
-def test_diff_takes_the_same_labels():
+def test_diff_takes_the_same_labels(cli):
     cp = cli("diff", str(S4), str(S8), "-k", KERNEL, "--format", "json")
     assert cp.returncode == 0, cp.stderr
     d = json.loads(cp.stdout)
@@ -145,7 +167,7 @@ def test_diff_takes_the_same_labels():
     assert cp.returncode == 2 and "one --label per version" in cp.stderr
 
 
-def test_verbose_lists_fields():
+def test_verbose_lists_fields(cli):
     cp = cli("migration", str(S4), str(S8), "-k", KERNEL, "--verbose")
     assert cp.returncode == 0, cp.stderr
     assert "s4:   roofline.bytes.smem ← WhowaitsRoofline" in cp.stdout
@@ -154,14 +176,14 @@ def test_verbose_lists_fields():
 
 # ------------------------------------------------------------------------------ profile --versions
 
-def profile(args: list[str], tmp_path: Path, mode: str = "ok") -> subprocess.CompletedProcess:
+def profile(cli, args: list[str], tmp_path: Path, mode: str = "ok"):
     env = {"PATH": f"{FAKE}{os.pathsep}{os.environ.get('PATH', '')}", "FAKE_NCU_MODE": mode,
            "FAKE_NCU_REPORT": str(S4), "FAKE_NCU_LOG": str(tmp_path / "ncu-calls.log")}
     return cli("profile", *args, "--out", str(tmp_path / "reports"), env=env)
 
 
-def test_profile_versions_writes_one_report_each_ready_for_migration(tmp_path):
-    cp = profile(["--cmd", "python3 my_kernel.py --version {version}", "--versions", "v1,v2,v3",
+def test_profile_versions_writes_one_report_each_ready_for_migration(tmp_path, cli):
+    cp = profile(cli, ["--cmd", "python3 my_kernel.py --version {version}", "--versions", "v1,v2,v3",
                   "--kernel", KERNEL, "--name", "mykernel", "--problem-flops", "2e9"], tmp_path)
     assert cp.returncode == 0, cp.stderr
     calls = (tmp_path / "ncu-calls.log").read_text().splitlines()
@@ -184,7 +206,7 @@ def test_profile_versions_writes_one_report_each_ready_for_migration(tmp_path):
     assert m["versions"] == ["mykernel-v1", "mykernel-v2", "mykernel-v3"]
     assert m["table"][0]["tflops"] == pytest.approx(2e9 / 10400 / 1e3)  # from the sidecar's problem_flops
 
-    again = profile(["--cmd", "python3 k.py {version}", "--versions", "v0,v3", "--kernel", KERNEL,
+    again = profile(cli, ["--cmd", "python3 k.py {version}", "--versions", "v0,v3", "--kernel", KERNEL,
                      "--name", "mykernel"], tmp_path)
     assert again.returncode == 2 and "report exists" in again.stderr
     assert not (gpu / "mykernel-v0").exists()  # refused before anything ran
@@ -200,8 +222,8 @@ def test_profile_versions_writes_one_report_each_ready_for_migration(tmp_path):
     (["--cmd", "python3 k.py {version}", "--versions", "v1", "--kernel", "k", "--name", "n",
       "--problem-flops", "0"], "positive"),
 ])
-def test_profile_versions_bad_input(tmp_path, args, needle):
-    cp = profile(args, tmp_path)
+def test_profile_versions_bad_input(tmp_path, args, needle, cli):
+    cp = profile(cli, args, tmp_path)
     assert cp.returncode == 2, cp.stderr
     lines = cp.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], cp.stderr

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import html as _html
 import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
 from profiler.errors import WhowaitsError
+from profiler.io import write_atomic
 
 _ERROR_HOOK = """<script>
 (function () {
@@ -225,15 +225,5 @@ def write_html(path: str | os.PathLike, text: str, force: bool = False) -> Path:
         raise WhowaitsError(f"{path} exists; pass --force to overwrite it")
     if not path.parent.is_dir():
         raise WhowaitsError(f"folder {path.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is for reading
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, text, mkdir=False)
     return path

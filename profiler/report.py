@@ -39,7 +39,6 @@ import hashlib
 import os
 import re
 import struct
-import tempfile
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ import pandas as pd
 
 from profiler import metrics as M
 from profiler.errors import WhowaitsError
+from profiler.io import write_atomic
 from profiler.provenance import sha256_file
 
 __all__ = ["Launch", "Report", "cache_dir", "load_report", "select_launches", "SCHEMA_VERSION"]
@@ -201,15 +201,7 @@ def _normalize(mf: pd.DataFrame) -> pd.DataFrame:
 
 
 def _atomic_write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, lambda tmp: frame.to_parquet(tmp, index=False))
 
 
 def _write_cache(sha: str, mf: pd.DataFrame, sf: pd.DataFrame) -> None:

@@ -9,11 +9,11 @@
 #include <cuda_fp16.h>
 #include <math_constants.h>
 
-#include "common/attn_mask.cuh"
-#include "common/ldmatrix.cuh"
-#include "common/softmax_math.cuh"
-#include "common/tile_io.cuh"
-#include "common/warp_gemm.cuh"
+#include "common/sm80/attn_mask.cuh"
+#include "common/sm80/ldmatrix.cuh"
+#include "common/sm80/softmax_math.cuh"
+#include "common/sm80/tile_io.cuh"
+#include "common/sm80/warp_gemm.cuh"
 
 namespace whowaits { namespace v03_tensor_cores {
 

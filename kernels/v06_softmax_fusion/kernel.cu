@@ -11,19 +11,19 @@
 #include <cuda_fp16.h>
 #include <math_constants.h>
 
-#include "common/attn_mask.cuh"
-#include "common/cp_async.cuh"
-#include "common/ldmatrix.cuh"
-#include "common/softmax_math.cuh"
-#include "common/tile_io.cuh"
-#include "common/warp_gemm.cuh"
+#include "common/sm80/attn_mask.cuh"
+#include "common/sm80/cp_async.cuh"
+#include "common/sm80/ldmatrix.cuh"
+#include "common/sm80/softmax_math.cuh"
+#include "common/sm80/tile_io.cuh"
+#include "common/sm80/warp_gemm.cuh"
 
-// v07_tuned compiles this same file under its own namespace (kernels/v07_tuned/kernel.cu).
-#ifndef WHOWAITS_V06_NAMESPACE
-#define WHOWAITS_V06_NAMESPACE v06_softmax_fusion
+// v07_tuned compiles this same file in its own namespace (its version.toml: source = "v06_softmax_fusion").
+#ifndef WHOWAITS_NAMESPACE
+#define WHOWAITS_NAMESPACE v06_softmax_fusion
 #endif
 
-namespace whowaits { namespace WHOWAITS_V06_NAMESPACE {
+namespace whowaits { namespace WHOWAITS_NAMESPACE {
 
 template <typename Element, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, bool kCausal>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -214,4 +214,4 @@ __global__ void __launch_bounds__(kWarps * 32)
     store_o_tile<Element, kHeadDim, kMTiles, kSwizzle>(acc_o, sQ, o, warp_row0, cta_row0, seqlen, lane);
 }
 
-}}  // namespace whowaits::WHOWAITS_V06_NAMESPACE
+}}  // namespace whowaits::WHOWAITS_NAMESPACE

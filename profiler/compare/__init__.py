@@ -98,4 +98,4 @@ def migrate(specs=None, shape=None, kernels=None, reports=None, profiled=None, n
     notes = list(notes or [])
     if profiled is None:
         profiled = load_versions(specs, shape=shape, kernels=kernels, reports=reports, omitted=notes, labels=labels)
-    return migration(profiled, info=version_info(), warnings=confounds(profiled), notes=notes, verbose=verbose)
+    return migration(profiled, warnings=confounds(profiled), notes=notes, verbose=verbose)

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from profiler.errors import WhowaitsError
-
 from profiler.compare import stats
 from profiler.compare.diff import diff, records, top_waiter, total_samples
 
@@ -26,8 +24,8 @@ LEVELS = ("l1", "l2", "dram", "smem")
 class Migration:
     """What ``whowaits migration`` shows. Frames:
 
-    - ``table``: version, kernel, duration_ns, tflops (the problem's FLOPs, 4·B·H·S²·D, halved when
-      causal, over the duration: comparable across versions; null when the subject has no shape key),
+    - ``table``: version, kernel, duration_ns, tflops (the problem's FLOPs from the sidecar's
+      ``problem_flops`` over the duration: comparable across versions; null without a sidecar),
       tflops_counted (FLOPs the counters saw: tensor + FP32 + FP16 instructions, so CUDA-core
       rungs count their exp/scale/max work too), speedup_prev (vs the previous version),
       speedup_first, top_class, top_reason, top_opcode (the opcode most of its samples sit on),
@@ -35,7 +33,7 @@ class Migration:
       e.g. LDSM; None otherwise),
       top_share, top_lo, top_hi (Wilson interval),
       tensor_path, tensor_pipe_pct, ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem,
-      title, change, expected_bottleneck (from the version registry; empty for external subjects:
+      title, change, expected_bottleneck (from the sidecar; empty for external subjects:
       the hypothesis to hold against top_class/top_reason), hypothesis and verdict (from a series
       file), gbps (the problem's bytes over the duration, from a series file or sidecar), step (the sentence
       of the step that led to this version; empty for the first).
@@ -102,43 +100,42 @@ def _ceiling_points(roofline: dict, path: str | None, intensity_max: float) -> l
     return out
 
 
-def model_tflops(shape: str | None, duration_ns: float | None) -> float | None:
-    """TFLOP/s of one attention forward at ``shape`` (a shape key) in ``duration_ns``: the problem's
-    FLOPs (DESIGN.md: 4·B·H·S²·D, halved when causal), not what the counters saw. None without a
-    shape key or the kernels package that parses it."""
-    if not shape or not duration_ns:
+def problem_tflops(problem_flops: float | None, duration_ns: float | None) -> float | None:
+    """TFLOP/s of the problem (``problem_flops``, from the report's sidecar: what the call had to compute,
+    not what the counters saw) done in ``duration_ns``; None when either is unknown."""
+    if not problem_flops or not duration_ns:
         return None
-    try:
-        from kernels.config import Shape  # noqa: PLC0415 (optional, lazy)
-    except ImportError:
-        return None
-    try:
-        return Shape.parse(shape).flops() / duration_ns / 1e3
-    except WhowaitsError:
-        return None
+    return float(problem_flops) / float(duration_ns) / 1e3
 
 
-def problem_rate(p, duration_ns) -> tuple[float | None, float | None]:
+def _meta(p, info: dict) -> dict:
+    """Title, change, expected bottleneck, problem FLOPs of a subject: its sidecar, overridden by ``info``."""
+    side = p.sidecar or {}
+    out = {k: side.get(k) for k in ("title", "change", "expected_bottleneck", "problem_flops", "problem_bytes")}
+    out.update({k: v for k, v in (info.get(p.subject.version or "") or {}).items() if v is not None})
+    out.update({k: v for k, v in (p.meta or {}).items() if v})  # a series file's entry comes first
+    return out
+
+
+def problem_rate(meta: dict, duration_ns) -> tuple[float | None, float | None]:
     """(TFLOP/s, GB/s) of one call of the problem over ``duration_ns``: the problem's FLOPs and bytes
-    from the series file (``p.meta``), else the sidecar's ``problem_flops``/``problem_bytes``, else (FLOPs
-    only) the attention formula for the subject's shape key. (None, None) where none is known."""
+    (``meta``: a series file's, else the sidecar's ``problem_flops``/``problem_bytes``). None where
+    either is unknown."""
     if not duration_ns or duration_ns != duration_ns:
         return None, None
-    side = p.sidecar or {}
-    flops = (p.meta or {}).get("problem_flops") or side.get("problem_flops")
-    nbytes = (p.meta or {}).get("problem_bytes") or side.get("problem_bytes")
-    tflops = (float(flops) / duration_ns / 1e3 if isinstance(flops, (int, float)) and flops > 0
-              else model_tflops(p.subject.shape, duration_ns))
-    gbps = float(nbytes) / duration_ns if isinstance(nbytes, (int, float)) and nbytes > 0 else None
-    return tflops, gbps
+    nbytes = meta.get("problem_bytes")
+    gbps = float(nbytes) / float(duration_ns) if isinstance(nbytes, (int, float)) and nbytes > 0 else None
+    return problem_tflops(meta.get("problem_flops"), duration_ns), gbps
 
 
 def migration(profiled: list, info: dict | None = None, warnings: list | None = None,
               notes: list | None = None, verbose: bool = False) -> Migration:
     """The migration over ``profiled`` (a list of :class:`~profiler.compare.subjects.Profiled`, in
-    ladder order; one is enough). ``info`` maps version id -> registry metadata (title, change…);
-    a version's own ``meta`` (from a series file) and sidecar ``title`` come first. What a report
-    lacks is one note per report (:func:`profiler.compare.gaps.gap_line`; ``verbose``: every field)."""
+    ladder order; one is enough). Titles, changes, expected bottlenecks and problem FLOPs come from
+    each subject's sidecar; ``info`` (version id -> {title, change, …}) overrides them where given, and
+    a version's own ``meta`` (from a series file: change, hypothesis, verdict, problem FLOPs/bytes)
+    overrides both. What a report lacks is one note per report (:func:`profiler.compare.gaps.gap_line`;
+    ``verbose``: every field)."""
     info = info or {}
     labels = [p.label for p in profiled]
     rows, shares, road = [], [], []
@@ -158,11 +155,8 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             lo_a, hi_a = stats.wilson_interval(top["samples"], n)
             lo, hi = float(lo_a), float(hi_a)
         ssc = (s.get("short_scoreboard") or {}).get("samples")
-        meta = dict(info.get(p.subject.version or "", {}))
-        if (p.sidecar or {}).get("title") and not meta.get("title"):
-            meta["title"] = p.sidecar["title"]
-        meta.update({k: v for k, v in (p.meta or {}).items() if v})
-        tflops, gbps = problem_rate(p, dur)
+        meta = _meta(p, info)
+        tflops, gbps = problem_rate(meta, dur)
         rows.append({
             "version": p.label, "kernel": s.get("kernel"), "duration_ns": dur,
             "tflops": tflops, "gbps": gbps, "tflops_counted": roof.get("achieved_tflops"),
@@ -175,9 +169,9 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "tensor_path": s.get("tensor_path"), "tensor_pipe_pct": s.get("tensor_pipe_pct"),
             "ssc_share": (ssc / n if ssc is not None and n else None),
             **{f"intensity_{lv}": inten.get(lv) for lv in LEVELS},
-            "title": meta.get("title", ""), "change": meta.get("change", ""),
-            "expected_bottleneck": meta.get("expected_bottleneck", ""),
-            "hypothesis": meta.get("hypothesis", ""), "verdict": meta.get("verdict", ""),
+            "title": meta.get("title") or "", "change": meta.get("change") or "",
+            "expected_bottleneck": meta.get("expected_bottleneck") or "",
+            "hypothesis": meta.get("hypothesis") or "", "verdict": meta.get("verdict") or "",
         })
         prev = dur
         samples = s.get("stall_samples") or {}

@@ -6,10 +6,10 @@
 #pragma once
 #include <cstdint>
 
-#include "common/cp_async.cuh"
-#include "common/ldmatrix.cuh"
-#include "common/softmax_math.cuh"
-#include "common/swizzle.cuh"
+#include "common/sm80/cp_async.cuh"
+#include "common/sm80/ldmatrix.cuh"
+#include "common/sm80/softmax_math.cuh"
+#include "common/sm80/swizzle.cuh"
 
 namespace whowaits { namespace common {
 

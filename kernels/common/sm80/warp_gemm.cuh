@@ -9,10 +9,10 @@
 #pragma once
 #include <cstdint>
 
-#include "common/ldmatrix.cuh"
-#include "common/mma.cuh"
-#include "common/softmax_math.cuh"
-#include "common/swizzle.cuh"
+#include "common/sm80/ldmatrix.cuh"
+#include "common/sm80/mma.cuh"
+#include "common/sm80/softmax_math.cuh"
+#include "common/sm80/swizzle.cuh"
 
 namespace whowaits { namespace common {
 

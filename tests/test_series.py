@@ -228,3 +228,23 @@ def test_profile_versions_bad_input(tmp_path, args, needle, cli):
     lines = cp.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], cp.stderr
     assert not (tmp_path / "reports").exists()
+
+
+def test_readme_series_example_is_a_valid_series_file(tmp_path):
+    """The README's example series file, pointed at a real report, loads with every key it shows."""
+    import re
+    import tomllib
+
+    from profiler.compare.series import ENTRY_KEYS, load_series
+
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"\n(      title = .*?)\n\n", readme, re.S).group(1)
+    text = "\n".join(ln[6:] for ln in block.splitlines())
+    data = tomllib.loads(text)
+    assert set(data["version"][0]) <= set(ENTRY_KEYS)
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "tiled.ncu-rep").write_bytes(S4.read_bytes())
+    s = _series(tmp_path, text)
+    got = load_series(s).versions[0]
+    assert got.label == "tiled" and got.problem_flops == 2 * 4096 ** 3 and got.report.is_file()
+    assert load_series(CUT / "series.toml").versions[2].label == "s8-persist"

@@ -140,6 +140,11 @@ def test_every_view_on_every_report(tmp_path):
                 & (m.stall_shares["samples"] > 0)).any()
     diffs = [diff(x.summary, y.summary, x.label, y.label, warnings=confounds([x, y]))
              for x, y in zip(profiled, profiled[1:])]
+    import json
+
+    json.loads(json.dumps(m.to_dict(), default=str), parse_constant=_no_nan)  # what --format json prints
+    for d in diffs:
+        json.loads(json.dumps(d.to_dict(), default=str), parse_constant=_no_nan)
     page = render_report(m, profiled, diffs)
     assert ">None<" not in page and "nan%" not in page
 
@@ -159,3 +164,26 @@ def test_show_says_missing_once_per_launch():
     fields = [ln for ln in res.output.splitlines() if ln.startswith("note: launch 0:   ")]
     assert any("stall_samples.long_scoreboard ← WarpStateStats" in f for f in fields)
     assert not any("warpgroup_arrive" in f for f in fields)  # an A10G has no such reason: not a gap
+
+
+def _no_nan(c):
+    raise ValueError(f"{c} in JSON output")
+
+
+@pytest.mark.parametrize("report", REPORTS, ids=_stem)
+def test_show_every_format_on_every_report(report):
+    """`show` as table, strict JSON (no NaN) and CSV on every public report, in this process."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from profiler.cli import app
+
+    run = CliRunner()
+    res = run.invoke(app, ["show", str(report), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout, parse_constant=_no_nan)
+    assert len(got) == len(raw(report))
+    for fmt in ("csv", "table"):
+        res = run.invoke(app, ["show", str(report), "--format", fmt], env={"COLUMNS": "200"})
+        assert res.exit_code == 0 and "Traceback" not in res.output, res.output

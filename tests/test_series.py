@@ -165,6 +165,13 @@ def test_diff_takes_the_same_labels(cli):
     assert (d["a"], d["b"]) == ("four", "eight") and d["verdict"].startswith("eight is 1.2x faster than four")
     cp = cli("diff", str(S4), str(S8), "--label", "only-one")
     assert cp.returncode == 2 and "one --label per version" in cp.stderr
+    series = CUT / "series.toml"
+    cp = cli("diff", "s8", "s8-persist", "--series", str(series), "--format", "json")
+    assert cp.returncode == 0, cp.stderr
+    d = json.loads(cp.stdout)
+    assert (d["a"], d["b"]) == ("s8", "s8-persist") and "as fast as s8" in d["verdict"]
+    cp = cli("diff", "s8", "s16", "--series", str(series))
+    assert cp.returncode == 2 and "no version labelled 's16'" in cp.stderr and "s4, s8, s8-persist" in cp.stderr
 
 
 def test_verbose_lists_fields(cli):

@@ -129,19 +129,21 @@ def _emit(obj_dict: dict, long_frame, fmt: Format, render) -> None:
 
 @app.command("diff")
 def diff_cmd(
-    a: str = typer.Argument(..., help="Version id (in reports/h200/) or report path: the baseline."),
-    b: str = typer.Argument(..., help="Version id or report path: the one compared against A."),
+    a: str = typer.Argument(..., help="Version id (in reports/h200/), report path, or a --series label: the baseline."),
+    b: str = typer.Argument(..., help="Version id, report path or --series label: the one compared against A."),
     shape: Optional[str] = SHAPE_OPTION,
     kernel: Optional[List[str]] = KERNEL_OPTION,
     reports: Optional[Path] = REPORTS_OPTION,
     label: Optional[List[str]] = LABEL_OPTION,
+    series: Optional[Path] = typer.Option(None, "--series", help="A series file (.toml): A and B are its labels."),
     verbose: bool = VERBOSE_OPTION,
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Diff two versions' stall breakdowns: who waits on whom, SSC, barriers, tensor pipe, roofline, time."""
     from profiler.compare import diff_versions  # noqa: PLC0415
 
-    d = diff_versions(a, b, shape=shape, kernels=kernel, reports=reports, labels=label or None, verbose=verbose)
+    d = diff_versions(a, b, shape=shape, kernels=kernel, reports=reports, labels=label or None, verbose=verbose,
+                      series=series)
     if fmt != Format.table:
         _warn_stderr(d.warnings)
     _emit(d.to_dict(), d.long_frame(), fmt, lambda c: _render_diff(d, c))

@@ -25,13 +25,21 @@ __all__ = ["Diff", "Migration", "Profiled", "Series", "distinct_labels", "is_ser
            "top_waiter", "version_info"]
 
 
-def load_series_versions(path, kernels=None) -> list[Profiled]:
+def load_series_versions(path, kernels=None, only: list[str] | None = None) -> list[Profiled]:
     """Load the versions of a series file (:func:`profiler.compare.series.load_series`) in its order; each
     :class:`Profiled` carries the entry's change, hypothesis, verdict and problem FLOPs/bytes in ``meta``.
-    ``kernels`` (one regex for all) applies where an entry names none."""
+    ``kernels`` (one regex for all) applies where an entry names none; ``only`` picks versions by label,
+    in that order."""
     from profiler.compare.series import load_series  # noqa: PLC0415
 
     series = load_series(path)
+    if only is not None:
+        by = {e.label: e for e in series.versions}
+        unknown = [lb for lb in only if lb not in by]
+        if unknown:
+            raise WhowaitsError(f"{series.path} has no version labelled {unknown[0]!r}; its labels: "
+                                + ", ".join(by))
+        series.versions = [by[lb] for lb in only]
     subjects = []
     for e in series.versions:
         if not e.report.is_file():
@@ -84,10 +92,17 @@ def load_versions(specs=None, shape=None, kernels=None, reports=None, omitted=No
     return load_many(subjects, kernels=ks)
 
 
-def diff_versions(a: str, b: str, shape=None, kernels=None, reports=None, labels=None, verbose=False) -> Diff:
+def diff_versions(a: str, b: str, shape=None, kernels=None, reports=None, labels=None, verbose=False,
+                  series=None) -> Diff:
     """Load two versions (or report paths) and diff B against A, with the confound guard's warnings.
-    ``labels``: two names for A and B (default: the shortest distinct parts of their names)."""
-    pa, pb = load_versions([a, b], shape=shape, kernels=kernels, reports=reports, labels=labels)
+    ``labels``: two names for A and B (default: the shortest distinct parts of their names);
+    ``series``: a series file, A and B being labels of its versions."""
+    if series is not None:
+        if labels:
+            raise WhowaitsError("with --series, A and B are the file's labels: give no --label")
+        pa, pb = load_series_versions(series, kernels=kernels, only=[a, b])
+    else:
+        pa, pb = load_versions([a, b], shape=shape, kernels=kernels, reports=reports, labels=labels)
     return diff(pa.summary, pb.summary, pa.label, pb.label, warnings=confounds([pa, pb]), verbose=verbose)
 
 

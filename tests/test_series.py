@@ -255,3 +255,25 @@ def test_readme_series_example_is_a_valid_series_file(tmp_path):
     got = load_series(s).versions[0]
     assert got.label == "tiled" and got.problem_flops == 2 * 4096 ** 3 and got.report.is_file()
     assert load_series(CUT / "series.toml").versions[2].label == "s8-persist"
+
+
+def test_series_html_renders_in_a_browser(tmp_path, cli):
+    """One page over a public A100 report and the H800 report with launches ncu could not profile (merged
+    launches, NaN metrics) loads in headless Chromium, draws every chart and logs no error."""
+    try:
+        from test_html_browser import CHROMIUM, IN_CI, _Plots, open_in_chromium
+    except ImportError:
+        from tests.test_html_browser import CHROMIUM, IN_CI, _Plots, open_in_chromium
+    if CHROMIUM is None and not IN_CI:
+        pytest.skip("chromium not installed (CI installs it)")
+    h800 = ROOT / "tests" / "public-reports" / "sglang-flyinglandlord" / "h800-sampling-flash-full.ncu-rep"
+    for name, args, n in (("mixed", [str(S4), str(h800)], 2),):
+        out = tmp_path / f"{name}.html"
+        cp = cli("report", *args, "--html", str(out))
+        assert cp.returncode == 0, cp.stderr
+        dom, console = open_in_chromium(out, tmp_path)
+        p = _Plots()
+        p.feed(dom)
+        expected = 4 + 2 * n + (n - 1)
+        assert p.graph_divs == expected and p.rendered == expected, (name, p.graph_divs, p.rendered)
+        assert p.root_attrs.get("data-errors") == "0", p.root_attrs.get("data-first-error")

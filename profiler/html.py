@@ -113,12 +113,14 @@ def _ladder_table(m) -> str:
                      f"{_pct(r.get('top_share'))} <span class='note'>[{_pct(r.get('top_lo'))}, "
                      f"{_pct(r.get('top_hi'))}]</span>",
                      _e(r.get("expected_bottleneck")),
-                     _e(r.get("tensor_path")), _num(r.get("tensor_pipe_pct"), "{:.1f}%")]
+                     _e(r.get("tensor_path")), _num(r.get("tensor_pipe_pct"), "{:.1f}%"),
+                     _num(r.get("tensor_roof_pct"), "{:.1f}%")]
                     + [_num(r.get(k), "{:.0f}") if k == "gbps" else _e(r.get(k)) for k in extra])
     names = {"gbps": "GB/s", "hypothesis": "hypothesis", "verdict": "verdict"}
-    num = {3, 4, 5, 7, 10} | ({11} if extra[:1] == ["gbps"] else set())
+    num = {3, 4, 5, 7, 10, 11} | ({12} if extra[:1] == ["gbps"] else set())
     return _table(["version", "title", "change", "duration", "TFLOPS", "vs prev", "top waiter", "share [95%]",
-                   "expected bottleneck", "tensor path", "tensor pipe"] + [names[k] for k in extra], rows, num)
+                   "expected bottleneck", "tensor path", "tensor pipe (own peak)", "tensor roof (dense)"]
+                  + [names[k] for k in extra], rows, num)
 
 
 def _version_section(p, m, verbose: bool = False) -> str:

@@ -163,7 +163,7 @@ def _render_migration(m, console) -> None:
                   for r in rows) for k in ("gbps", "change")}
     t = Table(title="Bottleneck migration", title_justify="left")
     cols = ["version", "duration", "TFLOPS"] + (["GB/s"] if has["gbps"] else []) + [
-        "vs prev", "top waiter", "share [95%]", "tensor path", "tensor pipe", "SSC"] + (["change"] if has["change"] else [])
+        "vs prev", "top waiter", "share [95%]", "tensor path", "tensor pipe", "tensor roof", "SSC"] + (["change"] if has["change"] else [])
     for c in cols:
         t.add_column(c, justify="left" if c in ("version", "top waiter", "tensor path", "change") else "right")
     for r in rows:
@@ -178,7 +178,8 @@ def _render_migration(m, console) -> None:
             cells.append(_num(r.get("gbps"), "{:.0f}"))
         cells += [_num(r["speedup_prev"], "{:.2f}x"), top,
                   f"{_pct(r['top_share'])} [{_pct(r['top_lo'])}, {_pct(r['top_hi'])}]",
-                  _num(r["tensor_path"]), _num(r["tensor_pipe_pct"], "{:.1f}%"), _pct(r["ssc_share"])]
+                  _num(r["tensor_path"]), _num(r["tensor_pipe_pct"], "{:.1f}%"),
+                  _num(r.get("tensor_roof_pct"), "{:.1f}%"), _pct(r["ssc_share"])]
         if has["change"]:
             cells.append(escape(r.get("change") or ""))
         t.add_row(*cells)

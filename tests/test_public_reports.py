@@ -98,6 +98,9 @@ def test_stall_samples_equal_ncu(report):
                 checked += 1
     sampled = any(k.startswith("smsp__pcsamp_warps_issue_stalled_") for k in raw(report)[0])
     assert (checked > 0) == sampled
+    for s, g in zip(summaries(report), raw(report)):  # source regions add up to ncu's sample count
+        if s.get("regions"):
+            assert sum(r["samples"] for r in s["regions"]) == _num(g["smsp__pcsamp_sample_count"][1])
 
 
 def test_per_pc_samples_equal_ncu_source_page():

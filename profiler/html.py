@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html as _html
 import os
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -65,6 +66,12 @@ def _e(x) -> str:
     return _html.escape("" if x is None else str(x))
 
 
+def _anchor(label) -> str:
+    """A label as an element id / link target: characters other than letters, digits, ``_ . -`` become
+    ``-`` (a user's label may hold spaces: ``4 stages``)."""
+    return re.sub(r"[^A-Za-z0-9_.\-]", "-", str(label))
+
+
 def _num(x, fmt: str = "{:.3g}") -> str:
     if x is None or (isinstance(x, float) and x != x):
         return "—"
@@ -107,7 +114,7 @@ def _ladder_table(m) -> str:
             top += f" ← {_e(r['top_producer'])}"
         if r.get("top_opcode"):
             top += f" <span class='note'>on {_e(r['top_opcode'])}</span>"
-        rows.append([f"<a href='#v-{_e(r['version'])}'>{_e(r['version'])}</a>", _e(r.get("title")),
+        rows.append([f"<a href='#v-{_anchor(r['version'])}'>{_e(r['version'])}</a>", _e(r.get("title")),
                      _e(r.get("change")), _e(fmt_ns(r.get("duration_ns"))), _num(r.get("tflops"), "{:.3g}"),
                      _num(r.get("speedup_prev"), "{:.2f}x"), top,
                      f"{_pct(r.get('top_share'))} <span class='note'>[{_pct(r.get('top_lo'))}, "
@@ -133,7 +140,7 @@ def _version_section(p, m, verbose: bool = False) -> str:
     waits = pd.DataFrame(s.get("who_waits") or [], columns=["class", "reason", "samples", "share"])
     if n and len(waits):
         waits = waits.assign(share=waits["samples"] / n)
-    parts = [f"<section id='v-{_e(label)}'><h3>{_e(label)}</h3>",
+    parts = [f"<section id='v-{_anchor(label)}'><h3>{_e(label)}</h3>",
              f"<p class='meta'>kernel <code>{_e(s.get('kernel'))}</code> · {_e(p.subject.path)}"
              f"{' · ' + str(p.launches) + ' launches merged' if p.launches > 1 else ''}</p>"]
     parts.append(_fig(plots.stall_breakdown(shares, title=f"{label}: stall reasons (95% intervals)")))
@@ -178,7 +185,7 @@ def _diff_section(d) -> str:
                      "significant" if r["significant"] else "noise"])
     table = _table(["reason", f"samples {d.a}", f"samples {d.b}", f"share {d.a}", f"share {d.b}", "Δ", "interval",
                     ""], rows, {1, 2, 3, 4, 5, 6})
-    return (f"<section id='d-{_e(d.a)}-{_e(d.b)}'><h3>{_e(d.a)} → {_e(d.b)}</h3>"
+    return (f"<section id='d-{_anchor(d.a)}-{_anchor(d.b)}'><h3>{_e(d.a)} → {_e(d.b)}</h3>"
             + _warnings(d.warnings)
             + f"<p class='verdict'>{_e(d.verdict)}</p>" + table
             + _fig(plots.diff_deltas(d.classes, key="class",

@@ -136,6 +136,7 @@ def test_series_file_gives_table_notes_and_html(tmp_path, cli):
     page = out.read_text()
     assert "CUTLASS int8 GEMM on an A100" in page and "deeper pipeline hides the LDGSTS wait" in page
     assert ">None<" not in page
+    assert "id='v-4-stages'" in page and "href='#v-4-stages'" in page  # a label with a space: a working link
 
 
 @pytest.mark.parametrize("body,needle", [

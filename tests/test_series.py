@@ -175,6 +175,16 @@ def test_diff_takes_the_same_labels(cli):
     assert cp.returncode == 2 and "no version labelled 's16'" in cp.stderr and "s4, s8, s8-persist" in cp.stderr
 
 
+def test_problem_flops_for_report_paths(cli):
+    cp = cli("migration", str(S4), str(S8), "-k", KERNEL, "--problem-flops", "2e9", "--problem-bytes", "1e6",
+             "--format", "json")
+    assert cp.returncode == 0, cp.stderr
+    rows = json.loads(cp.stdout)["table"]
+    assert rows[1]["tflops"] == pytest.approx(2e9 / 8512 / 1e3) and rows[1]["gbps"] == pytest.approx(1e6 / 8512)
+    cp = cli("migration", str(S4), "--problem-flops", "-3")
+    assert cp.returncode == 2 and "--problem-flops must be a positive number" in cp.stderr
+
+
 def test_verbose_lists_fields(cli):
     cp = cli("migration", str(S4), str(S8), "-k", KERNEL, "--verbose")
     assert cp.returncode == 0, cp.stderr

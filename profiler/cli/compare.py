@@ -22,6 +22,10 @@ REPORTS_OPTION = typer.Option(None, "--reports", help="Folder of version folders
 LABEL_OPTION = typer.Option(None, "--label", "-l",
                             help="Row name, once per version in order (default: the shortest distinct part "
                                  "of the report names).")
+PROBLEM_FLOPS_OPTION = typer.Option(None, "--problem-flops", help="FLOPs of one call, the same problem for every "
+                                    "version (fills the TFLOPS column; a series file's or sidecar's own value wins).")
+PROBLEM_BYTES_OPTION = typer.Option(None, "--problem-bytes", help="Bytes one call must move, for every version "
+                                    "(fills a GB/s column).")
 VERBOSE_OPTION = typer.Option(False, "--verbose", "-v",
                               help="List every field a report lacks (default: one line per report).")
 
@@ -197,6 +201,20 @@ def _render_migration(m, console) -> None:
         console.print("[dim]note: " + escape(n))
 
 
+def _with_problem(profiled, flops, nbytes):
+    """Give every version without its own problem size (series file, sidecar) ``flops``/``nbytes``."""
+    from profiler.errors import WhowaitsError  # noqa: PLC0415
+
+    for opt, v in (("--problem-flops", flops), ("--problem-bytes", nbytes)):
+        if v is not None and not v > 0:
+            raise WhowaitsError(f"{opt} must be a positive number")
+    for p in profiled:
+        for key, v in (("problem_flops", flops), ("problem_bytes", nbytes)):
+            if v is not None and not (p.meta or {}).get(key) and not (p.sidecar or {}).get(key):
+                p.meta[key] = float(v)
+    return profiled
+
+
 def _report(profiled, m, out: Path, force: bool, verbose: bool = False) -> Path:
     from profiler.compare import diff  # noqa: PLC0415
     from profiler.compare.confound import confounds  # noqa: PLC0415
@@ -220,6 +238,8 @@ def migration_cmd(
     label: Optional[List[str]] = LABEL_OPTION,
     html: Optional[Path] = typer.Option(None, "--html", help="Also write the standalone HTML report here."),
     force: bool = typer.Option(False, "--force", help="Overwrite the --html file if it exists."),
+    problem_flops: Optional[float] = PROBLEM_FLOPS_OPTION,
+    problem_bytes: Optional[float] = PROBLEM_BYTES_OPTION,
     verbose: bool = VERBOSE_OPTION,
     fmt: Format = FORMAT_OPTION,
 ) -> None:
@@ -227,8 +247,8 @@ def migration_cmd(
     from profiler.compare import load_versions, migrate  # noqa: PLC0415
 
     omitted: list[str] = []
-    profiled = load_versions(versions, shape=shape, kernels=kernel, reports=reports, omitted=omitted,
-                             labels=label or None)
+    profiled = _with_problem(load_versions(versions, shape=shape, kernels=kernel, reports=reports, omitted=omitted,
+                                           labels=label or None), problem_flops, problem_bytes)
     m = migrate(profiled=profiled, notes=omitted, verbose=verbose)
     if fmt != Format.table:
         _warn_stderr(m.warnings)
@@ -248,14 +268,16 @@ def report_cmd(
     reports: Optional[Path] = REPORTS_OPTION,
     label: Optional[List[str]] = LABEL_OPTION,
     force: bool = typer.Option(False, "--force", help="Overwrite the HTML file if it exists."),
+    problem_flops: Optional[float] = PROBLEM_FLOPS_OPTION,
+    problem_bytes: Optional[float] = PROBLEM_BYTES_OPTION,
     verbose: bool = VERBOSE_OPTION,
 ) -> None:
     """Write one self-contained HTML report: ladder, migration, each version, consecutive diffs."""
     from profiler.compare import load_versions, migrate  # noqa: PLC0415
 
     omitted: list[str] = []
-    profiled = load_versions(versions, shape=shape, kernels=kernel, reports=reports, omitted=omitted,
-                             labels=label or None)
+    profiled = _with_problem(load_versions(versions, shape=shape, kernels=kernel, reports=reports, omitted=omitted,
+                                           labels=label or None), problem_flops, problem_bytes)
     m = migrate(profiled=profiled, notes=omitted, verbose=verbose)
     _warn_stderr(m.warnings)
     written = _report(profiled, m, html, force, verbose=verbose)

@@ -224,6 +224,14 @@ def test_profile_versions_writes_one_report_each_ready_for_migration(tmp_path, c
     assert m["versions"] == ["mykernel-v1", "mykernel-v2", "mykernel-v3"]
     assert m["table"][0]["tflops"] == pytest.approx(2e9 / 10400 / 1e3)  # from the sidecar's problem_flops
 
+    # a shape key of the user's own problem names the report file
+    cp = profile(cli, ["--cmd", "python3 gemm.py {version}", "--versions", "a", "--kernel", KERNEL, "--name", "gemm",
+                       "--shape", "m384_n384_k384"], tmp_path)
+    assert cp.returncode == 0, cp.stderr
+    assert (gpu / "gemm-a" / "m384_n384_k384.ncu-rep").is_file()
+    side = provenance.read_sidecar(gpu / "gemm-a" / "m384_n384_k384.ncu-rep")
+    assert side["shape"] == "m384_n384_k384" and side["problem_flops"] is None  # no formula guessed for it
+
     again = profile(cli, ["--cmd", "python3 k.py {version}", "--versions", "v0,v3", "--kernel", KERNEL,
                      "--name", "mykernel"], tmp_path)
     assert again.returncode == 2 and "report exists" in again.stderr

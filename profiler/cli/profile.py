@@ -100,12 +100,13 @@ def profile(
         raise typer.Exit(1)
 
 
-def _annotate(report: Path, **fields) -> None:
-    """Add ``fields`` (problem_flops, ladder_order …) to the sidecar of ``report`` (atomic rewrite)."""
+def _annotate(report: Path, keep_none: tuple = (), **fields) -> None:
+    """Add ``fields`` (problem_flops, ladder_order …) to the sidecar of ``report`` (atomic rewrite); a None
+    value is written only for the keys in ``keep_none``."""
     from profiler import provenance
 
     side = provenance.read_sidecar(report) or {}
-    side.update({k: v for k, v in fields.items() if v is not None})
+    side.update({k: v for k, v in fields.items() if v is not None or k in keep_none})
     provenance.write_sidecar(report, side)
 
 
@@ -159,7 +160,9 @@ def _profile_versions(collect, cmd, cmd_versions, kernel, name, shape, launch_sk
         wall += result.wall_s
         for r in result.results:
             if r.ok:
-                _annotate(r.report, problem_flops=problem_flops, problem_bytes=problem_bytes, ladder_order=i)
+                # your kernel's FLOPs are what --problem-flops says, never the attention formula of a shape key
+                _annotate(r.report, keep_none=("problem_flops",), problem_flops=problem_flops,
+                          problem_bytes=problem_bytes, ladder_order=i, title=f"{name} {v}")
                 typer.echo(f"{r.target.name}: {r.report} ({r.passes} passes)")
                 done.append(r.target.name)
             else:

@@ -296,3 +296,23 @@ def test_series_html_renders_in_a_browser(tmp_path, cli):
         expected = 4 + 2 * n + (n - 1)
         assert p.graph_divs == expected and p.rendered == expected, (name, p.graph_divs, p.rendered)
         assert p.root_attrs.get("data-errors") == "0", p.root_attrs.get("data-first-error")
+
+
+def test_gap_line_absent_versus_partial():
+    """A view is 'no …' only when its key values are all empty in the summary; one null reason is 'partial'."""
+    from profiler.compare.gaps import gap_line, gaps
+
+    s = {"device": {"cc": "8.0"}, "duration_ns": 5.0, "stall_samples": {"barrier": 3, "wait": None,
+                                                                         "warpgroup_arrive": None},
+         "launch": {"grid": None, "block": None},
+         "missing": [{"field": "stall_samples.wait", "section": "WarpStateStats"},
+                     {"field": "stall_samples.warpgroup_arrive", "section": "WarpStateStats (not on this chip)"},
+                     {"field": "launch.grid", "section": "LaunchStats"}, {"field": "launch.block", "section": "LaunchStats"}]}
+    g = gaps(s)
+    assert g.absent == ["launch shape"] and g.partial == ["stall sampling"]
+    assert [f["field"] for f in g.fields] == ["stall_samples.wait", "launch.grid", "launch.block"]  # CC 8.0: no wgmma
+    assert gap_line("x", s) == ["x: no launch shape; partial stall sampling: needs ncu section(s) WarpStateStats, "
+                                "LaunchStats (3 fields; --verbose lists them)"]
+    assert gap_line("x", {"missing": []}) == []
+    s["device"]["cc"] = "9.0"  # on Hopper the reason is a real gap
+    assert "stall_samples.warpgroup_arrive" in [f["field"] for f in gaps(s).fields]

@@ -107,19 +107,38 @@ def gaps(summary: dict) -> Gaps:
         out.fields.append({"field": f, "section": sec, "view": view_of(f)})
         if sec not in out.sections:
             out.sections.append(sec)
-    null = {x["field"] for x in out.fields}
     for view, _ in VIEWS + (("other", ()),):
         mine = [x for x in out.fields if x["view"] == view]
         if not mine:
             continue
         keys = KEY_FIELDS.get(view, ())
-        gone = bool(keys) and all(any(n == k or n.startswith(k + ".") for n in null) for k in keys)
+        gone = bool(keys) and all(_empty(_get(summary, k)) for k in keys)
         (out.absent if gone else out.partial).append(view)
     return out
 
 
-def _join(words: list[str]) -> str:
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+def _get(summary: dict, dotted: str):
+    v = summary
+    for part in dotted.split("."):
+        if not isinstance(v, dict):
+            return None
+        v = v.get(part)
+    return v
+
+
+def _empty(v) -> bool:
+    """No value at all: None, NaN, an empty list, or a dict whose values are all empty."""
+    if v is None or (isinstance(v, float) and v != v):
+        return True
+    if isinstance(v, dict):
+        return all(_empty(x) for x in v.values())
+    if isinstance(v, (list, tuple)):
+        return len(v) == 0
+    return False
+
+
+def _join(words: list[str], conj: str = "or") -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + f" {conj} " + words[-1]
 
 
 def gap_line(label: str, summary: dict, verbose: bool = False) -> list[str]:
@@ -132,7 +151,7 @@ def gap_line(label: str, summary: dict, verbose: bool = False) -> list[str]:
     if g.absent:
         what.append("no " + _join(g.absent))
     if g.partial:
-        what.append("partial " + _join(g.partial))
+        what.append("partial " + _join(g.partial, "and"))
     line = (f"{label}: {'; '.join(what)}: needs ncu section(s) {', '.join(g.sections)}"
             + ("" if verbose else f" ({len(g.fields)} fields; --verbose lists them)"))
     if not verbose:

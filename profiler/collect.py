@@ -226,7 +226,19 @@ def plan_command(command: str | list[str], kernel_regex: str, name: str, shape: 
     if launch_skip < 0:
         raise WhowaitsError("--launch-skip must be >= 0")
     target = Target(_check_name(name), kernel_regex, nvtx_range)
-    return Session([target], argv, _shape_key(shape), section_set, launch_skip=launch_skip)
+    return Session([target], argv, _any_shape_key(shape), section_set, launch_skip=launch_skip)
+
+
+def _any_shape_key(shape: str) -> str:
+    """``--shape`` for any program: an attention shape key (normalised), or any plain key of the user's
+    own problem (``m4096_n4096_k4096``), the report's file name."""
+    try:
+        return _shape_key(shape)
+    except WhowaitsError:
+        if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", shape or ""):
+            return shape
+        raise WhowaitsError(f"--shape {shape!r}: give a plain key (letters, digits, '.', '_', '-'), "
+                            "e.g. m4096_n4096_k4096") from None
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -451,7 +463,11 @@ def subject_provenance(target: Target, shape: str) -> dict:
     from kernels import registry
     from kernels.config import Shape
 
-    s = Shape.parse(shape)
+    try:
+        s = Shape.parse(shape)
+    except WhowaitsError:  # a key of the user's own problem (profile --cmd --shape m4096_n4096_k4096)
+        return {"problem_flops": None, "build_hash": None, "ladder_order": None, "title": None,
+                "change": None, "expected_bottleneck": None}
     out = {"problem_flops": s.flops(), "build_hash": None, "ladder_order": None, "title": None,
            "change": None, "expected_bottleneck": None}
     ladder = {v.id: v for v in registry.versions()}

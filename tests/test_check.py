@@ -393,6 +393,12 @@ def test_missing_input_is_an_error_not_a_pass(tmp_path, capsys, rule, extra, wor
     assert err.count("\n") == 1 and words in err, err
 
 
+def test_input_error_as_github_annotation(tmp_path, capsys):
+    code, out, err = cli(capsys, "check", "--policy", str(POLICY), "--bench", str(tmp_path / "none"), "--format", "github")
+    assert code == 2 and err.startswith("whowaits: error: no such bench file or folder")
+    assert out.startswith("::error title=whowaits check%3A input error::no such bench file or folder")
+
+
 def test_missing_policy(tmp_path, capsys, monkeypatch):
     code, _, err = cli(capsys, "check", "--policy", str(tmp_path / "none.toml"))
     assert code == 2 and "no such policy file" in err

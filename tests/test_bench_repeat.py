@@ -113,6 +113,8 @@ def test_cli_compare_and_repeat_errors_before_any_gpu_work(tmp_path, capsys):
     (tmp_path / "bad.json").write_text("[1, 2]")
     code, err = _cli(capsys, "bench", "v07", "--compare", str(tmp_path / "bad.json"))
     assert code == 2 and "not a bench result file" in err
+    code, err = _cli(capsys, "bench", "v07", "--compare", str(COMMITTED), "--shape", "b4_h16_s4096_d128_fp16")
+    assert code == 2 and "holds shape b1_h64_s1024_d128_fp16, which this run does not bench" in err
     code, err = _cli(capsys, "bench", "v07", "--repeat", "0")
     assert code == 2 and "--repeat must be >= 1" in err
 

@@ -1,0 +1,371 @@
+"""Build and update the store: every report's launch summaries as hive-partitioned parquet + one DuckDB file.
+
+Layout under the store folder (default ``$WHOWAITS_STORE_DIR``, else ``./.whowaits-store``)::
+
+    launches/gpu=<gpu>/subject=<subject>/shape=<shape>/part-0.parquet   one file per report, one row per launch
+    launches.duckdb                                                     table ``launches`` (the same rows), for queries
+    index.json                                                          what was indexed: path, size, mtime, sha256 per report
+
+The parquet parts are the store of record (any engine reads them: ``read_parquet('launches/**/*.parquet',
+hive_partitioning = true)``); the DuckDB table is rebuilt from them whenever it is missing or stale.
+
+:func:`index` is incremental: a report whose size and mtime are unchanged since the last run, under the same
+schema version and analysis fingerprint (:func:`profiler.compare.cache.fingerprint`), is not read again; a new
+or changed report is summarised (through the summary cache, in parallel where several are new) and its part
+replaced; a report that is gone loses its part. Every file is written to a temporary name in its folder and
+renamed into place; the DuckDB table is updated in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from profiler.errors import WhowaitsError
+from profiler.store import schema
+
+REPORT_SUFFIX = ".ncu-rep"
+DB_NAME = "launches.duckdb"
+PARTS = "launches"
+STATE = "index.json"
+
+
+def default_store() -> Path:
+    env = os.environ.get("WHOWAITS_STORE_DIR")
+    return Path(env) if env else Path.cwd() / ".whowaits-store"
+
+
+def default_roots() -> list[Path]:
+    """The reports root (the folder holding ``<gpu>/<subject>/<shape>.ncu-rep``): the parent of
+    ``$WHOWAITS_REPORTS_DIR``, else ``./reports``, else this checkout's ``reports/``."""
+    env = os.environ.get("WHOWAITS_REPORTS_DIR")
+    if env:
+        return [Path(env).parent]
+    here = Path.cwd() / "reports"
+    return [here if here.is_dir() else Path(__file__).resolve().parents[2] / "reports"]
+
+
+@dataclass(frozen=True)
+class ReportRef:
+    """A report found under a root, with its partition."""
+
+    path: Path
+    gpu: str
+    subject: str
+    shape: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.gpu}/{self.subject}/{self.shape}"
+
+
+def scan(roots: list[Path]) -> list[ReportRef]:
+    """Every ``<gpu>/<subject>/<shape>.ncu-rep`` under the roots (hidden folders and files skipped)."""
+    found = []
+    for root in roots:
+        root = Path(root)
+        if not root.is_dir():
+            raise WhowaitsError(f"no reports folder at {root} (give the folder holding <gpu>/<subject>/<shape>.ncu-rep)")
+        for p in sorted(root.glob(f"*/*/*{REPORT_SUFFIX}")):
+            gpu, subject = p.parent.parent.name, p.parent.name
+            shape = p.name[: -len(REPORT_SUFFIX)]
+            if any(s.startswith(".") for s in (gpu, subject, shape)) or not p.is_file():
+                continue
+            found.append(ReportRef(p, gpu, subject, shape))
+    return found
+
+
+@dataclass
+class IndexResult:
+    store: Path
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (report, one-line reason)
+    rows: int = 0  # rows written this run
+    total_rows: int = 0  # rows in the table afterwards
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"store": str(self.store), "added": self.added, "updated": self.updated, "removed": self.removed,
+                "unchanged": self.unchanged, "failed": [{"report": r, "error": e} for r, e in self.failed],
+                "rows_written": self.rows, "total_rows": self.total_rows, "seconds": round(self.seconds, 3)}
+
+
+def _stamp() -> str:
+    from profiler.compare.cache import fingerprint
+
+    return f"schema{schema.SCHEMA_VERSION}-{fingerprint()}"
+
+
+def _read_state(store: Path) -> dict:
+    try:
+        data = json.loads((store / STATE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and isinstance(data.get("reports"), dict) else {}
+
+
+def _write_atomic_bytes(path: Path, write) -> None:
+    """Call ``write(tmp_path)`` and rename the result onto ``path``; nothing is left behind on failure."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def part_path(store: Path, gpu: str, subject: str, shape: str) -> Path:
+    return store / PARTS / f"gpu={gpu}" / f"subject={subject}" / f"shape={shape}" / "part-0.parquet"
+
+
+_PART_SCHEMA = None
+
+
+def _part_schema():
+    global _PART_SCHEMA
+    if _PART_SCHEMA is None:
+        import pyarrow as pa
+
+        full = schema.arrow_schema()
+        _PART_SCHEMA = pa.schema([f for f in full if f.name not in schema.PARTITION_KEYS])
+    return _PART_SCHEMA
+
+
+def write_part(store: Path, key: tuple[str, str, str], rows: list[dict]) -> Path:
+    """Write one partition's rows (partition columns live in the path, not the file)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pylist(rows, schema=_part_schema())
+    dest = part_path(store, *key)
+    _write_atomic_bytes(dest, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    return dest
+
+
+def _remove_part(store: Path, key: tuple[str, str, str]) -> None:
+    d = part_path(store, *key).parent
+    shutil.rmtree(d, ignore_errors=True)
+    for parent in (d.parent, d.parent.parent):  # drop empty subject=/gpu= folders
+        try:
+            parent.rmdir()
+        except OSError:
+            break
+
+
+def _db_columns_sql() -> str:
+    return ", ".join(f'"{n}"' for n, _, _ in schema.columns())
+
+
+def _parquet_source(store: Path) -> str:
+    glob = str(store / PARTS / "**" / "*.parquet").replace("'", "''")
+    return (f"read_parquet('{glob}', hive_partitioning = true, "
+            "hive_types = {'gpu': VARCHAR, 'subject': VARCHAR, 'shape': VARCHAR})")
+
+
+def connect(store: Path, read_only: bool = False):
+    import duckdb
+
+    try:
+        return duckdb.connect(str(store / DB_NAME), read_only=read_only)
+    except duckdb.Error as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise WhowaitsError(f"cannot open the store's database {store / DB_NAME}: {first}") from None
+
+
+def rebuild_db(store: Path) -> int:
+    """(Re)create ``launches.duckdb`` from the parquet parts; returns the row count."""
+    db = store / DB_NAME
+    tmp = store / f".{DB_NAME}.{os.getpid()}.tmp"
+    tmp.unlink(missing_ok=True)
+    import duckdb
+
+    con = duckdb.connect(str(tmp))
+    try:
+        con.execute(_create_table_sql())
+        if any((store / PARTS).glob("**/*.parquet")):
+            con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM {_parquet_source(store)}")
+        con.execute(f"CREATE OR REPLACE TABLE store_meta AS SELECT '{_stamp()}' AS stamp")
+        n = con.execute("SELECT count(*) FROM launches").fetchone()[0]
+        con.close()
+        os.replace(tmp, db)
+    finally:
+        try:
+            con.close()
+        except Exception:  # noqa: BLE001 - already closed
+            pass
+        tmp.unlink(missing_ok=True)
+        Path(str(tmp) + ".wal").unlink(missing_ok=True)
+    return n
+
+
+def _duck_type(t) -> str:
+    import pyarrow as pa
+
+    if pa.types.is_string(t):
+        return "VARCHAR"
+    if pa.types.is_int64(t):
+        return "BIGINT"
+    if pa.types.is_float64(t):
+        return "DOUBLE"
+    if pa.types.is_list(t):
+        inner = t.value_type
+        if pa.types.is_struct(inner):
+            fields = ", ".join(f'"{f.name}" {_duck_type(f.type)}' for f in inner)
+            return f"STRUCT({fields})[]"
+        return f"{_duck_type(inner)}[]"
+    raise TypeError(f"no DuckDB type for {t}")
+
+
+def _create_table_sql() -> str:
+    cols = ", ".join(f'"{n}" {_duck_type(t)}' for n, t, _ in schema.columns())
+    return f"CREATE TABLE launches ({cols})"
+
+
+def _db_ok(store: Path) -> bool:
+    if not (store / DB_NAME).is_file():
+        return False
+    try:
+        con = connect(store, read_only=True)
+    except WhowaitsError:
+        return False
+    try:
+        stamp = con.execute("SELECT stamp FROM store_meta").fetchone()[0]
+        cols = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
+                                          "WHERE table_name = 'launches' ORDER BY ordinal_position").fetchall()]
+        return stamp == _stamp() and cols == [n for n, _, _ in schema.columns()]
+    except Exception:  # noqa: BLE001 - any damage: rebuild
+        return False
+    finally:
+        con.close()
+
+
+def _update_db(store: Path, changed: dict[tuple[str, str, str], list[dict]], gone: list[tuple[str, str, str]]) -> int:
+    """Replace the changed partitions' rows and drop the gone ones, in one transaction."""
+    import pyarrow as pa
+
+    if not _db_ok(store):
+        return rebuild_db(store)
+    con = connect(store)
+    try:
+        keys = pa.Table.from_pylist([{"gpu": g, "subject": s, "shape": k} for g, s, k in list(changed) + gone],
+                                    schema=pa.schema([(n, pa.string()) for n in schema.PARTITION_KEYS]))
+        rows = pa.Table.from_pylist([r for rs in changed.values() for r in rs], schema=schema.arrow_schema())
+        con.register("_keys", keys)
+        con.register("_rows", rows)
+        con.execute("BEGIN TRANSACTION")
+        con.execute("DELETE FROM launches WHERE (gpu, subject, shape) IN (SELECT (gpu, subject, shape) FROM _keys)")
+        con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM _rows")
+        con.execute("COMMIT")
+        return con.execute("SELECT count(*) FROM launches").fetchone()[0]
+    finally:
+        con.close()
+
+
+def _summaries(refs: list[ReportRef], processes: int | None) -> dict[str, list[dict] | str]:
+    """Each report's launch summaries (or the one-line reason it could not be read)."""
+    from profiler.compare.cache import summaries, summaries_many
+
+    if not refs:
+        return {}
+    try:
+        got = summaries_many([(r.path, None) for r in refs], processes=processes)
+        return {r.key: g for r, g in zip(refs, got)}
+    except WhowaitsError:
+        pass  # one bad report: go through them one by one to keep the good ones
+    out: dict[str, list[dict] | str] = {}
+    for r in refs:
+        try:
+            out[r.key] = summaries(r.path)
+        except WhowaitsError as err:
+            out[r.key] = str(err)
+    return out
+
+
+def index(roots: list[Path] | None = None, store: Path | None = None, *, full: bool = False,
+          processes: int | None = None) -> IndexResult:
+    """Index every report under ``roots`` into ``store`` (incremental unless ``full``); see the module docstring."""
+    from profiler.provenance import read_sidecar, sha256_file
+
+    t0 = time.perf_counter()
+    roots = [Path(r) for r in (roots or default_roots())]
+    store = Path(store or default_store())
+    found = scan(roots)
+    res = IndexResult(store)
+    seen: dict[str, ReportRef] = {}
+    for r in found:
+        if r.key in seen:
+            res.failed.append((str(r.path), f"same gpu/subject/shape as {seen[r.key].path}: index one of them"))
+            continue
+        seen[r.key] = r
+    state = _read_state(store)
+    stamp = _stamp()
+    old = state.get("reports", {}) if state.get("stamp") == stamp and not full else {}
+    if (state.get("stamp") != stamp or full) and (store / PARTS).exists():
+        shutil.rmtree(store / PARTS)  # another schema or analysis: every part is rebuilt
+    todo, new_state = [], {}
+    for key, r in seen.items():
+        st = r.path.stat()
+        prev = old.get(key)
+        if prev and prev.get("path") == str(r.path) and prev.get("size") == st.st_size \
+                and prev.get("mtime_ns") == st.st_mtime_ns and part_path(store, r.gpu, r.subject, r.shape).is_file():
+            new_state[key] = prev
+            res.unchanged += 1
+        else:
+            todo.append(r)
+    got = _summaries(todo, processes)
+    changed: dict[tuple[str, str, str], list[dict]] = {}
+    for r in todo:
+        launches = got[r.key]
+        if isinstance(launches, str):
+            res.failed.append((str(r.path), launches))
+            continue
+        if not launches:
+            res.failed.append((str(r.path), "no kernel launch in the report"))
+            continue
+        try:
+            side = read_sidecar(r.path)
+        except WhowaitsError as err:
+            res.failed.append((str(r.path), str(err)))
+            continue
+        st = r.path.stat()
+        sha = sha256_file(r.path)
+        rows = [schema.launch_row(s, side, gpu=r.gpu, subject=r.subject, shape=r.shape, report=str(r.path),
+                                  report_sha256=sha) for s in launches]
+        changed[(r.gpu, r.subject, r.shape)] = rows
+        (res.updated if r.key in old else res.added).append(r.key)
+        new_state[r.key] = {"path": str(r.path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha,
+                            "launches": len(rows)}
+    gone = [tuple(k.split("/", 2)) for k in old if k not in seen]
+    failed_keys = {f"{Path(p).parent.parent.name}/{Path(p).parent.name}/{Path(p).name[:-len(REPORT_SUFFIX)]}"
+                   for p, _ in res.failed}
+    gone += [tuple(k.split("/", 2)) for k in old if k in failed_keys]  # a report that went bad loses its rows
+    res.removed = sorted({"/".join(k) for k in gone if "/".join(k) not in failed_keys})
+    res.total_rows = write(store, changed, gone, new_state, stamp)
+    res.rows = sum(len(v) for v in changed.values())
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def write(store: Path, changed: dict[tuple[str, str, str], list[dict]], gone: list[tuple[str, str, str]],
+          state_reports: dict, stamp: str | None = None, threads: int = 4) -> int:
+    """Write the changed partitions' parts (in parallel threads), drop the gone ones, update the DuckDB table
+    and the index state; returns the table's row count afterwards."""
+    store.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        list(pool.map(lambda kv: write_part(store, kv[0], kv[1]), changed.items()))
+    for key in gone:
+        if key not in changed:
+            _remove_part(store, key)
+    total = _update_db(store, changed, [k for k in gone if k not in changed])
+    data = {"stamp": stamp or _stamp(), "reports": state_reports}
+    _write_atomic_bytes(store / STATE, lambda tmp: tmp.write_text(json.dumps(data, indent=1, sort_keys=True)))
+    return total

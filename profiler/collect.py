@@ -547,6 +547,8 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
 def _parts(ncu: str, rep: Path, targets: list[Target], tmpdir: Path) -> dict[str, Path | str]:
     """Each target's own report: the session report itself for one target, else split out of it by the
     target's kernel regex (ncu --import ... --export, run in parallel). {name: path, or why there is none}."""
+    if not targets:  # the program died before its first measured launch
+        return {}
     if len(targets) == 1:
         return {targets[0].name: rep}
     from concurrent.futures import ThreadPoolExecutor

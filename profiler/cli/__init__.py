@@ -14,6 +14,7 @@ from profiler.cli import show as _show  # noqa: F401,E402
 from profiler.cli import compare as _compare  # noqa: F401,E402
 from profiler.cli import profile as _profile  # noqa: F401,E402
 from profiler.cli import kernels as _kernels  # noqa: F401,E402
+from profiler.cli import sweep as _sweep  # noqa: F401,E402
 
 
 def main() -> None:

@@ -88,12 +88,11 @@ def visible_gpus(env: dict | None = None) -> list[Gpu]:
         raise WhowaitsError(f"no visible GPU: CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU")
     out = []
     for e in entries:
-        hit = None
-        for g in smi or []:
-            if e == g.index or (g.uuid and (g.uuid == e or (e.startswith(("GPU-", "MIG-")) and g.uuid.startswith(e)))):
-                hit = g
-                break
-        out.append(hit or Gpu(e, e if e.startswith(("GPU-", "MIG-")) else None, None))
+        hits = [g for g in smi or [] if e == g.index or e == g.uuid]
+        hits = hits or [g for g in smi or [] if e.startswith(("GPU-", "MIG-")) and g.uuid and g.uuid.startswith(e)]
+        if len(hits) > 1:
+            raise WhowaitsError(f"CUDA_VISIBLE_DEVICES entry {e!r} names {len(hits)} GPUs: give more of the UUID")
+        out.append(hits[0] if hits else Gpu(e, e if e.startswith(("GPU-", "MIG-")) else None, None))
     if len({g.pin for g in out}) != len(out):
         raise WhowaitsError(f"CUDA_VISIBLE_DEVICES={cvd!r} names one GPU twice")
     return out

@@ -19,6 +19,19 @@ KERNEL_OPTION = typer.Option(None, "--kernel", "-k",
 ALL_SHAPE_OPTION = typer.Option(None, "--shape", help="Shape key; default: the one all named versions have, "
                                                       "or with no versions named, the one most versions have.")
 REPORTS_OPTION = typer.Option(None, "--reports", help="Folder of version folders (default: reports/h200).")
+FROM_STORE_OPTION = typer.Option(None, "--from-store", help="Take the reports from the store (`whowaits index`): an SQL "
+                                                          "WHERE clause over `launches`, e.g. \"gpu = 'h200' AND shape = "
+                                                          "'b1_h64_s1024_d128_fp16'\".")
+STORE_DIR_OPTION = typer.Option(None, "--store", help="With --from-store: the store folder (default: ./.whowaits-store).")
+
+
+def _from_store(where: str, names, store, kernels):
+    """Profiled subjects chosen by the store's rows (ladder order), loaded like any others."""
+    from profiler import store as st  # noqa: PLC0415
+    from profiler.compare import load_many  # noqa: PLC0415
+
+    return load_many(st.subjects(where, names=list(names) if names else None, store=store),
+                     kernels=list(kernels) if kernels else None)
 
 
 def _console():
@@ -127,12 +140,20 @@ def diff_cmd(
     shape: Optional[str] = SHAPE_OPTION,
     kernel: Optional[List[str]] = KERNEL_OPTION,
     reports: Optional[Path] = REPORTS_OPTION,
+    from_store: Optional[str] = FROM_STORE_OPTION,
+    store: Optional[Path] = STORE_DIR_OPTION,
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Diff two versions' stall breakdowns: who waits on whom, SSC, barriers, tensor pipe, roofline, time."""
     from profiler.compare import diff_versions  # noqa: PLC0415
 
-    d = diff_versions(a, b, shape=shape, kernels=kernel, reports=reports)
+    if from_store is not None:
+        from profiler.compare import confounds, diff  # noqa: PLC0415
+
+        pa, pb = _from_store(from_store, [a, b], store, kernel)
+        d = diff(pa.summary, pb.summary, pa.label, pb.label, warnings=confounds([pa, pb]))
+    else:
+        d = diff_versions(a, b, shape=shape, kernels=kernel, reports=reports)
     if fmt != Format.table:
         _warn_stderr(d.warnings)
     _emit(d.to_dict(), d.long_frame(), fmt, lambda c: _render_diff(d, c))
@@ -188,13 +209,18 @@ def migration_cmd(
     reports: Optional[Path] = REPORTS_OPTION,
     html: Optional[Path] = typer.Option(None, "--html", help="Also write the standalone HTML report here."),
     force: bool = typer.Option(False, "--force", help="Overwrite the --html file if it exists."),
+    from_store: Optional[str] = FROM_STORE_OPTION,
+    store: Optional[Path] = STORE_DIR_OPTION,
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Where the bottleneck goes across versions: top waiter, time, TFLOPS, one sentence per step."""
     from profiler.compare import load_versions, migrate  # noqa: PLC0415
 
     omitted: list[str] = []
-    profiled = load_versions(versions, shape=shape, kernels=kernel, reports=reports, omitted=omitted)
+    if from_store is not None:
+        profiled = _from_store(from_store, versions, store, kernel)
+    else:
+        profiled = load_versions(versions, shape=shape, kernels=kernel, reports=reports, omitted=omitted)
     m = migrate(profiled=profiled, notes=omitted)
     if fmt != Format.table:
         _warn_stderr(m.warnings)

@@ -27,6 +27,20 @@ Frames (one pair per profiled launch; see :class:`Launch`):
     for every reason the report samples (``metrics.sampled_reasons()``), ``source_file``
     (str or None) and ``source_line`` (Int64, <NA> without ``-lineinfo``).
 
+``Launch.timeline`` (long, one row per PM sample of a PM-sampled metric; empty without PM sampling)
+    ``launch`` (int), ``metric`` (str, the ncu name, e.g.
+    ``TPC.TriageCompute.sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed`` or
+    ``pmsampling:smsp__warps_issue_stalled_long_scoreboard.avg``), ``t_ns`` (int64, the sample's time
+    stamp in ns from the start of the workload), ``value`` (float64). These are ncu_report's instance
+    values after ``IAction.timelines().aligned_metric`` (aligned to the workload's time stamps, context
+    switches filtered), exactly as returned; which metrics are PM-sampled is data (``[timeline]`` of
+    ``data/metrics.toml``).
+
+``Launch.sources`` (dict: file path -> text) the report's own copies of the source files
+    (``--import-source yes``) that declare source regions (hold the marker token of
+    ``data/regions.toml``, ``@region``); empty when none does. Cached as a frame ``launch``, ``file``,
+    ``text``.
+
 The cache lives in ``$WHOWAITS_CACHE_DIR`` (default ``~/.cache/whowaits``), keyed by the report
 file's sha256 plus the schema and data-file versions and a hash of the ingestion code: a changed
 file (or opcode map, or ingester) never hits a stale entry; an unreadable entry is ignored and
@@ -39,7 +53,6 @@ import hashlib
 import os
 import re
 import struct
-import tempfile
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -51,6 +64,7 @@ import pandas as pd
 
 from profiler import metrics as M
 from profiler.errors import WhowaitsError
+from profiler.io import write_atomic
 from profiler.provenance import sha256_file
 
 __all__ = ["Launch", "Report", "cache_dir", "load_report", "select_launches", "SCHEMA_VERSION"]
@@ -60,6 +74,13 @@ _MAGIC = b"NVR\x00"
 _CONTAINER = 2  # the uint32 after the magic in the ncu 2025.x reports this framing check knows
 
 METRIC_COLUMNS = ["report", "launch", "kernel", "metric", "instance", "value", "text", "unit"]
+TIMELINE_COLUMNS = ["launch", "metric", "t_ns", "value"]
+SOURCE_COLUMNS = ["launch", "file", "text"]
+
+
+def _empty_timeline() -> pd.DataFrame:
+    return pd.DataFrame({"launch": pd.Series(dtype=np.int64), "metric": pd.Series(dtype=object),
+                         "t_ns": pd.Series(dtype=np.int64), "value": pd.Series(dtype=np.float64)})
 
 
 @dataclass
@@ -71,6 +92,8 @@ class Launch:
     kernel: str
     metrics: pd.DataFrame
     sass: pd.DataFrame
+    timeline: pd.DataFrame = field(default_factory=_empty_timeline)
+    sources: dict = field(default_factory=dict)
     _scalars: dict | None = field(default=None, repr=False, compare=False)
     _instanced: dict | None = field(default=None, repr=False, compare=False)
     _stalls: tuple | None = field(default=None, repr=False, compare=False)
@@ -169,24 +192,25 @@ def _code_fingerprint() -> str:
     return _CODE_FINGERPRINT
 
 
-def _cache_paths(sha: str) -> tuple[Path, Path]:
+def _cache_paths(sha: str) -> tuple[Path, Path, Path, Path]:
     key = f"{sha}.s{SCHEMA_VERSION}-{M.data_version()}-{_code_fingerprint()}"
     d = cache_dir()
-    return d / f"{key}.metrics.parquet", d / f"{key}.sass.parquet"
+    return (d / f"{key}.metrics.parquet", d / f"{key}.sass.parquet", d / f"{key}.timeline.parquet",
+            d / f"{key}.sources.parquet")
 
 
-def _read_cache(sha: str) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    mpath, spath = _cache_paths(sha)
-    if not (mpath.is_file() and spath.is_file()):
+def _read_cache(sha: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame] | None:
+    paths = _cache_paths(sha)
+    if not all(p.is_file() for p in paths):
         return None
     try:
-        mf = pd.read_parquet(mpath)
-        sf = pd.read_parquet(spath)
+        mf, sf, tf, rf = (pd.read_parquet(p) for p in paths)
     except Exception:  # any unreadable entry is a miss: rebuilt below
         return None
-    if list(mf.columns) != METRIC_COLUMNS[1:] or "address" not in sf.columns or mf.empty:
+    if (list(mf.columns) != METRIC_COLUMNS[1:] or "address" not in sf.columns or mf.empty
+            or list(tf.columns) != TIMELINE_COLUMNS or list(rf.columns) != SOURCE_COLUMNS):
         return None
-    return _normalize(mf), sf
+    return _normalize(mf), sf, tf, rf
 
 
 def _normalize(mf: pd.DataFrame) -> pd.DataFrame:
@@ -198,21 +222,15 @@ def _normalize(mf: pd.DataFrame) -> pd.DataFrame:
 
 
 def _atomic_write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, lambda tmp: frame.to_parquet(tmp, index=False))
 
 
-def _write_cache(sha: str, mf: pd.DataFrame, sf: pd.DataFrame) -> None:
-    mpath, spath = _cache_paths(sha)
+def _write_cache(sha: str, mf: pd.DataFrame, sf: pd.DataFrame, tf: pd.DataFrame, rf: pd.DataFrame) -> None:
+    mpath, spath, tpath, rpath = _cache_paths(sha)
     try:
         _atomic_write_parquet(sf, spath)
+        _atomic_write_parquet(tf, tpath)
+        _atomic_write_parquet(rf, rpath)
         _atomic_write_parquet(mf, mpath)  # metrics last: its presence marks a complete entry
     except OSError:
         pass  # a read-only or full cache dir only costs speed
@@ -369,8 +387,8 @@ def _swig(ncu) -> dict:
     return {k: getattr(raw, swig, None) or wrapper for k, (swig, wrapper) in names.items()}
 
 
-def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataFrame]:
-    """Rows of the metrics frame and the sass frame of one action."""
+def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataFrame, pd.DataFrame, list]:
+    """Rows of the metrics frame, the sass frame, the timeline frame and the source rows of one action."""
     im = ncu.IMetric
     kind_string = im.ValueKind_STRING
     f = _swig(ncu)
@@ -386,6 +404,7 @@ def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataF
     sample_prefix = stalls["sample_prefix"]
     rows: list[tuple] = []
     pc_metrics = {}
+    pm_metrics = {}
     for name in action.metric_names():
         m = by_name(action, name)
         if m is None:
@@ -411,9 +430,46 @@ def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataF
                     rows.append((name, as_string(corr, i), float(as_double(m, i)), None, unit))
             elif name.startswith(sample_prefix) or name in per_pc_names:
                 pc_metrics[name] = m
+            elif M.is_pm_metric(name):
+                pm_metrics[name] = m
 
     sass = _sass_frame(action, index, pc_metrics, ncu)
-    return rows, sass
+    return rows, sass, _timeline_frame(action, index, pm_metrics, f), _region_sources(action, index)
+
+
+def _region_sources(action, index: int) -> list[tuple]:
+    """(launch, file, text) of the report's embedded source files that declare source regions."""
+    token = M.region_config()["markers"]["token"]
+    try:
+        files = action.source_files()
+        texts = {str(k): files[k] for k in files}
+    except Exception:  # pragma: no cover - an ncu_report without source_files()
+        return []
+    return [(index, f, t) for f, t in sorted(texts.items()) if isinstance(t, str) and token in t]
+
+
+def _timeline_frame(action, index: int, pm_metrics: dict, f: dict) -> pd.DataFrame:
+    """The PM-sampled metrics of one action, aligned to the workload's time stamps by ncu_report."""
+    if not pm_metrics:
+        return _empty_timeline()
+    timelines = action.timelines()
+    names, times, values = [], [], []
+    as_uint64, as_double, num_instances = f["as_uint64"], f["as_double"], f["num_instances"]
+    for name in sorted(pm_metrics):
+        aligned = timelines.aligned_metric(pm_metrics[name])
+        if aligned is None:
+            continue
+        n = num_instances(aligned)
+        corr = f["correlation_ids"](aligned)
+        times += map(as_uint64, repeat(corr, n), range(n))
+        values += map(as_double, repeat(aligned, n), range(n))
+        names += [name] * n
+    return pd.DataFrame({
+        "launch": np.full(len(names), index, dtype=np.int64),
+        "metric": pd.Series(names, dtype=object),
+        "t_ns": np.array(times, dtype=np.int64),
+        "value": np.array(values, dtype=np.float64),
+    })
 
 
 def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
@@ -496,7 +552,7 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
-def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     try:
         import ncu_report as ncu
     except ImportError as err:
@@ -510,13 +566,16 @@ def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         raise WhowaitsError(f"{path}: ncu_report cannot open it: {err}") from err
     metric_rows: list[tuple] = []
     sass_frames = []
+    timeline_frames = []
+    source_rows: list[tuple] = []
     index = 0
     for r in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(r)
         for a in range(rng.num_actions()):
             action = rng.action_by_idx(a)
             kernel = action.name(ncu.IAction.NameBase_DEMANGLED) or action.name()
-            rows, sass = _ingest_action(action, index, kernel, ncu)
+            rows, sass, timeline, srcs = _ingest_action(action, index, kernel, ncu)
+            source_rows += srcs
             if not rows:
                 raise WhowaitsError(
                     f"{path}: truncated or corrupt Nsight Compute report (launch {index} of "
@@ -524,6 +583,7 @@ def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                 )
             metric_rows += [(index, kernel, *row) for row in rows]
             sass_frames.append(sass)
+            timeline_frames.append(timeline)
             index += 1
     if index == 0:
         raise WhowaitsError(
@@ -533,7 +593,9 @@ def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     mf["value"] = mf["value"].astype(np.float64)
     mf = _normalize(mf)
     sf = pd.concat(sass_frames, ignore_index=True)
-    return mf, sf
+    tf = pd.concat(timeline_frames, ignore_index=True) if timeline_frames else _empty_timeline()
+    rf = pd.DataFrame(source_rows, columns=SOURCE_COLUMNS).astype({"launch": np.int64, "file": object, "text": object})
+    return mf, sf, tf, rf
 
 
 def load_report(path: str | os.PathLike, *, use_cache: bool = True) -> Report:
@@ -548,26 +610,34 @@ def load_report(path: str | os.PathLike, *, use_cache: bool = True) -> Report:
     sha = sha256_file(p)
     cached = _read_cache(sha) if use_cache else None
     if cached is None:
-        mf, sf = _ingest(p)
+        mf, sf, tf, rf = _ingest(p)
         if use_cache:
-            _write_cache(sha, mf, sf)
+            _write_cache(sha, mf, sf, tf, rf)
     else:
-        mf, sf = cached
+        mf, sf, tf, rf = cached
+    srcs: dict[int, dict] = {}
+    for li, f, t in zip(rf["launch"].tolist(), rf["file"].tolist(), rf["text"].tolist()):
+        srcs.setdefault(int(li), {})[f] = t
     report = str(path)
     launches = []
     if mf["launch"].nunique() == 1:
         groups = [(int(mf["launch"].iat[0]), mf)]
         sgroups = {int(mf["launch"].iat[0]): sf}
+        tgroups = {int(mf["launch"].iat[0]): tf}
     else:
         groups = [(int(k), g) for k, g in mf.groupby("launch", sort=True)]
         sgroups = {int(k): g for k, g in sf.groupby("launch", sort=True)}
+        tgroups = {int(k): g for k, g in tf.groupby("launch", sort=True)}
     for idx, g in groups:
         g = g.reset_index(drop=True)
         g.insert(0, "report", report)
         s = sgroups.get(idx)
         if s is None:
             s = sf.iloc[0:0]
-        launches.append(Launch(report, idx, str(g["kernel"].iat[0]), g, s.reset_index(drop=True)))
+        t = tgroups.get(idx)
+        t = _empty_timeline() if t is None or t.empty else t.reset_index(drop=True)
+        launches.append(Launch(report, idx, str(g["kernel"].iat[0]), g, s.reset_index(drop=True), t,
+                               srcs.get(idx, {})))
     return Report(report, sha, launches)
 
 

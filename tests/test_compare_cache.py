@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -120,11 +121,17 @@ def test_a_failed_summary_write_leaves_no_file(tmp_path, monkeypatch):
     cache.clear_memo()
     shutil.rmtree(tmp_path / "cache" / "summaries")
 
-    def half_then_fail(obj, f):
-        f.write(json.dumps(obj)[:100])
-        raise OSError(28, "No space left on device")
+    import profiler.io as pio
 
-    monkeypatch.setattr(cache.json, "dump", half_then_fail)
+    class DiskFull:  # the temp file is written, then the rename fails as on a full disk
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        @staticmethod
+        def replace(src, dst):
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pio, "os", DiskFull())
     assert cache.summaries(FLASH) == want  # the answer, not the entry
     assert list((tmp_path / "cache" / "summaries").iterdir()) == []  # no entry, no temp file
     cache.clear_memo()

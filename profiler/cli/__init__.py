@@ -11,9 +11,12 @@ from profiler.errors import WhowaitsError
 
 # Command modules register themselves on import (order = order in --help).
 from profiler.cli import show as _show  # noqa: F401,E402
+from profiler.cli import timeline as _timeline  # noqa: F401,E402
 from profiler.cli import compare as _compare  # noqa: F401,E402
 from profiler.cli import profile as _profile  # noqa: F401,E402
 from profiler.cli import kernels as _kernels  # noqa: F401,E402
+from profiler.cli import roles as _roles  # noqa: F401,E402
+from profiler.cli import check as _check  # noqa: F401,E402
 from profiler.cli import sweep as _sweep  # noqa: F401,E402
 
 

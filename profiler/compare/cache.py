@@ -26,12 +26,12 @@ import copy
 import hashlib
 import json
 import os
-import tempfile
 import threading
 from collections import deque
 from functools import lru_cache
 from pathlib import Path
 
+from profiler.io import write_atomic
 from profiler.provenance import sha256_file
 
 _MEMO: dict = {}
@@ -47,8 +47,8 @@ def fingerprint() -> str:
 
     pkg = Path(__file__).resolve().parents[1]
     h = hashlib.sha256(metrics.data_version().encode())
-    extra = [pkg / "report.py", pkg / "metrics.py", pkg / "data" / "producers.toml"]
-    for p in sorted((pkg / "analyze").glob("*.py")) + extra:
+    extra = [pkg / "report.py", pkg / "metrics.py", pkg / "data" / "producers.toml", pkg / "data" / "sass.toml"]
+    for p in sorted((pkg / "analyze").glob("*.py")) + sorted((pkg / "sass").glob("*.py")) + extra:
         if p.is_file():
             h.update(p.name.encode())
             h.update(p.read_bytes())
@@ -75,18 +75,9 @@ def _write(path: Path, launches: list) -> None:
     """Write an entry atomically: a temporary file renamed over ``path``, removed on any failure
     (so a reader never sees a half-written entry, and none is left behind)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        write_atomic(path, json.dumps(launches))
     except OSError:
-        return  # a read-only cache folder costs speed, not correctness
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(launches, f)
-        os.replace(tmp, path)
-    except BaseException as err:
-        Path(tmp).unlink(missing_ok=True)
-        if not isinstance(err, OSError):
-            raise
+        pass  # a read-only cache folder costs speed, not correctness
 
 
 def _memo_key(p: Path, kernel: str | None):

@@ -161,9 +161,10 @@ def test_query_cli_formats_and_errors(full_store, tmp_path):
     code, out = invoke("query", sql, "--store", str(s), "--format", "json")
     assert code == 0
     rows = json.loads(out)
-    assert rows[0] == {"subject": "v01_naive", "top_waiter": "FP16·long_scoreboard"} and len(rows) == 7
+    ladder = len(list(H200.glob(f"v0*/{SHAPE}.ncu-rep")))
+    assert rows[0] == {"subject": "v01_naive", "top_waiter": "FP16·long_scoreboard"} and len(rows) == ladder
     code, out = invoke("query", sql, "--store", str(s), "--format", "csv")
-    assert out.splitlines()[0] == "subject,top_waiter" and len(out.splitlines()) == 8
+    assert out.splitlines()[0] == "subject,top_waiter" and len(out.splitlines()) == ladder + 1
     code, out = invoke("query", "--schema", "--format", "csv")
     assert code == 0 and "top_waiter," in out and "stall_wait,double" in out
     cp = cli("query", "SELECT nope FROM launches", "--store", str(s))  # the real entry point: one line, exit 2

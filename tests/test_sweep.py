@@ -203,8 +203,12 @@ def test_lock_held_by_another_process_is_waited_for(tmp_path):
     assert lock.try_acquire("holding GPU 0 for the test")
     released = {}
 
-    def release_later():
-        time.sleep(4.0)
+    def release_later():  # once the sweep says it waits for GPU 0 (at most 90 s), and a little more
+        log = tmp_path / "logs" / "sweep.jsonl"
+        t_end = time.time() + 90
+        while time.time() < t_end and not (log.is_file() and '"lock_wait"' in log.read_text()):
+            time.sleep(0.1)
+        time.sleep(1.0)
         released["t"] = time.time()
         lock.release()
 

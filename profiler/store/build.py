@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from profiler.errors import WhowaitsError
+from profiler.io import write_atomic
 from profiler.store import schema
 
 REPORT_SUFFIX = ".ncu-rep"
@@ -109,17 +110,6 @@ def _read_state(store: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) and isinstance(data.get("reports"), dict) else {}
-
-
-def _write_atomic_bytes(path: Path, write) -> None:
-    """Call ``write(tmp_path)`` and rename the result onto ``path``; nothing is left behind on failure."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def part_path(store: Path, gpu: str, subject: str, shape: str) -> Path:
@@ -463,5 +453,5 @@ def write(store: Path, changed: dict[tuple[str, str, str], list[dict]], gone: li
         steps = list(t)
         timings.update({k: round(t[k] - t[p], 3) for p, k in zip(steps, steps[1:])})
     data = {"stamp": stamp or _stamp(), "reports": state_reports}
-    _write_atomic_bytes(store / STATE, lambda tmp: tmp.write_text(json.dumps(data, indent=1, sort_keys=True)))
+    write_atomic(store / STATE, json.dumps(data, indent=1, sort_keys=True))
     return total

@@ -281,7 +281,7 @@ def _finish(manifest, backend, gpus, todo, skipped, final, record, t0, started) 
     record.event("end", wall_s=round(res.wall_s, 3), done=res.count("done"), skipped=res.count("skipped"),
                  failed=res.count("failed"))
     record.close()
-    from profiler.provenance import write_json_atomic
+    from profiler.io import write_json_atomic
 
     write_json_atomic(Path(manifest.logs) / "results.json", res.as_dict())
     return res

@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from profiler.provenance import write_json_atomic
+    from profiler.io import write_json_atomic
     from profiler.sweep.jobs import Spec, execute
 
     args = sys.argv[1:] if argv is None else argv

@@ -221,21 +221,6 @@ def spec_for(batch: Batch, manifest, out: Path, gpu: str, hashes: dict) -> Spec:
                 str(manifest.logs), {j.id: hashes.get(j.id) for j in batch.jobs}, dict(manifest.env))
 
 
-def _add_build_hash(report: Path, build_hash: str | None) -> None:
-    """Record the rung's build hash in the sidecar where run_session did not (sidecars before the
-    ``build_hash`` key); never changes a hash that is there."""
-    from profiler.provenance import sidecar_path, write_json_atomic
-
-    side = sidecar_path(report)
-    try:
-        data = json.loads(side.read_text())
-    except (OSError, ValueError):
-        return
-    if isinstance(data, dict) and data.get("build_hash") is None and build_hash is not None:
-        data["build_hash"] = build_hash
-        write_json_atomic(side, data)
-
-
 def _profile(spec: Spec, jobs: list[Job], log) -> list[Outcome]:
     from profiler import collect
 
@@ -259,7 +244,6 @@ def _profile(spec: Spec, jobs: list[Job], log) -> list[Outcome]:
         if r is None:
             out.append(Outcome(j.id, "failed", error="not in the session", error_kind="error"))
         elif r.ok:
-            _add_build_hash(r.report, spec.build_hashes.get(j.id))
             out.append(Outcome(j.id, "done", report=str(r.report), passes=r.passes))
         else:
             out.append(Outcome(j.id, "failed", error=r.error, error_kind=classify(r.error)))
@@ -296,7 +280,8 @@ def _bench(spec: Spec, job: Job, log) -> Outcome:
 
 
 def _check(spec: Spec, job: Job, log) -> Outcome:
-    from profiler.provenance import git_state, write_json_atomic
+    from profiler.io import write_json_atomic
+    from profiler.provenance import git_state
 
     rc, text = _child([sys.executable, "-m", "kernels.check", *job.versions, "--shapes", job.shape], log, spec.env)
     if spec.logs:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from profiler.errors import WhowaitsError
+from profiler.io import write_atomic
 from profiler.sweep import jobs as J
 from profiler.sweep.driver import Record, _finish, _settle, prepare
 
@@ -121,19 +122,6 @@ def _jid(d: dict) -> str:
     return J.Job(**{**d, "versions": tuple(d.get("versions") or ())}).id
 
 
-def _write_atomic(dest: Path, data: bytes) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def run_ray(manifest, *, address: str | None = None, accelerator_type: str | None = None, force: bool = False,
             on_event: Callable[[dict], None] | None = None):
     """Run ``manifest`` as Ray tasks (see the module docstring)."""
@@ -206,7 +194,7 @@ def _land(manifest, batch: J.Batch, res: dict, record: Record, final: dict, floc
         record.event(e.pop("event"), **{**e, "node_t": e.pop("t")})
     out = Path(manifest.out)
     for rel, data in sorted(res.get("files", {}).items(), key=lambda kv: not kv[0].endswith(".ncu-rep")):
-        _write_atomic(out / rel, data)  # the report first, then its sidecar: a sidecar never describes a missing report
+        write_atomic(out / rel, data)  # the report first, then its sidecar: a sidecar never describes a missing report
     outs = [J.Outcome(**o) for o in res["outcomes"]]
     for o in outs:
         if o.report:

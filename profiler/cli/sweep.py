@@ -51,14 +51,25 @@ def sweep_cmd(
 
 
 def _dry_run(m, force: bool, fmt: Format) -> None:
+    """Each job and its status on each GPU folder it could land in: the manifest's ``gpu``, else the visible
+    GPUs' folders, else the folders already under ``out``."""
+    from profiler.provenance import git_state, gpu_slug
     from profiler.sweep import jobs as J
-    from profiler.provenance import git_state
+    from profiler.sweep.gpus import visible_gpus
 
+    if m.gpu:
+        slugs = [m.gpu]
+    else:
+        try:
+            slugs = sorted({gpu_slug(g.name) for g in visible_gpus()})
+        except WhowaitsError:
+            slugs = sorted(p.name for p in m.out.iterdir() if p.is_dir()) if m.out.is_dir() else []
     commit = git_state(J.REPO)[0]
     rows = []
     for j in J.plan(m):
-        st = "—" if not m.gpu else J.status(j, m.out, m.gpu, J.expected_build_hash(j), m.logs, commit)
-        rows.append({"job": j.id, "status": "todo" if force else st})
+        expected = J.expected_build_hash(j)
+        st = {s: ("todo" if force else J.status(j, m.out, s, expected, m.logs, commit)) for s in slugs}
+        rows.append({"job": j.id, **{f"status_{s}": v for s, v in st.items()}})
     if fmt == Format.json:
         print(json.dumps(rows, indent=2))
     elif fmt == Format.csv:
@@ -67,7 +78,7 @@ def _dry_run(m, force: bool, fmt: Format) -> None:
         pd.DataFrame(rows).to_csv(sys.stdout, index=False)
     else:
         for r in rows:
-            print(f"{r['job']}\t{r['status']}")
+            print("\t".join(str(v) for v in r.values()))
 
 
 def _run_with_progress(m, backend, address, accelerator_type, force):

@@ -204,18 +204,24 @@ def _create_table_sql() -> str:
     return f"CREATE TABLE launches ({cols})"
 
 
-def _db_ok(store: Path) -> bool:
+def _db_ok(store: Path, stamp: bool = True) -> bool:
+    """Whether ``launches.duckdb`` is usable: it opens and has the documented columns, and (with ``stamp``)
+    was written by this schema version and analysis code. Queries do not ask for the stamp: rows of an older
+    analysis are still the store's rows until ``whowaits index`` replaces them."""
     if not (store / DB_NAME).is_file():
         return False
     try:
         con = connect(store, read_only=True)
-    except WhowaitsError:
+    except WhowaitsError as err:
+        if "lock" in str(err).lower():  # another process writes it (whowaits index): never rebuild under it
+            raise WhowaitsError(f"the store {store} is being written by another process (whowaits index?): "
+                                "try again when it is done") from None
         return False
     try:
-        stamp = con.execute("SELECT stamp FROM store_meta").fetchone()[0]
+        got = con.execute("SELECT stamp FROM store_meta").fetchone()[0]
         cols = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
                                           "WHERE table_name = 'launches' ORDER BY ordinal_position").fetchall()]
-        return stamp == _stamp() and cols == [n for n, _, _ in schema.columns()]
+        return (not stamp or got == _stamp()) and cols == [n for n, _, _ in schema.columns()]
     except Exception:  # noqa: BLE001 - any damage: rebuild
         return False
     finally:

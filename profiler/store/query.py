@@ -21,7 +21,7 @@ def _ready(store: Path) -> Path:
     store = Path(store)
     if not (store / _index.DB_NAME).is_file() and not (store / _index.PARTS).is_dir():
         raise WhowaitsError(f"no store at {store}: build it with `whowaits index` (or pass --store DIR)")
-    if not _index._db_ok(store):
+    if not _index._db_ok(store, stamp=False):
         _index.rebuild_db(store)
     return store
 

@@ -246,8 +246,9 @@ def ncu_version(ncu: str) -> str | None:
     return m.group(1) if m else None
 
 
-def gpu_info() -> tuple[str | None, str | None]:
-    """(GPU name, driver version) of GPU 0 from nvidia-smi; (None, None) when nvidia-smi is not installed.
+def gpu_info(device: str | None = None) -> tuple[str | None, str | None]:
+    """(GPU name, driver version) of GPU 0 (or of ``device``: an nvidia-smi index or UUID, as a sweep pins its
+    sessions) from nvidia-smi; (None, None) when nvidia-smi is not installed.
 
     Raises :class:`WhowaitsError` when nvidia-smi is there but finds no GPU (no driver, no device): ncu
     could only fail later, after starting the program.
@@ -256,8 +257,8 @@ def gpu_info() -> tuple[str | None, str | None]:
     if not smi:
         return None, None
     try:
-        cp = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                            capture_output=True, text=True, timeout=60)
+        cp = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader",
+                             *([f"--id={device}"] if device else [])], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as err:
         raise WhowaitsError(f"no usable NVIDIA GPU: nvidia-smi did not run ({err})") from None
     out = cp.stdout.strip()
@@ -467,7 +468,8 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
     session resumes with the targets after the failing one. No file is left behind for a failed target.
     """
     ncu = find_ncu()
-    gpu_name, driver = gpu_info()
+    pinned = session.env.get("CUDA_VISIBLE_DEVICES", "")
+    gpu_name, driver = gpu_info(pinned if pinned and "," not in pinned else None)  # a sweep's GPU, not GPU 0
     slug = gpu or provenance.gpu_slug(gpu_name)
     dests = {t.name: report_path(out_root, slug, t.name, session.shape) for t in session.targets}
     if not force:

@@ -228,6 +228,24 @@ def test_lock_held_by_another_process_is_waited_for(tmp_path):
     assert_no_overlap(sessions(tmp_path))
 
 
+def test_bench_and_check_jobs_fail_alone_without_torch(tmp_path):
+    """bench and check jobs run `whowaits bench` / `python -m kernels.check` pinned to a GPU; on this machine
+    (no torch, no GPU) they fail with those tools' own one-line error, and the profile job beside them is done."""
+    (tmp_path / "sweep.toml").write_text(MANIFEST.replace('versions = ["v01", "v02", "v03"]', 'versions = ["v01"]')
+                                         .replace("[[subjects.cmd]]", "[[subjects.nocmd]]").replace(
+                                             'name = "t"', 'name = "t"\nrun = ["profile", "bench", "check"]')
+                                         .split("[[subjects.nocmd]]")[0] + '[shapes]\nkeys = ["b1_h64_s1024_d128"]\n')
+    cp = sweep(tmp_path, "--format", "json", FAKE_NCU_SLEEP="0")
+    assert cp.returncode == 1, cp.stderr
+    jobs = {j["job"]: j for j in json.loads(cp.stdout)["jobs"]}
+    assert jobs[f"profile:v01_naive:{SHAPE}"]["status"] == "done"
+    for kind in ("bench", "check"):
+        j = jobs[f"{kind}:{SHAPE}"]
+        assert j["status"] == "failed" and j["error_kind"] == "no_gpu" and j["attempts"] == 1
+        assert "needs torch and an NVIDIA GPU" in j["error"]
+    assert json.loads((tmp_path / "logs" / "check" / f"{SHAPE}.json").read_text())["rc"] == 2
+
+
 def test_gpu_lock_across_processes(tmp_path):
     """flock holds across processes: a second process cannot take a held lock, and takes it once released."""
     from profiler.sweep.gpus import Gpu, GpuLock

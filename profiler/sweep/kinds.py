@@ -16,7 +16,7 @@ import re
 PATTERNS: tuple[tuple[str, str], ...] = (
     ("permission", r"err_nvgpuctrperm"),
     ("no_ncu", r"ncu \(nsight compute cli\) not found|whowaits_ncu=.* is not an executable"),
-    ("no_gpu", r"no usable nvidia gpu|no visible gpu"),
+    ("no_gpu", r"no usable nvidia gpu|no visible gpu|needs torch and an nvidia gpu"),
     ("gpu_busy", r"out of memory|cudaerrormemoryallocation|busy or unavailable|cudaerrordevicesunavailable"
                  r"|cuda_error_out_of_memory"),
     ("timeout", r"timed out|timeout after"),

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from google.protobuf import text_format  # noqa: E402
 
-from profiler import collect  # noqa: E402
+from profiler import sections  # noqa: E402
 
 OUT = Path(".devcarry/candidates")
 STEPS = [
@@ -48,7 +48,7 @@ pats = []
 for name, more in STEPS:
     pats = pats + more
     d = OUT / name; d.mkdir(parents=True)
-    for f, msg in collect.section_files().items():
+    for f, msg in sections.section_files().items():
         m = type(msg)(); m.CopyFrom(msg); prune(m, pats)
         (d / f.name).write_text(text_format.MessageToString(m).replace("ShowInstances: true", "ShowInstances: 1"))
-    print(name, len(collect.set_metrics(d)))
+    print(name, len(sections.set_metrics(d)))

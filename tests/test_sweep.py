@@ -293,9 +293,19 @@ def test_error_kinds(text, kind, transient):
     from profiler.sweep.kinds import transient as is_transient
 
     assert classify(text) == kind and is_transient(kind) is transient
-    err = WhowaitsError(text)
-    err.kind = "ncu_crash"  # an error that names its kind keeps it
-    assert classify(err) == "ncu_crash"
+
+
+def test_error_kinds_from_error_classes():
+    """profiler.errors' classes name the kind; a transient message wins over the class (a crash because the GPU
+    was out of memory is worth another attempt, a crash of the kernel is not)."""
+    from profiler import errors
+    from profiler.sweep.kinds import classify
+
+    assert classify(errors.ProgramFailed("the profiled program failed with exit code 1: boom")) == "program_failed"
+    assert classify("the profiled program failed with exit code 1: CUDA out of memory", errors.ProgramFailed) == "gpu_busy"
+    assert classify(errors.NothingProfiled("x")) == "no_kernel" and classify(errors.CounterPermission("x")) == "permission"
+    assert classify(errors.NcuFailed("ncu failed with exit code 1: x")) == "ncu_failed"
+    assert classify(errors.NoGpu("x")) == "no_gpu" and classify(errors.NcuNotFound("x")) == "no_ncu"
 
 
 @pytest.mark.parametrize("body,needle", [

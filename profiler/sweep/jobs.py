@@ -246,7 +246,7 @@ def _profile(spec: Spec, jobs: list[Job], log) -> list[Outcome]:
         elif r.ok:
             out.append(Outcome(j.id, "done", report=str(r.report), passes=r.passes))
         else:
-            out.append(Outcome(j.id, "failed", error=r.error, error_kind=classify(r.error)))
+            out.append(Outcome(j.id, "failed", error=r.error, error_kind=classify(r.error, r.error_kind)))
     return out
 
 

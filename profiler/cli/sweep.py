@@ -170,6 +170,15 @@ def index_cmd(
         raise typer.Exit(1)
 
 
+def _null(v) -> bool:
+    import pandas as pd
+
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):  # a list or array cell
+        return False
+
+
 @app.command("query")
 def query_cmd(
     sql: Optional[str] = typer.Argument(None, help="SQL over the table `launches` (DuckDB dialect)."),
@@ -200,5 +209,5 @@ def query_cmd(
         for c in df.columns:
             t.add_column(str(c), overflow="fold")
         for row in df.itertuples(index=False):
-            t.add_row(*["" if v is None or (isinstance(v, float) and v != v) else str(v) for v in row])
+            t.add_row(*["" if _null(v) else str(v) for v in row])
         Console(width=200 if not sys.stdout.isatty() else None, highlight=False).print(t)

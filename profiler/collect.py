@@ -20,7 +20,7 @@ plus ``--launch-skip`` (the warm-up launches of that kernel) and ``--launch-coun
 
 ncu always runs with ``--clock-control none`` (the card's clocks are left alone), ``--cache-control all``
 and ``--import-source yes`` (ladder builds carry ``-lineinfo``, see ``kernels/build.py``). With the
-``whowaits`` set, ncu's section search path is replaced by this repo's ``sections/`` folder, so only our
+``whowaits`` set, ncu's section search path is replaced by the package's ``profiler/data/sections/`` folder, so only our
 six sections are collected (no built-in section or rule runs).
 
 A session writes into a temporary folder beside the destination and renames each finished file into
@@ -64,8 +64,10 @@ from profiler.sections import (  # noqa: F401 - section_files/section_metrics/se
 )
 from profiler.names import EXT_RUNNER_TITLES
 
-REPO = Path(__file__).resolve().parents[1]
-REPORTS_DIR = REPO / "reports"
+from profiler import paths as _paths
+
+REPO = _paths.checkout() or Path(__file__).resolve().parents[1]  # installed: the folder holding profiler/ and kernels/
+REPORTS_DIR = _paths.reports_root()  # at import; `whowaits profile` resolves it again per call
 DEFAULT_SHAPE = "b1_h64_s1024_d128_fp16"
 DEFAULT_WARMUP = 3
 CLOCK_CONTROL = "none"

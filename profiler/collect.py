@@ -228,7 +228,19 @@ def plan_command(command: str | list[str], kernel_regex: str, name: str, shape: 
     if launch_skip < 0:
         raise WhowaitsError("--launch-skip must be >= 0")
     target = Target(_check_name(name), kernel_regex, nvtx_range)
-    return Session([target], argv, _shape_key(shape), section_set, launch_skip=launch_skip)
+    return Session([target], argv, _any_shape_key(shape), section_set, launch_skip=launch_skip)
+
+
+def _any_shape_key(shape: str) -> str:
+    """``--shape`` for any program: an attention shape key (normalised), or any plain key of the user's
+    own problem (``m4096_n4096_k4096``), the report's file name."""
+    try:
+        return _shape_key(shape)
+    except WhowaitsError:
+        if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", shape or ""):
+            return shape
+        raise WhowaitsError(f"--shape {shape!r}: give a plain key (letters, digits, '.', '_', '-'), "
+                            "e.g. m4096_n4096_k4096") from None
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -264,8 +276,9 @@ def ncu_version(ncu: str) -> str | None:
     return m.group(1) if m else None
 
 
-def gpu_info() -> tuple[str | None, str | None]:
-    """(GPU name, driver version) of GPU 0 from nvidia-smi; (None, None) when nvidia-smi is not installed.
+def gpu_info(device: str | None = None) -> tuple[str | None, str | None]:
+    """(GPU name, driver version) of GPU 0 (or of ``device``: an nvidia-smi index or UUID, as a sweep pins its
+    sessions) from nvidia-smi; (None, None) when nvidia-smi is not installed.
 
     Raises :class:`NoGpu` when nvidia-smi is there but finds no GPU (no driver, no device): ncu
     could only fail later, after starting the program.
@@ -274,8 +287,8 @@ def gpu_info() -> tuple[str | None, str | None]:
     if not smi:
         return None, None
     try:
-        cp = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                            capture_output=True, text=True, timeout=60)
+        cp = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader",
+                             *([f"--id={device}"] if device else [])], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as err:
         raise NoGpu(f"no usable NVIDIA GPU: nvidia-smi did not run ({err})") from None
     out = cp.stdout.strip()
@@ -453,7 +466,11 @@ def subject_provenance(target: Target, shape: str) -> dict:
     from kernels import registry
     from kernels.config import Shape
 
-    s = Shape.parse(shape)
+    try:
+        s = Shape.parse(shape)
+    except WhowaitsError:  # a key of the user's own problem (profile --cmd --shape m4096_n4096_k4096)
+        return {"problem_flops": None, "build_hash": None, "ladder_order": None, "title": None,
+                "change": None, "expected_bottleneck": None}
     out = {"problem_flops": s.flops(), "build_hash": None, "ladder_order": None, "title": None,
            "change": None, "expected_bottleneck": None}
     ladder = {v.id: v for v in registry.versions()}
@@ -499,7 +516,8 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
     session resumes with the targets after the failing one. No file is left behind for a failed target.
     """
     ncu = find_ncu()
-    gpu_name, driver = gpu_info()
+    pinned = session.env.get("CUDA_VISIBLE_DEVICES", "")
+    gpu_name, driver = gpu_info(pinned if pinned and "," not in pinned else None)  # a sweep's GPU, not GPU 0
     slug = gpu or provenance.gpu_slug(gpu_name)
     dests = {t.name: report_path(out_root, slug, t.name, session.shape) for t in session.targets}
     if not force:
@@ -608,6 +626,8 @@ def _parts(ncu: str, rep: Path, targets: list[Target], tmpdir: Path) -> dict[str
     """Each target's own report: the session report itself for one target, else split out of it by the
     target's kernel regex (ncu --import ... --export, run in parallel). {name: path, or the error of its
     kind saying why there is none}."""
+    if not targets:  # the program died before its first measured launch
+        return {}
     if len(targets) == 1:
         return {targets[0].name: rep}
     from concurrent.futures import ThreadPoolExecutor

@@ -292,7 +292,8 @@ def producer_pcs(launch, reasons=tuple(SCOREBOARD_REASONS)) -> pd.DataFrame:
     ``attrs["missing"]`` names SourceCounters when the report has no per-PC samples.
     """
     sass = launch.sass
-    cols = [f"stall_{r}" for r in reasons if f"stall_{r}" in sass.columns]
+    # a column ncu left as NaN holds no samples (as in Launch.stall_matrix)
+    cols = [f"stall_{r}" for r in reasons if f"stall_{r}" in sass.columns and not sass[f"stall_{r}"].isna().any()]
     if len(sass) == 0 or not cols:
         return with_missing(
             pd.DataFrame(columns=_PC_COLS), [missing("waits_on", M.stall_config()["per_pc_section"])]

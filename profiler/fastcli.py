@@ -16,7 +16,8 @@ should cost neither. So :func:`main` looks the command line up first, importing 
 * a miss runs :func:`profiler.cli.main` with its output captured and passed on, and stores it only when
   the command exited 0 (an error is never replayed).
 
-Anything else (tables, csv, ``--html``, ``--help``, other commands) goes straight to the CLI. Entries live
+Anything else (tables, csv, ``--html``, ``--help``, a series file, ``--from-store``, other commands) goes
+straight to the CLI. Entries live
 in ``<cache>/results/`` (:func:`profiler.paths.cache_dir`), written atomically; an unreadable entry is a
 miss. ``WHOWAITS_NO_RESULT_CACHE=1`` turns the replay off.
 """
@@ -35,6 +36,9 @@ from typing import Iterable
 
 #: commands whose ``--format json`` output is replayed
 COMMANDS = ("show", "diff", "migration")
+#: options that make a command write a file or read inputs this key cannot see (a series file's reports,
+#: the DuckDB store): never replayed
+_NOT_REPLAYED = ("--html", "--series", "--from-store", "--store")
 #: bump to drop every stored entry
 LAYOUT = 1
 _SUFFIXES = (".ncu-rep", ".json")
@@ -109,11 +113,12 @@ def _option(argv: list[str], *names: str) -> str | None:
 
 def replayable(argv: list[str]) -> bool:
     """Whether ``argv`` (without the program name) is a command whose output is stored: one of
-    :data:`COMMANDS` with ``--format json``, no ``--help`` and no ``--html``."""
+    :data:`COMMANDS` with ``--format json``, no ``--help`` and none of :data:`_NOT_REPLAYED` nor a ``.toml``
+    series file."""
     if not argv or argv[0] not in COMMANDS or os.environ.get("WHOWAITS_NO_RESULT_CACHE") == "1":
         return False
-    if any(a in ("--help", "-h") or a == "--html" or a.startswith("--html=") for a in argv):
-        return False
+    if any(a in ("--help", "-h") or a.split("=")[0] in _NOT_REPLAYED or a.endswith(".toml") for a in argv):
+        return False  # help, a file written, or inputs named inside another file (series, store)
     return _option(argv[1:], "--format", "-f") == "json"
 
 

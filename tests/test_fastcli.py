@@ -99,6 +99,9 @@ def test_errors_are_never_stored(tree, tmp_path):
     (["migration", "--format", "json", "--html", "out.html"], False),
     (["migration", "--format", "json", "--help"], False),
     (["report", "--format", "json"], False),
+    (["migration", "series.toml", "--format", "json"], False),
+    (["diff", "a", "b", "--series", "s.toml", "--format", "json"], False),
+    (["migration", "--from-store", "latest", "--format", "json"], False),
     ([], False),
 ])
 def test_what_is_replayed(argv, ok, monkeypatch):

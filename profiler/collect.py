@@ -374,13 +374,48 @@ def parse_ncu_output(text: str, returncode: int = 0) -> NcuOutcome:
     elif "no kernels were profiled" in low:
         kind = NothingProfiled
         error = "the kernel filter matched no kernel launch (ncu: No kernels were profiled)"
-        seen = _available_kernels(text)
+        seen = list(dict.fromkeys(short_kernel_name(k) for k in _available_kernels(text)))
         if seen:
-            error += "; the program launched: " + ", ".join(seen[:12]) + (" ..." if len(seen) > 12 else "")
+            more = f", … and {len(seen) - SHOWN_KERNELS} more" if len(seen) > SHOWN_KERNELS else ""
+            error += (f"; the program launched {len(seen)} kernel(s): " + ", ".join(seen[:SHOWN_KERNELS]) + more)
     elif returncode != 0:
         kind = NcuFailed
         error = f"ncu failed with exit code {returncode}: " + (_ncu_error_line(text) or _last_program_line(text) or "no message")
     return NcuOutcome(profiled, error, kind)
+
+
+#: how many of the kernels a program launched an error lists when the filter matched none
+SHOWN_KERNELS = 10
+
+
+def short_kernel_name(name: str) -> str:
+    """A demangled kernel name as a person scans it: no return type, no parameter list, no namespaces,
+    template arguments elided (``void whowaits::v07::flash_fwd<128, 64, true>(const half*, …)`` ->
+    ``flash_fwd<…>``)."""
+    s = name.strip().replace("(anonymous namespace)", "{anonymous}")
+    depth, cut = 0, len(s)
+    for i, ch in enumerate(s):  # the parameter list: the first '(' outside template brackets
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif ch == "(" and depth == 0 and i > 0:
+            cut = i
+            break
+    s = s[:cut]
+    out, depth = [], 0
+    for ch in s:  # template arguments, nested ones too, become one '<…>'
+        if ch == "<":
+            if depth == 0:
+                out.append("<…>")
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    s = "".join(out).strip()
+    s = s.rsplit(" ", 1)[-1]  # return type / qualifiers before the name
+    return s.rsplit("::", 1)[-1] or name.strip()
 
 
 def _available_kernels(text: str) -> list[str]:

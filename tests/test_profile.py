@@ -64,7 +64,22 @@ def test_no_ncu_on_path(tmp_path):
     assert files_under(tmp_path / "reports") == []
 
 
+def test_cmd_report_is_named_after_the_shape_only_when_given(tmp_path):
+    cp = whowaits(CMD, tmp_path)  # no --shape: the report is named after --name, never the ladder's default shape
+    assert cp.returncode == 0, cp.stderr
+    assert files_under(tmp_path / "reports") == ["h200", "h200/ext-sdpa-flash", "h200/ext-sdpa-flash/ext-sdpa-flash.json",
+                                                 "h200/ext-sdpa-flash/ext-sdpa-flash.ncu-rep"]
+    from profiler import provenance
+
+    side = provenance.read_sidecar(tmp_path / "reports" / "h200" / "ext-sdpa-flash" / "ext-sdpa-flash.ncu-rep")
+    assert side["problem_flops"] is None  # no attention formula guessed for a program whose problem we don't know
+    cp = whowaits(CMD + ["--shape", "m4096_n4096_k4096"], tmp_path)
+    assert cp.returncode == 0, cp.stderr
+    assert (tmp_path / "reports" / "h200" / "ext-sdpa-flash" / "m4096_n4096_k4096.ncu-rep").is_file()
+
+
 def test_profile_writes_report_and_sidecar_and_refuses_to_overwrite(tmp_path):
+    CMD = globals()["CMD"] + ["--shape", SHAPE]  # the program runs this attention shape: its FLOPs go in the sidecar
     cp = whowaits(CMD, tmp_path)
     assert cp.returncode == 0, cp.stderr
     out = tmp_path / "reports" / "h200" / "ext-sdpa-flash"

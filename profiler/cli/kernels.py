@@ -76,11 +76,16 @@ def build_cmd(
     """Compile each version's cubin with nvcc and report ptxas resources and static SASS opcode counts."""
     from kernels import build, registry
 
+    from profiler.cli._progress import steps
+
     vers = registry.resolve(versions, all_)
     results = []
-    for v in vers:
-        cfg = v.config_for(head_dim or v.config.head_dim, dtype or v.config.dtype, causal)
-        results.append(build.build(v, cfg, force=force))
+    with steps("building", total=len(vers)) as bar:
+        for v in vers:
+            bar.advance(f"nvcc {v.id}", n=0)
+            cfg = v.config_for(head_dim or v.config.head_dim, dtype or v.config.dtype, causal)
+            results.append(build.build(v, cfg, force=force))
+            bar.advance()
     rows = [r.as_json() for r in results]
     if fmt == Format.table:
         for row in rows:
@@ -127,10 +132,17 @@ def bench_cmd(
             raise WhowaitsError(f"--compare {path} holds shape {b.shape}, which this run does not bench "
                                 f"(--shape {' --shape '.join(shape)})")
         prev[b.shape] = b
+    from profiler.cli._progress import steps
+
     quiet = fmt != Format.table
-    results = bench.run(names, shape, baselines=baselines, reps=reps, warmup=warmup,
-                        out_dir=Path(out) if out else None, force=force,
-                        log=(lambda *_: None) if quiet else typer.echo, repeat=repeat)
+    with steps("timing", echo=None if quiet else typer.echo) as bar:
+        def log(line: str) -> None:  # each row line is a step done; the bar pulses (rows per shape vary)
+            bar.log(line)
+            if line.startswith("  ") and not line.startswith("  round"):
+                bar.advance(line.split()[0])
+
+        results = bench.run(names, shape, baselines=baselines, reps=reps, warmup=warmup,
+                            out_dir=Path(out) if out else None, force=force, log=log, repeat=repeat)
     rows = []
     for _shape, shape_rows, path in results:
         for r in shape_rows:
@@ -174,10 +186,21 @@ def tune_cmd(
 
     from kernels import bench, tune
 
+    import re
+
+    from profiler.cli._progress import steps
+
     quiet = fmt != Format.table
-    rows, path = tune.tune(version, shape, space_text=space, build_only=build_only, reps=reps,
-                           out_dir=Path(out) if out else None, force=force, workers=workers,
-                           log=(lambda *_: None) if quiet else typer.echo)
+    with steps(f"tuning {version}", echo=None if quiet else typer.echo) as bar:
+        def log(line: str) -> None:  # 'N configs, M dropped …, K to time' sets the total; each timed config is a step
+            bar.log(line)
+            if (m := re.search(r"(\d+) to time$", line)) is not None:
+                bar.set_total(int(m.group(1)))
+            elif line.startswith("  "):
+                bar.advance(line.split()[0])
+
+        rows, path = tune.tune(version, shape, space_text=space, build_only=build_only, reps=reps,
+                               out_dir=Path(out) if out else None, force=force, workers=workers, log=log)
     data = [bench._finite(asdict(r)) for r in rows]
     if fmt == Format.table:
         for r in data:

@@ -17,7 +17,9 @@ from profiler.errors import WhowaitsError
 @app.command("profile")
 def profile(
     versions: list[str] = typer.Argument(None, help="Ladder version ids (v03_... or v03); several share one ncu session."),
-    shape: str = typer.Option("b1_h64_s1024_d128_fp16", "--shape", help="Shape key b{B}_h{H}_s{S}_d{D}_{dtype}[_causal]."),
+    shape: str = typer.Option(None, "--shape", help="Shape key b{B}_h{H}_s{S}_d{D}_{dtype}[_causal] (default "
+                                                     "b1_h64_s1024_d128_fp16); with --cmd any key of your problem, "
+                                                     "the report's file name (default: the --name)."),
     section_set: str = typer.Option("whowaits", "--set", help="whowaits (our sections/, default) or full (ncu's own)."),
     all_versions: bool = typer.Option(False, "--all", help="Every version in ONE ncu session over ONE runner process."),
     ext: bool = typer.Option(False, "--ext", help="With --all: also the runner's external subjects (torch SDPA flash, cuDNN)."),
@@ -43,7 +45,8 @@ def profile(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Echo ncu's and the program's output to stderr."),
 ) -> None:
     """Profile under Nsight Compute: exactly one measured launch per subject, written to
-    reports/<gpu>/<subject>/<shape>.ncu-rep with a provenance sidecar <shape>.json."""
+    reports/<gpu>/<subject>/<shape>.ncu-rep with a provenance sidecar <shape>.json (--cmd without --shape:
+    <name>/<name>.ncu-rep)."""
     from profiler import collect
 
     if cmd is None and (cmd_versions or problem_flops is not None or problem_bytes is not None):
@@ -51,6 +54,8 @@ def profile(
     for opt, v in (("--problem-flops", problem_flops), ("--problem-bytes", problem_bytes)):
         if v is not None and not v > 0:
             raise WhowaitsError(f"{opt} must be a positive number")
+    if cmd is None:
+        shape = shape or collect.DEFAULT_SHAPE  # the ladder's default problem; never a --cmd report's name
     if cmd is not None:
         if versions or all_versions:
             raise WhowaitsError("--cmd profiles one program: give no version ids and no --all with it")
@@ -61,7 +66,7 @@ def profile(
                                      out, gpu, force, dry_run, verbose, problem_flops, problem_bytes)
         if "{version}" in cmd:
             raise WhowaitsError("--cmd has {version} in it: give --versions v1,v2,… to fill it")
-        session = collect.plan_command(cmd, kernel, name, shape, launch_skip=launch_skip,
+        session = collect.plan_command(cmd, kernel, name, shape or name, launch_skip=launch_skip,
                                        section_set=section_set, nvtx_range=nvtx)
     elif all_versions:
         if versions:
@@ -127,14 +132,15 @@ def _split_versions(text: str) -> list[str]:
 def _profile_versions(collect, cmd, cmd_versions, kernel, name, shape, launch_skip, section_set, nvtx, out, gpu,
                       force, dry_run, verbose, problem_flops, problem_bytes) -> None:
     """``--cmd "… {version} …" --versions v1,v2,v3``: one ncu session per version (the command differs),
-    each written to ``<gpu>/<name>-<version>/<shape>.ncu-rep`` with its sidecar (problem FLOPs/bytes and
+    each written to ``<gpu>/<name>-<version>/<shape>.ncu-rep`` (``<name>-<version>.ncu-rep`` without
+    ``--shape``) with its sidecar (problem FLOPs/bytes and
     the version's place in the series added), ready for ``whowaits migration <name>-v1 <name>-v2 …``.
     Every version is planned (and checked) before the first runs; existing reports stop it before
     anything runs unless ``--force``."""
     if "{version}" not in cmd:
         raise WhowaitsError("--versions needs {version} in --cmd (e.g. --cmd \"python k.py --version {version}\")")
     vs = _split_versions(cmd_versions)
-    sessions = [(v, collect.plan_command(cmd.replace("{version}", v), kernel, f"{name}-{v}", shape,
+    sessions = [(v, collect.plan_command(cmd.replace("{version}", v), kernel, f"{name}-{v}", shape or f"{name}-{v}",
                                          launch_skip=launch_skip, section_set=section_set, nvtx_range=nvtx))
                 for v in vs]
     if dry_run:
@@ -147,11 +153,12 @@ def _profile_versions(collect, cmd, cmd_versions, kernel, name, shape, launch_sk
         return
     if not force:  # all or nothing: refuse before the first version runs
         from profiler import provenance
+        from profiler.paths import reports_root
 
         slug = gpu or provenance.gpu_slug(collect.gpu_info()[0])
         for v, s in sessions:
             for t in s.targets:
-                dest = collect.report_path(out or collect.REPORTS_DIR, slug, t.name, s.shape)
+                dest = collect.report_path(reports_root(out), slug, t.name, s.shape)
                 if dest.exists():
                     raise WhowaitsError(f"report exists: {dest} (use --force to overwrite)")
     done, wall = [], 0.0

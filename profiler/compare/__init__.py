@@ -103,7 +103,9 @@ def diff_versions(a: str, b: str, shape=None, kernels=None, reports=None, labels
         pa, pb = load_series_versions(series, kernels=kernels, only=[a, b])
     else:
         pa, pb = load_versions([a, b], shape=shape, kernels=kernels, reports=reports, labels=labels)
-    return diff(pa.summary, pb.summary, pa.label, pb.label, warnings=confounds([pa, pb]), verbose=verbose)
+    d = diff(pa.summary, pb.summary, pa.label, pb.label, warnings=confounds([pa, pb]), verbose=verbose)
+    d.notes[:0] = [n for p in (pa, pb) for n in (p.meta or {}).get("left_out", [])]
+    return d
 
 
 def migrate(specs=None, shape=None, kernels=None, reports=None, profiled=None, notes=None, labels=None,

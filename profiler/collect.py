@@ -20,7 +20,7 @@ plus ``--launch-skip`` (the warm-up launches of that kernel) and ``--launch-coun
 
 ncu always runs with ``--clock-control none`` (the card's clocks are left alone), ``--cache-control all``
 and ``--import-source yes`` (ladder builds carry ``-lineinfo``, see ``kernels/build.py``). With the
-``whowaits`` set, ncu's section search path is replaced by this repo's ``sections/`` folder, so only our
+``whowaits`` set, ncu's section search path is replaced by the package's ``profiler/data/sections/`` folder, so only our
 six sections are collected (no built-in section or rule runs).
 
 A session writes into a temporary folder beside the destination and renames each finished file into
@@ -64,8 +64,10 @@ from profiler.sections import (  # noqa: F401 - section_files/section_metrics/se
 )
 from profiler.names import EXT_RUNNER_TITLES
 
-REPO = Path(__file__).resolve().parents[1]
-REPORTS_DIR = REPO / "reports"
+from profiler import paths as _paths
+
+REPO = _paths.checkout() or Path(__file__).resolve().parents[1]  # installed: the folder holding profiler/ and kernels/
+REPORTS_DIR = _paths.reports_root()  # at import; `whowaits profile` resolves it again per call
 DEFAULT_SHAPE = "b1_h64_s1024_d128_fp16"
 DEFAULT_WARMUP = 3
 CLOCK_CONTROL = "none"
@@ -274,8 +276,9 @@ def ncu_version(ncu: str) -> str | None:
     return m.group(1) if m else None
 
 
-def gpu_info() -> tuple[str | None, str | None]:
-    """(GPU name, driver version) of GPU 0 from nvidia-smi; (None, None) when nvidia-smi is not installed.
+def gpu_info(device: str | None = None) -> tuple[str | None, str | None]:
+    """(GPU name, driver version) of GPU 0 (or of ``device``: an nvidia-smi index or UUID, as a sweep pins its
+    sessions) from nvidia-smi; (None, None) when nvidia-smi is not installed.
 
     Raises :class:`NoGpu` when nvidia-smi is there but finds no GPU (no driver, no device): ncu
     could only fail later, after starting the program.
@@ -284,8 +287,8 @@ def gpu_info() -> tuple[str | None, str | None]:
     if not smi:
         return None, None
     try:
-        cp = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                            capture_output=True, text=True, timeout=60)
+        cp = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader",
+                             *([f"--id={device}"] if device else [])], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as err:
         raise NoGpu(f"no usable NVIDIA GPU: nvidia-smi did not run ({err})") from None
     out = cp.stdout.strip()
@@ -513,7 +516,8 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
     session resumes with the targets after the failing one. No file is left behind for a failed target.
     """
     ncu = find_ncu()
-    gpu_name, driver = gpu_info()
+    pinned = session.env.get("CUDA_VISIBLE_DEVICES", "")
+    gpu_name, driver = gpu_info(pinned if pinned and "," not in pinned else None)  # a sweep's GPU, not GPU 0
     slug = gpu or provenance.gpu_slug(gpu_name)
     dests = {t.name: report_path(out_root, slug, t.name, session.shape) for t in session.targets}
     if not force:
@@ -622,6 +626,8 @@ def _parts(ncu: str, rep: Path, targets: list[Target], tmpdir: Path) -> dict[str
     """Each target's own report: the session report itself for one target, else split out of it by the
     target's kernel regex (ncu --import ... --export, run in parallel). {name: path, or the error of its
     kind saying why there is none}."""
+    if not targets:  # the program died before its first measured launch
+        return {}
     if len(targets) == 1:
         return {targets[0].name: rep}
     from concurrent.futures import ThreadPoolExecutor

@@ -1,8 +1,8 @@
-"""The ``whowaits`` section set as data: which ``sections/*.section`` files belong to a set, parsed, and
+"""The ``whowaits`` section set as data: which ``profiler/data/sections/*.section`` files belong to a set, parsed, and
 the metric names they collect.
 
 Section files are ncu's ``ProfilerSection`` messages in protobuf text format. They are parsed against
-``sections/section-schema.textproto`` (a ``FileDescriptorProto`` compiled at run time, so no ``protoc``
+``profiler/data/sections/section-schema.textproto`` (a ``FileDescriptorProto`` compiled at run time, so no ``protoc``
 is needed). Reading them needs no GPU and no ncu; :mod:`profiler.collect` passes the folder to ncu
 (``--section-folder``) when it profiles with the set.
 
@@ -17,10 +17,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from profiler.errors import SectionError
+from profiler.paths import sections_dir
 
 __all__ = ["DEFAULT_SET", "SECTIONS_DIR", "SECTION_SCHEMA", "section_files", "section_metrics", "set_metrics"]
 
-SECTIONS_DIR = Path(__file__).resolve().parents[1] / "sections"
+SECTIONS_DIR = sections_dir()
 SECTION_SCHEMA = SECTIONS_DIR / "section-schema.textproto"
 #: the set ``whowaits profile`` collects unless told otherwise
 DEFAULT_SET = "whowaits"

@@ -28,6 +28,19 @@ PROBLEM_BYTES_OPTION = typer.Option(None, "--problem-bytes", help="Bytes one cal
                                     "(fills a GB/s column).")
 VERBOSE_OPTION = typer.Option(False, "--verbose", "-v",
                               help="List every field a report lacks (default: one line per report).")
+FROM_STORE_OPTION = typer.Option(None, "--from-store", help="Take the reports from the store (`whowaits index`): an SQL "
+                                                          "WHERE clause over `launches`, e.g. \"gpu = 'h200' AND shape = "
+                                                          "'b1_h64_s1024_d128_fp16'\".")
+STORE_DIR_OPTION = typer.Option(None, "--store", help="With --from-store: the store folder (default: ./.whowaits-store).")
+
+
+def _from_store(where: str, names, store, kernels):
+    """Profiled subjects chosen by the store's rows (ladder order), loaded like any others."""
+    from profiler import store as st  # noqa: PLC0415
+    from profiler.compare import load_many  # noqa: PLC0415
+
+    return load_many(st.subjects(where, names=list(names) if names else None, store=store),
+                     kernels=list(kernels) if kernels else None)
 
 
 def _console():
@@ -141,13 +154,21 @@ def diff_cmd(
     label: Optional[List[str]] = LABEL_OPTION,
     series: Optional[Path] = typer.Option(None, "--series", help="A series file (.toml): A and B are its labels."),
     verbose: bool = VERBOSE_OPTION,
+    from_store: Optional[str] = FROM_STORE_OPTION,
+    store: Optional[Path] = STORE_DIR_OPTION,
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Diff two versions' stall breakdowns: who waits on whom, SSC, barriers, tensor pipe, roofline, time."""
     from profiler.compare import diff_versions  # noqa: PLC0415
 
-    d = diff_versions(a, b, shape=shape, kernels=kernel, reports=reports, labels=label or None, verbose=verbose,
-                      series=series)
+    if from_store is not None:
+        from profiler.compare import confounds, diff  # noqa: PLC0415
+
+        pa, pb = _from_store(from_store, [a, b], store, kernel)
+        d = diff(pa.summary, pb.summary, pa.label, pb.label, warnings=confounds([pa, pb]))
+    else:
+        d = diff_versions(a, b, shape=shape, kernels=kernel, reports=reports, labels=label or None, verbose=verbose,
+                          series=series)
     if fmt != Format.table:
         _warn_stderr(d.warnings)
     _emit(d.to_dict(), d.long_frame(), fmt, lambda c: _render_diff(d, c))
@@ -241,14 +262,19 @@ def migration_cmd(
     problem_flops: Optional[float] = PROBLEM_FLOPS_OPTION,
     problem_bytes: Optional[float] = PROBLEM_BYTES_OPTION,
     verbose: bool = VERBOSE_OPTION,
+    from_store: Optional[str] = FROM_STORE_OPTION,
+    store: Optional[Path] = STORE_DIR_OPTION,
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Where the bottleneck goes across versions: top waiter, time, TFLOPS, one sentence per step."""
     from profiler.compare import load_versions, migrate  # noqa: PLC0415
 
     omitted: list[str] = []
-    profiled = _with_problem(load_versions(versions, shape=shape, kernels=kernel, reports=reports, omitted=omitted,
-                                           labels=label or None), problem_flops, problem_bytes)
+    if from_store is not None:
+        profiled = _with_problem(_from_store(from_store, versions, store, kernel), problem_flops, problem_bytes)
+    else:
+        profiled = _with_problem(load_versions(versions, shape=shape, kernels=kernel, reports=reports,
+                                               omitted=omitted, labels=label or None), problem_flops, problem_bytes)
     m = migrate(profiled=profiled, notes=omitted, verbose=verbose)
     if fmt != Format.table:
         _warn_stderr(m.warnings)

@@ -36,7 +36,7 @@ def profile(
     launch_skip: int = typer.Option(0, "--launch-skip", help="With --cmd: matching launches to skip (warm-up)."),
     nvtx: str = typer.Option(None, "--nvtx", help="With --cmd: only launches inside this NVTX push/pop range."),
     warmup: int = typer.Option(3, "--warmup", help="Warm-up launches per version before the measured one."),
-    out: Path = typer.Option(None, "--out", help="Reports root (default: the repo's reports/)."),
+    out: Path = typer.Option(None, "--out", help="Reports root (default: $WHOWAITS_REPORTS_DIR's parent, else ./reports, else the checkout's reports/)."),
     gpu: str = typer.Option(None, "--gpu", help="GPU folder under the reports root (default: from nvidia-smi, e.g. h200)."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing reports."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the ncu command and run nothing."),
@@ -175,7 +175,9 @@ def _run_with_progress(collect, session, out, gpu, force, verbose=False):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    kw = dict(out_root=out or collect.REPORTS_DIR, gpu=gpu, force=force)
+    from profiler.paths import reports_root
+
+    kw = dict(out_root=reports_root(out), gpu=gpu, force=force)
     console = Console(stderr=True)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=True,

@@ -34,7 +34,8 @@ class Migration:
       top_share, top_lo, top_hi (Wilson interval),
       tensor_path, tensor_pipe_pct (% of the path's own peak), tensor_roof_pct (% of the GPU's dense
       tensor roof at the report's clock: one scale for every path), compute_roof_tflops (the roof of
-      the pipe carrying most FLOPs), ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem,
+      the pipe carrying most FLOPs), ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem (total FLOPs / bytes),
+      intensity_tensor_<level> (tensor FLOPs / bytes, as ncu's roofline takes them),
       title, change, expected_bottleneck (from the sidecar; empty for external subjects:
       the hypothesis to hold against top_class/top_reason), hypothesis and verdict (from a series
       file), gbps (the problem's bytes over the duration, from a series file or sidecar), step (the sentence
@@ -43,7 +44,9 @@ class Migration:
     - ``waiters``: version, class, reason, samples, share: the class x reason rows that are the top
       waiter of at least one version, for every version (the path chart).
     - ``steps``: step, src, dst, speedup, top_src, top_dst, moved (bool), sentence.
-    - ``roofline``: version, level, intensity (FLOP/byte), tflops (achieved), path (tensor path).
+    - ``roofline``: version, level, intensity (FLOP/byte), tflops (achieved), path (tensor path),
+      intensity_tensor, tflops_tensor (tensor FLOPs only: the point ncu's tensor roofline plots),
+      compute_pipe (the pipe whose roof applies).
     - ``roofs``: path, level, intensity, tflops: points of each roof (a bandwidth slope then the
       compute ceiling) for the tensor paths used, from ``roofline.ceilings`` of the summaries
       (:data:`PATH_CEILING`).
@@ -173,6 +176,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "compute_roof_tflops": ((roof.get("ceilings") or {}).get("compute_tflops")),
             "ssc_share": (ssc / n if ssc is not None and n else None),
             **{f"intensity_{lv}": inten.get(lv) for lv in LEVELS},
+            **{f"intensity_tensor_{lv}": (roof.get("intensity_tensor") or {}).get(lv) for lv in LEVELS},
             "title": meta.get("title") or "", "change": meta.get("change") or "",
             "expected_bottleneck": meta.get("expected_bottleneck") or "",
             "hypothesis": meta.get("hypothesis") or "", "verdict": meta.get("verdict") or "",
@@ -188,7 +192,10 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
                                "lo": float(l), "hi": float(h)})
         for lv in LEVELS:
             road.append({"version": p.label, "level": lv, "intensity": inten.get(lv),
-                         "tflops": roof.get("achieved_tflops"), "path": s.get("tensor_path")})
+                         "tflops": roof.get("achieved_tflops"), "path": s.get("tensor_path"),
+                         "intensity_tensor": (roof.get("intensity_tensor") or {}).get(lv),
+                         "tflops_tensor": roof.get("achieved_tensor_tflops"),
+                         "compute_pipe": roof.get("compute_pipe")})
 
     stall_shares = pd.DataFrame(shares, columns=["version", "reason", "samples", "share", "lo", "hi"])
     if len(stall_shares):  # every reason appears for every version (0 where unsampled), fixed order
@@ -221,7 +228,8 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
                       "moved": moved, "sentence": d.verdict})
     steps = pd.DataFrame(srows, columns=["step", "src", "dst", "speedup", "top_src", "top_dst", "moved", "sentence"])
 
-    roofline = pd.DataFrame(road, columns=["version", "level", "intensity", "tflops", "path"])
+    roofline = pd.DataFrame(road, columns=["version", "level", "intensity", "tflops", "path", "intensity_tensor",
+                                           "tflops_tensor", "compute_pipe"])
     imax = pd.to_numeric(roofline["intensity"], errors="coerce").max() if len(roofline) else np.nan
     imax = float(imax) if imax == imax else 1000.0
     roof_rows, seen = [], set()

@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from profiler import paths as _paths
 from profiler.errors import WhowaitsError
 from profiler.names import is_external
 
@@ -56,17 +57,8 @@ class Profiled:
 # ----------------------------------------------------------------------------- locating
 
 def reports_dir(gpu: str = DEFAULT_GPU, root: str | os.PathLike | None = None) -> Path:
-    """The folder holding one folder per version: ``$WHOWAITS_REPORTS_DIR``, else
-    ``./reports/<gpu>`` when it exists, else ``reports/<gpu>`` of the checkout this package lives in."""
-    if root is not None:
-        return Path(root)
-    env = os.environ.get("WHOWAITS_REPORTS_DIR")
-    if env:
-        return Path(env)
-    here = Path.cwd() / "reports" / gpu
-    if here.is_dir():
-        return here
-    return Path(__file__).resolve().parents[2] / "reports" / gpu
+    """The folder holding one folder per version (:func:`profiler.paths.reports_dir`)."""
+    return _paths.reports_dir(gpu, root)
 
 
 def _folder_sidecar(rdir: Path, version: str) -> dict:

@@ -115,8 +115,9 @@ def _inherit(sass: pd.DataFrame, own: list[str | None], ctx: list[str | None]) -
     nearest earlier instruction whose line is declared — the region of the block that line sits in, so a
     one-line ``sync`` marker does not capture the loads scheduled after it (``other`` before the first).
     A tensor instruction on a line declared outside ``tensor_regions`` (qk, pv) counts as inheriting too, and
-    one whose B operand no LDSM/LDS loaded (wgmma reads B through a descriptor) takes the region of the
-    inference's A-operand rule: A in shared memory -> qk, A produced in registers (P) -> pv."""
+    one whose B operand was not loaded by an LDSM/LDS counted in qk/pv (wgmma reads B through a descriptor;
+    ptxas may put an ldmatrix on a neighbouring softmax line) takes the region of the inference's A-operand
+    rule: A in shared memory (or loaded by LDSM/LDS) -> qk, A produced in registers (P) -> pv."""
     mk = M.region_config()["markers"]
     tensor = set(mk["tensor_opcodes"])
     producers = set(mk["operand_producers"])
@@ -132,9 +133,11 @@ def _inherit(sass: pd.DataFrame, own: list[str | None], ctx: list[str | None]) -
             region = last
             if b in tensor:
                 ins = parse(t)
-                if len(ins.srcs) > 1 and ins.srcs[1].regs and ins.srcs[1].regs[0] in writer:
-                    region = writer[ins.srcs[1].regs[0]]
-                elif gemm:  # no loaded B fragment (wgmma reads B through a descriptor): its A operand decides
+                b_region = writer.get(ins.srcs[1].regs[0]) if len(ins.srcs) > 1 and ins.srcs[1].regs else None
+                if b_region is not None and (not gemm or b_region in gemm):
+                    region = b_region
+                elif gemm:  # no B fragment loaded in qk/pv (wgmma reads B through a descriptor; ptxas put the
+                    # ldmatrix on a neighbouring line): the A operand decides
                     a = _a_operand(ins, op_writer)
                     region = next((r["region"] for r in by_a if b in r["opcodes"] and r["a_operand"] == a), last)
             out.append(region)

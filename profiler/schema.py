@@ -139,6 +139,15 @@ class Region(TypedDict):
     inherited_samples: int
 
 
+class RoleEdge(TypedDict):
+    waiter: str  # a role (producer, consumer, cta, common, …)
+    barrier: str  # mbarrier+0x10, bar 4, wgmma group, SB0
+    releaser: str  # a role or an engine (TMA ← producer, tensor core (wgmma), cp.async (LDGSTS))
+    samples: int
+    share: float
+    inferred: bool
+
+
 class Launch(TypedDict):
     index: int
     grid: Optional[list[int]]
@@ -187,6 +196,7 @@ class Summary(TypedDict):
     launch: Optional[Launch]  # None when merged (launches may differ)
     device: Optional[Device]
     regions: list[Region]  # sum exactly to the kernel's samples; [] without per-PC data
+    role_edges: list[RoleEdge]  # whowaits roles' edges with samples, heaviest first (profiler/analyze/roles.py)
     missing: list[Missing]
 
 
@@ -248,6 +258,10 @@ def _check(value: Any, tp, path: str) -> None:
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise SchemaError(f"summary {path}: expected an integer, got {value!r:.40}")
+        return
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise SchemaError(f"summary {path}: expected true or false, got {value!r:.40}")
         return
     if tp is str:
         if not isinstance(value, str):

@@ -9,6 +9,7 @@ from profiler.analyze.kernel import LEVELS, SMEM_OPS, _dedup, barriers, launch_s
 from profiler.analyze.roofline import compute_pipe, roofline
 from profiler.analyze.producers import waits_on
 from profiler.analyze.regions import regions_json
+from profiler.analyze.roles import role_edges_json
 from profiler.analyze.stalls import (
     opcode_waits,
     short_scoreboard,
@@ -210,6 +211,7 @@ def _summary(launch, top: int) -> dict:
             "sm_count": py(lrow["sm_count"]),
         },
         "regions": regions_json(launch),
+        "role_edges": role_edges_json(launch),
         "missing": _dedup(gone),
     }
 

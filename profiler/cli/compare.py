@@ -188,9 +188,11 @@ def _render_migration(m, console) -> None:
                   for r in rows) for k in ("gbps", "change")}
     t = Table(title="Bottleneck migration", title_justify="left")
     cols = ["version", "duration", "TFLOPS"] + (["GB/s"] if has["gbps"] else []) + [
-        "vs prev", "top waiter", "share [95%]", "tensor path", "tensor pipe", "tensor roof", "SSC"] + (["change"] if has["change"] else [])
+        "vs prev", "top waiter", "share [95%]", "heaviest role edge", "tensor path", "tensor pipe", "tensor roof",
+        "SSC"] + (["change"] if has["change"] else [])
     for c in cols:
-        t.add_column(c, justify="left" if c in ("version", "top waiter", "tensor path", "change") else "right")
+        t.add_column(c, justify="left" if c in ("version", "top waiter", "heaviest role edge", "tensor path",
+                                                  "change") else "right")
     for r in rows:
         top = f"{escape(str(r['top_class']))}·{escape(str(r['top_reason']))}" if r["top_class"] else "—"
         if isinstance(r.get("top_producer"), str):
@@ -203,6 +205,8 @@ def _render_migration(m, console) -> None:
             cells.append(_num(r.get("gbps"), "{:.0f}"))
         cells += [_num(r["speedup_prev"], "{:.2f}x"), top,
                   f"{_pct(r['top_share'])} [{_pct(r['top_lo'])}, {_pct(r['top_hi'])}]",
+                  (f"{escape(r['top_role_edge'])} {_pct(r.get('top_role_share'))}"
+                   if isinstance(r.get("top_role_edge"), str) else "—"),
                   _num(r["tensor_path"]), _num(r["tensor_pipe_pct"], "{:.1f}%"),
                   _num(r.get("tensor_roof_pct"), "{:.1f}%"), _pct(r["ssc_share"])]
         if has["change"]:

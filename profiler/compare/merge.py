@@ -206,6 +206,11 @@ def merge_launches(launches: list[Summary]) -> Summary:
     merged["launch"] = None
     merged["device"] = L[0].get("device")
     merged["regions"] = _regions(L)
+    merged["role_edges"] = [{**r, "inferred": any(e.get("inferred") for x in L for e in x.get("role_edges") or []
+                                                  if (e["waiter"], e["barrier"], e["releaser"])
+                                                  == (r["waiter"], r["barrier"], r["releaser"]))}
+                            for r in _ints(_regroup([x.get("role_edges") for x in L],
+                                                    ("waiter", "barrier", "releaser"), total))]
     missing = {}
     for x in L:
         for m in x.get("missing") or []:

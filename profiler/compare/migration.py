@@ -31,7 +31,8 @@ class Migration:
       speedup_first, top_class, top_reason, top_opcode (the opcode most of its samples sit on),
       top_producer (for a scoreboard stall: the base opcode of the instruction most of them wait on,
       e.g. LDSM; None otherwise),
-      top_share, top_lo, top_hi (Wilson interval),
+      top_share, top_lo, top_hi (Wilson interval), top_role_edge / top_role_share (the heaviest edge of
+      ``whowaits roles``: waiter —[barrier]→ releaser, and its share of the samples),
       tensor_path, tensor_pipe_pct (% of the path's own peak), tensor_roof_pct (% of the GPU's dense
       tensor roof at the report's clock: one scale for every path), compute_roof_tflops (the roof of
       the pipe carrying most FLOPs), ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem (total FLOPs / bytes),
@@ -105,6 +106,15 @@ def _ceiling_points(roofline: dict, path: str | None, intensity_max: float) -> l
     return out
 
 
+def _role_edge(summary: dict) -> str | None:
+    """The heaviest role edge of a summary as ``waiter —[barrier]→ releaser`` (None without one)."""
+    edges = summary.get("role_edges") or []
+    if not edges:
+        return None
+    e = edges[0]
+    return f"{e['waiter']} —[{e['barrier']}]→ {e['releaser']}"
+
+
 def problem_tflops(problem_flops: float | None, duration_ns: float | None) -> float | None:
     """TFLOP/s of the problem (``problem_flops``, from the report's sidecar: what the call had to compute,
     not what the counters saw) done in ``duration_ns``; None when either is unknown."""
@@ -171,6 +181,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "top_opcode": top.get("opcode") if top else None,
             "top_producer": top.get("producer") if top else None,
             "top_share": top["share"] if top else None, "top_lo": lo, "top_hi": hi,
+            "top_role_edge": _role_edge(s), "top_role_share": ((s.get("role_edges") or [{}])[0].get("share")),
             "tensor_path": s.get("tensor_path"), "tensor_pipe_pct": s.get("tensor_pipe_pct"),
             "tensor_roof_pct": s.get("tensor_roof_pct"),
             "compute_roof_tflops": ((roof.get("ceilings") or {}).get("compute_tflops")),

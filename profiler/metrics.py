@@ -22,7 +22,6 @@ __all__ = [
     "barrier_opcodes",
     "classify_opcode",
     "cycles_per_issue_metric",
-    "data_version",
     "full_opcode",
     "gpu_spec",
     "metric_spec",
@@ -44,15 +43,6 @@ def _load(name: str) -> dict:
         raise WhowaitsError(f"data file {name} is missing from the installed package") from err
     except tomllib.TOMLDecodeError as err:  # pragma: no cover - caught by tests
         raise WhowaitsError(f"data file {name} is not valid TOML: {err}") from err
-
-
-def data_version() -> str:
-    """A string that changes whenever a data file's ``version`` changes (part of cache keys)."""
-    return "m{}-o{}-g{}".format(
-        _load("metrics.toml")["version"],
-        _load("opcode_classes.toml")["version"],
-        _load("gpus.toml")["version"],
-    )
 
 
 # --- metrics ------------------------------------------------------------------------------------

@@ -27,19 +27,20 @@ Frames (one pair per profiled launch; see :class:`Launch`):
     for every reason the report samples (``metrics.sampled_reasons()``), ``source_file``
     (str or None) and ``source_line`` (Int64, <NA> without ``-lineinfo``).
 
-The cache lives in ``$WHOWAITS_CACHE_DIR`` (default ``~/.cache/whowaits``), keyed by the report
-file's sha256 plus the schema and data-file versions and a hash of the ingestion code: a changed
-file (or opcode map, or ingester) never hits a stale entry; an unreadable entry is ignored and
-rebuilt.
+The cache lives in ``$WHOWAITS_CACHE_DIR`` (default ``~/.cache/whowaits``): one sealed file per
+report, keyed by the report file's sha256 and the content of the ingester, the metric maps and
+every data file (:mod:`profiler.cachefile`): a changed file (or opcode map, or ingester) never
+hits a stale entry; a damaged or undecodable entry is deleted and rebuilt.
 """
 
 from __future__ import annotations
 
-import hashlib
+import io
 import os
 import re
+import stat
 import struct
-import tempfile
+import sys
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -49,13 +50,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from profiler import cachefile
 from profiler import metrics as M
 from profiler.errors import WhowaitsError
 from profiler.provenance import sha256_file
 
-__all__ = ["Launch", "Report", "cache_dir", "load_report", "select_launches", "SCHEMA_VERSION"]
+__all__ = ["Launch", "Report", "cache_dir", "check_file", "load_report", "select_launches"]
 
-SCHEMA_VERSION = 1
 _MAGIC = b"NVR\x00"
 _CONTAINER = 2  # the uint32 after the magic in the ncu 2025.x reports this framing check knows
 
@@ -151,40 +152,66 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "whowaits"
 
 
-_CODE_FINGERPRINT: str | None = None
+#: what a parsed-frames entry is derived from (see :mod:`profiler.cachefile`): the ingester, the
+#: metric maps' reader, every data file, and the libraries that decode the report and write parquet
+_FRAMES_FROM = (("report.py", "metrics.py", "errors.py", "data"), ("ncu-report", "pandas", "pyarrow"))
+_FRAMES_SUFFIX = ".frames"
 
 
-def _code_fingerprint() -> str:
-    """Hash of the ingestion code (this module and the metric maps' reader): an edited ingester
-    never reads entries an older one wrote, even if SCHEMA_VERSION was not bumped."""
-    global _CODE_FINGERPRINT
-    if _CODE_FINGERPRINT is None:
-        h = hashlib.sha256()
-        for mod in (__file__, M.__file__):
-            try:
-                h.update(Path(mod).read_bytes())
-            except OSError:  # pragma: no cover - zipped installs
-                h.update(mod.encode())
-        _CODE_FINGERPRINT = h.hexdigest()[:10]
-    return _CODE_FINGERPRINT
+def _cache_path(sha: str) -> Path:
+    """``<cache_dir>/<report sha256>.<fingerprint>.frames``: one file per report and producer."""
+    return cache_dir() / f"{sha}.{cachefile.fingerprint(*_FRAMES_FROM)}{_FRAMES_SUFFIX}"
 
 
-def _cache_paths(sha: str) -> tuple[Path, Path]:
-    key = f"{sha}.s{SCHEMA_VERSION}-{M.data_version()}-{_code_fingerprint()}"
-    d = cache_dir()
-    return d / f"{key}.metrics.parquet", d / f"{key}.sass.parquet"
+def _frames_to_bytes(mf: pd.DataFrame, sf: pd.DataFrame) -> bytes:
+    """Both frames as one payload: uint64 length of the metrics parquet, it, the sass parquet."""
+    parts = []
+    for frame in (mf, sf):
+        buf = io.BytesIO()
+        frame.to_parquet(buf, index=False)
+        parts.append(buf.getvalue())
+    return struct.pack("<Q", len(parts[0])) + parts[0] + parts[1]
+
+
+def _frames_from_bytes(payload: bytes) -> tuple[pd.DataFrame, pd.DataFrame]:
+    (n,) = struct.unpack("<Q", payload[:8])
+    if 8 + n > len(payload):
+        raise ValueError("metrics part runs past the entry")
+    mf = pd.read_parquet(io.BytesIO(payload[8:8 + n]))
+    sf = pd.read_parquet(io.BytesIO(payload[8 + n:]))
+    return mf, sf
+
+
+def _valid_frames(mf: pd.DataFrame, sf: pd.DataFrame) -> bool:
+    """The frames have the columns and dtypes this module's docstring promises."""
+    if list(mf.columns) != METRIC_COLUMNS[1:] or mf.empty:
+        return False
+    if not (pd.api.types.is_integer_dtype(mf["launch"]) and pd.api.types.is_float_dtype(mf["value"])):
+        return False
+    need = {"launch": "i", "address": "u", "offset": "i", "sass": "O", "opcode": "O", "base": "O",
+            "opcode_class": "O"}
+    for col, kind in need.items():
+        if col not in sf.columns:
+            return False
+        if kind != "O" and sf[col].dtype.kind != kind:
+            return False
+    return set(sf["launch"].unique()) <= set(mf["launch"].unique())
 
 
 def _read_cache(sha: str) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    mpath, spath = _cache_paths(sha)
-    if not (mpath.is_file() and spath.is_file()):
+    """The cached frames of report ``sha``, or None: no entry, or one that fails its seal, its
+    decoding or :func:`_valid_frames` (then it is deleted and the caller rebuilds it)."""
+    path = _cache_path(sha)
+    payload = cachefile.read(path)
+    if payload is None:
         return None
     try:
-        mf = pd.read_parquet(mpath)
-        sf = pd.read_parquet(spath)
-    except Exception:  # any unreadable entry is a miss: rebuilt below
-        return None
-    if list(mf.columns) != METRIC_COLUMNS[1:] or "address" not in sf.columns or mf.empty:
+        mf, sf = _frames_from_bytes(payload)
+        ok = _valid_frames(mf, sf)
+    except Exception:  # noqa: BLE001 - any undecodable entry is a miss, rebuilt by the caller
+        ok = False
+    if not ok:
+        cachefile.discard(path)
         return None
     return _normalize(mf), sf
 
@@ -197,41 +224,37 @@ def _normalize(mf: pd.DataFrame) -> pd.DataFrame:
     return mf
 
 
-def _atomic_write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _write_cache(sha: str, mf: pd.DataFrame, sf: pd.DataFrame) -> None:
-    mpath, spath = _cache_paths(sha)
     try:
-        _atomic_write_parquet(sf, spath)
-        _atomic_write_parquet(mf, mpath)  # metrics last: its presence marks a complete entry
-    except OSError:
-        pass  # a read-only or full cache dir only costs speed
+        payload = _frames_to_bytes(mf, sf)
+    except Exception:  # noqa: BLE001 - frames parquet cannot hold are still used, just not cached
+        return
+    cachefile.write(_cache_path(sha), payload)
 
 
 # --- validation ---------------------------------------------------------------------------------
 
 
-
-def _check_file(path: Path) -> None:
-    """Reject a missing path, a non-report and a truncated report, each with one line."""
-    if not path.exists():
-        raise WhowaitsError(f"{path}: no such file")
-    if path.is_dir():
+def check_file(path: Path) -> None:
+    """Reject, each with one line, what is not a readable, complete report file: a missing path,
+    a directory, a FIFO or device (``/dev/zero``: it would never end), an unreadable file, a file
+    without the report header and a truncated report. Checks the file type before reading a
+    byte, so nothing here can hang."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise WhowaitsError(f"{path}: no such file") from None
+    except OSError as err:
+        raise WhowaitsError(f"{path}: cannot read: {err.strerror or err}") from None
+    if stat.S_ISDIR(st.st_mode):
         raise WhowaitsError(f"{path}: is a directory, not an Nsight Compute report (.ncu-rep)")
+    if not stat.S_ISREG(st.st_mode):
+        raise WhowaitsError(f"{path}: not a regular file (a FIFO, socket or device); "
+                            "give the path of an Nsight Compute report (.ncu-rep)")
     try:
         with open(path, "rb") as f:
             head = f.read(8)
-            size = path.stat().st_size
+            size = os.fstat(f.fileno()).st_size
             if head[:4] != _MAGIC:
                 raise WhowaitsError(
                     f"{path}: not an Nsight Compute report (no NVR header; expected a .ncu-rep "
@@ -496,6 +519,68 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
+class _NativeLog:
+    """Captures what native code writes to file descriptor 2 while the block runs (ncu_report's
+    protobuf/absl log lines, e.g. ``E0000 … Can't parse message …`` for a damaged report), so
+    they never reach the terminal before whowaits' own one-line error. :attr:`lines` holds them
+    afterwards; :meth:`replay` writes the harmless ones to stderr after a successful read."""
+
+    _BOILERPLATE = "WARNING: All log messages before absl::InitializeLog() is called"
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __enter__(self):
+        import tempfile  # noqa: PLC0415
+
+        try:
+            sys.stderr.flush()
+            self._file = tempfile.TemporaryFile()
+            self._saved = os.dup(2)
+            os.dup2(self._file.fileno(), 2)
+        except (OSError, ValueError, AttributeError):  # no fd 2 (embedded): capture nothing
+            self._saved = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._saved is None:
+            return
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._file.seek(0)
+        text = self._file.read().decode("utf-8", "replace")
+        self._file.close()
+        self.lines = [ln.strip() for ln in text.splitlines()
+                      if ln.strip() and not ln.startswith(self._BOILERPLATE)]
+
+    def errors(self) -> list[str]:
+        """absl error and fatal lines (``E``/``F`` + a digit), message only."""
+        return [ln.split("] ", 1)[-1] for ln in self.lines if ln[:1] in "EF" and ln[1:2].isdigit()]
+
+    def replay(self) -> None:
+        for ln in self.lines:
+            print(f"whowaits: ncu_report: {ln}", file=sys.stderr)
+
+
+def _corrupt(path: Path, why: str) -> WhowaitsError:
+    return WhowaitsError(f"{path}: corrupt Nsight Compute report ({' '.join(why.split())[:200]}); "
+                         "re-copy or re-profile it")
+
+
+def _check_text(path: Path, mf: pd.DataFrame, sf: pd.DataFrame) -> None:
+    """Every string the report gave is valid Unicode (a damaged string table can yield lone
+    surrogates, which no file or terminal can take)."""
+    for frame, cols in ((mf, ("kernel", "metric", "instance", "text", "unit")),
+                        (sf, ("sass", "source_file"))):
+        for col in cols:
+            if col not in frame.columns:
+                continue
+            try:
+                "\0".join(v for v in frame[col].to_numpy(dtype=object) if isinstance(v, str)).encode()
+            except UnicodeEncodeError:
+                raise _corrupt(path, f"an undecodable string in its {col} table") from None
+
+
 def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     try:
         import ncu_report as ncu
@@ -504,6 +589,23 @@ def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             "reading a report needs the ncu-report package (pip install ncu-report); "
             "it is not installed here"
         ) from err
+    log = _NativeLog()
+    try:
+        with log:
+            mf, sf = _read_actions(path, ncu)
+    except WhowaitsError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the file passed check_file: the reader choked on it
+        why = (log.errors() or [f"{type(err).__name__}: {err}"])[0]
+        raise _corrupt(path, f"ncu_report: {why}") from None
+    if log.errors():
+        raise _corrupt(path, f"ncu_report: {log.errors()[0]}")
+    log.replay()
+    _check_text(path, mf, sf)
+    return mf, sf
+
+
+def _read_actions(path: Path, ncu) -> tuple[pd.DataFrame, pd.DataFrame]:
     try:
         ctx = ncu.load_report(str(path))
     except Exception as err:
@@ -544,7 +646,7 @@ def load_report(path: str | os.PathLike, *, use_cache: bool = True) -> Report:
     and a truncated or corrupt report.
     """
     p = Path(path)
-    _check_file(p)
+    check_file(p)
     sha = sha256_file(p)
     cached = _read_cache(sha) if use_cache else None
     if cached is None:

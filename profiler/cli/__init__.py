@@ -1,10 +1,33 @@
 """Command-line interface: a thin layer, one module per command group, each over a public function.
 
 Every module imports ``app`` from ``_app`` and registers its commands on it.
-``main`` turns a :class:`profiler.errors.WhowaitsError` into one line on stderr and a non-zero exit.
+
+:func:`run` is the one place the CLI's failures become exit codes, each with at most one line on
+stderr and no traceback:
+
+* a :class:`profiler.errors.WhowaitsError` (bad input: a missing or corrupt report, an unknown
+  version …) and a usage error (an unknown flag, ``--top -1``, ``--format xml``): the line
+  ``whowaits: error: …`` and exit 2 (``WhowaitsError.exit_code``);
+* Ctrl-C: ``whowaits: interrupted``, exit 130; SIGTERM: ``whowaits: terminated``, exit 143
+  (both unwind through ``finally`` blocks, so no temporary file is left behind);
+* a closed stdout (``whowaits show … | head``): exit 141, silently;
+* anything else is a bug: ``whowaits: internal error: …`` and exit 70 (``$WHOWAITS_DEBUG=1``
+  shows the traceback instead).
 """
 
+from __future__ import annotations
+
+import os
+import signal
 import sys
+from contextlib import contextmanager
+
+import typer
+
+try:  # typer >= 0.20 carries its own copy of click
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError
+except ImportError:  # pragma: no cover - older typer on click
+    from click.exceptions import ClickException, NoArgsIsHelpError
 
 from profiler.cli._app import app
 from profiler.errors import WhowaitsError
@@ -15,14 +38,116 @@ from profiler.cli import compare as _compare  # noqa: F401,E402
 from profiler.cli import profile as _profile  # noqa: F401,E402
 from profiler.cli import kernels as _kernels  # noqa: F401,E402
 
+PROG = "whowaits"
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug, not bad input
+
+
+class Stopped(BaseException):
+    """Raised by the SIGINT/SIGTERM handlers of :func:`run`. Not a ``KeyboardInterrupt``: typer
+    turns those into a silent exit 130, and library code that catches ``Exception`` lets this
+    through, so ``finally`` blocks (temporary files) run on the way out."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum, _frame) -> None:
+    raise Stopped(signum)
+
+
+@contextmanager
+def _signals():
+    """SIGINT and SIGTERM raise :class:`Stopped` while the block runs (main thread only)."""
+    try:
+        saved = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread: leave the handlers alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+
+
+def _say(line: str) -> None:
+    """One line on stderr, whatever it holds (a message may quote bytes of a corrupt report)."""
+    text = " ".join(line.split()) + "\n"
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except UnicodeEncodeError:
+        sys.stderr.write(text.encode("ascii", "backslashreplace").decode("ascii"))
+    except (OSError, ValueError):  # stderr closed
+        pass
+
+
+def _usage_line(err: ClickException) -> str:
+    msg = err.format_message()
+    ctx = getattr(err, "ctx", None)
+    where = ctx.command_path if ctx is not None else PROG
+    return f"{msg} (see {where} --help)"
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI on ``argv`` (default ``sys.argv[1:]``) and return the exit code; every failure
+    is turned into one stderr line as the module docstring says."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        with _signals():
+            rv = app(args=args, prog_name=PROG, standalone_mode=False)
+    except WhowaitsError as err:
+        _say(f"{PROG}: error: {err}")
+        return err.exit_code
+    except NoArgsIsHelpError as err:
+        typer.echo(err.format_message())  # `whowaits` alone: the help, on stdout
+        return 0
+    except ClickException as err:
+        _say(f"{PROG}: error: {_usage_line(err)}")
+        return 2
+    except (KeyboardInterrupt, typer.Abort):
+        _say(f"{PROG}: interrupted")
+        return 130
+    except Stopped as err:
+        if err.signum == signal.SIGINT:
+            _say(f"{PROG}: interrupted")
+            return 130
+        _say(f"{PROG}: terminated")
+        return 128 + err.signum
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141
+    except Exception as err:  # noqa: BLE001 - the last guard: a bug, said in one line
+        if os.environ.get("WHOWAITS_DEBUG"):
+            raise
+        where = err.__traceback__
+        while where is not None and where.tb_next is not None:
+            where = where.tb_next
+        loc = f" at {os.path.basename(where.tb_frame.f_code.co_filename)}:{where.tb_lineno}" if where else ""
+        _say(f"{PROG}: internal error: {type(err).__name__}: {err}{loc} "
+             f"(a bug in whowaits; WHOWAITS_DEBUG=1 shows the traceback)")
+        return EXIT_INTERNAL
+    return rv if isinstance(rv, int) else 0
+
+
+def _quiet_stdout() -> None:
+    """After EPIPE: point stdout at /dev/null so the interpreter's final flush stays silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
 
 def main() -> None:
     """Console-script entry point."""
+    code = run()
     try:
-        app()
-    except WhowaitsError as err:
-        print(f"whowaits: error: {err}", file=sys.stderr)
-        sys.exit(err.exit_code)
-    except KeyboardInterrupt:
-        print("whowaits: interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        code = code or 141
+    except (OSError, ValueError):
+        pass
+    sys.exit(code)

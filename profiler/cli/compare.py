@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from profiler.cli._app import FORMAT_OPTION, Format, app
+from profiler.cli._app import FORMAT_OPTION, Format, app, console
 
 SHAPE_OPTION = typer.Option(None, "--shape", help="Shape key (b1_h64_s1024_d128_fp16); default: the one all have.")
 KERNEL_OPTION = typer.Option(None, "--kernel", "-k",
@@ -22,10 +21,7 @@ REPORTS_OPTION = typer.Option(None, "--reports", help="Folder of version folders
 
 
 def _console():
-    from rich.console import Console  # noqa: PLC0415
-
-    width = int(os.environ.get("COLUMNS", 0) or 0) or (None if sys.stdout.isatty() else 150)
-    return Console(width=width, soft_wrap=False, highlight=False)
+    return console(150)
 
 
 def _warn_stderr(warnings: list[dict]) -> None:

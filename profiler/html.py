@@ -120,7 +120,7 @@ def _version_section(p, m) -> str:
     s = p.summary
     label = p.label
     shares = m.stall_shares[m.stall_shares["version"] == label]
-    n = sum((s.get("stall_samples") or {}).values())
+    n = sum(v for v in (s.get("stall_samples") or {}).values() if v)  # None: no warp sampling
     waits = pd.DataFrame(s.get("who_waits") or [], columns=["class", "reason", "samples", "share"])
     if n and len(waits):
         waits = waits.assign(share=waits["samples"] / n)
@@ -208,15 +208,38 @@ def render_report(m, profiled: list, diffs: list, title: str = "whowaits: who wa
             + "\n".join(body) + _DONE_HOOK + "</body></html>\n")
 
 
+def check_target(path: str | os.PathLike, force: bool = False) -> Path:
+    """Refuse, with one line, an HTML destination that cannot be written: a folder, an existing
+    file without ``force``, a missing or unwritable folder, a name too long for the file system.
+    Called before any work, so a bad ``--html`` costs nothing and leaves nothing on stdout."""
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise WhowaitsError(f"{path} is a folder; give a file name for the HTML report "
+                                f"(e.g. {path / 'report.html'})")
+        if path.exists() and not force:
+            raise WhowaitsError(f"{path} exists; pass --force to overwrite it")
+        if not path.parent.is_dir():
+            raise WhowaitsError(f"folder {path.parent} does not exist")
+        max_name = os.pathconf(path.parent, "PC_NAME_MAX")
+    except OSError as err:
+        raise WhowaitsError(f"cannot write {path}: {err.strerror or err}") from None
+    if len(os.fsencode(f".{path.name}.12345678.tmp")) > max_name:
+        raise WhowaitsError(f"cannot write {path}: file name too long (at most {max_name - 14} bytes here)")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise WhowaitsError(f"cannot write {path}: folder {path.parent} is not writable")
+    return path
+
+
 def write_html(path: str | os.PathLike, text: str, force: bool = False) -> Path:
     """Write ``text`` to ``path`` through a temp file in the same folder and a rename.
-    An existing file is kept unless ``force``."""
-    path = Path(path)
-    if path.exists() and not force:
-        raise WhowaitsError(f"{path} exists; pass --force to overwrite it")
-    if not path.parent.is_dir():
-        raise WhowaitsError(f"folder {path.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    An existing file is kept unless ``force``; every refusal is a one-line
+    :class:`~profiler.errors.WhowaitsError` (see :func:`check_target`)."""
+    path = check_target(path, force)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise WhowaitsError(f"cannot write {path}: {err.strerror or err}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -224,6 +247,9 @@ def write_html(path: str | os.PathLike, text: str, force: bool = False) -> Path:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is for reading
         os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise WhowaitsError(f"cannot write {path}: {err.strerror or err}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

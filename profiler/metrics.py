@@ -57,6 +57,7 @@ class MetricSpec:
     names: tuple[str, ...]
     unit: str
     section: str
+    kind: str = "number"  # or "text" (``kind`` in metrics.toml)
 
 
 @lru_cache(maxsize=None)
@@ -64,7 +65,8 @@ def metric_specs() -> dict[str, MetricSpec]:
     """All canonical metrics of ``metrics.toml``, by canonical name."""
     out = {}
     for key, entry in _load("metrics.toml")["metric"].items():
-        out[key] = MetricSpec(key, tuple(entry["names"]), entry.get("unit", ""), entry["section"])
+        out[key] = MetricSpec(key, tuple(entry["names"]), entry.get("unit", ""), entry["section"],
+                              entry.get("kind", "number"))
     return out
 
 

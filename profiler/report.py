@@ -126,10 +126,18 @@ class Launch:
 
     def get(self, canonical: str):
         """(value, ncu metric name) of a canonical metric of ``metrics.toml``: the first of its
-        names present in the report; (None, None) when none is."""
-        for name in M.metric_spec(canonical).names:
+        names present in the report; (None, None) when none is. A value of the wrong kind (text
+        where ``metrics.toml`` promises a number, or the reverse) can only come from a damaged
+        report: :class:`WhowaitsError`."""
+        spec = M.metric_spec(canonical)
+        for name in spec.names:
             v = self.value(name)
             if v is not None:
+                if isinstance(v, str) != (spec.kind == "text"):
+                    raise WhowaitsError(
+                        f"{self.report}: corrupt Nsight Compute report (metric {name} of launch "
+                        f"{self.index} holds {'text' if isinstance(v, str) else 'a number'}, not "
+                        f"{'text' if spec.kind == 'text' else 'a number'}); re-copy or re-profile it")
                 return v, name
         return None, None
 
@@ -325,7 +333,7 @@ def _disassembler_beside_caller():
         yield
         return
     cpu = _PREFERRED_CPU if _PREFERRED_CPU in allowed else _current_cpu()
-    if len(allowed) < 2 or cpu not in allowed:
+    if len(allowed) < 2 or cpu not in allowed or os.environ.get("WHOWAITS_PIN") == "0":
         yield
         return
     saved: dict[int, set[int]] = {}

@@ -189,6 +189,10 @@ def migration_cmd(
     """Where the bottleneck goes across versions: top waiter, time, TFLOPS, one sentence per step."""
     from profiler.compare import load_versions, migrate  # noqa: PLC0415
 
+    if html is not None:
+        from profiler.html import check_target  # noqa: PLC0415
+
+        check_target(html, force)  # before any work or output
     omitted: list[str] = []
     profiled = load_versions(versions, shape=shape, kernels=kernel, reports=reports, omitted=omitted)
     m = migrate(profiled=profiled, notes=omitted)
@@ -211,7 +215,9 @@ def report_cmd(
 ) -> None:
     """Write one self-contained HTML report: ladder, migration, each version, consecutive diffs."""
     from profiler.compare import load_versions, migrate  # noqa: PLC0415
+    from profiler.html import check_target  # noqa: PLC0415
 
+    check_target(html, force)  # before any work
     omitted: list[str] = []
     profiled = load_versions(versions, shape=shape, kernels=kernel, reports=reports, omitted=omitted)
     m = migrate(profiled=profiled, notes=omitted)

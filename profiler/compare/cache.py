@@ -3,7 +3,8 @@ analyses.
 
 Two layers, both keyed by what the summary depends on, so a stale entry is never served:
 
-* in this process: ``(real path, size, mtime_ns, kernel regex, fingerprint)`` -> summaries;
+* in this process: ``(report sha256, kernel regex, fingerprint)`` -> summaries (hashing the
+  committed reports again costs ~20 ms: cheaper than trusting a modification time);
 * on disk: ``$WHOWAITS_CACHE_DIR/summaries/<report sha256>.<fingerprint>.<kernel hash>.json``
   (the cache folder of :func:`profiler.report.cache_dir`), sealed and written atomically by
   :mod:`profiler.cachefile`.
@@ -109,19 +110,13 @@ def _write(path: Path, launches: list) -> None:
     cachefile.write(path, json.dumps(launches).encode())
 
 
-def _memo_key(p: Path, kernel: str | None):
-    try:
-        st = p.stat()
-        return (str(p.resolve()), st.st_size, st.st_mtime_ns, kernel, fingerprint()), st
-    except OSError:
-        return None, None  # let summarize say what is wrong with the path
-
-
-def _sha(p: Path, st, shas: dict | None) -> str:
-    """sha256 of ``p``; ``shas`` (one :func:`summaries_many` call's) keeps it for that call."""
+def _sha(p: Path, shas: dict | None) -> str:
+    """sha256 of ``p``; ``shas`` (one :func:`summaries_many` call's) keeps it for that call, keyed
+    by the file's identity and modification time."""
     if shas is None:
         return sha256_file(p)
-    key = (str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    st = p.stat()
+    key = (os.path.realpath(p), st.st_size, st.st_mtime_ns, st.st_ino)
     sha = shas.get(key)
     if sha is None:
         sha = shas[key] = sha256_file(p)
@@ -135,23 +130,23 @@ def summaries(path: str | os.PathLike, kernel: str | None = None, _shas: dict | 
 
     p = Path(path)
     check_file(p)  # before hashing: a FIFO or /dev/zero would never end
-    memo_key, st = _memo_key(p, kernel)
-    if memo_key is not None and memo_key in _MEMO:
-        return copy.deepcopy(_MEMO[memo_key])
-    launches = None
-    disk = None
-    if memo_key is not None:
-        disk = _disk_path(_sha(p, st, _shas), kernel)
-        launches = _read(disk)
+    sha = _sha(p, _shas)
+    key = (sha, kernel, fingerprint())
+    launches = _MEMO.get(key)
     if launches is None:
-        from profiler.analyze import summarize  # noqa: PLC0415
+        disk = _disk_path(sha, kernel)
+        launches = _read(disk)
+        if launches is None:
+            from profiler.analyze import summarize  # noqa: PLC0415
 
-        launches = summarize(str(p), kernel=kernel)
-        if disk is not None and launches:
-            _write(disk, launches)
-    if memo_key is not None:
-        _MEMO[memo_key] = launches
-    return copy.deepcopy(launches)
+            launches = summarize(str(p), kernel=kernel)
+            if launches:
+                _write(disk, launches)
+        _MEMO[key] = launches
+    out = copy.deepcopy(launches)
+    for s in out:  # the entry may come from another path with the same bytes
+        s["report"] = str(path)
+    return out
 
 
 def _cpus() -> int:
@@ -161,20 +156,20 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _missing(p: Path, kernel: str | None, shas: dict) -> bool:
-    """Whether ``p`` is in neither cache layer (a path that is no report counts as present: the
-    serial pass reports it, in order)."""
-    from profiler.report import check_file  # noqa: PLC0415
+def _missing(p: Path, kernel: str | None, shas: dict) -> str | None:
+    """The sha256 of ``p`` when it is in neither cache layer, else None (a path that is no
+    report counts as present: the serial pass reports it, in order)."""
     from profiler.errors import WhowaitsError  # noqa: PLC0415
+    from profiler.report import check_file  # noqa: PLC0415
 
     try:
         check_file(p)
-    except WhowaitsError:
-        return False
-    memo_key, st = _memo_key(p, kernel)
-    if memo_key is None or memo_key in _MEMO:
-        return False
-    return not _disk_path(_sha(p, st, shas), kernel).is_file()
+        sha = _sha(p, shas)
+    except (WhowaitsError, OSError):
+        return None
+    if (sha, kernel, fingerprint()) in _MEMO or _disk_path(sha, kernel).is_file():
+        return None
+    return sha
 
 
 def summaries_many(items: list[tuple[str | os.PathLike, str | None]], *,
@@ -197,11 +192,9 @@ def summaries_many(items: list[tuple[str | os.PathLike, str | None]], *,
         seen = set()
         for path, kernel in items:
             p = Path(path)
-            if not _missing(p, kernel, shas):
-                continue
-            key = _memo_key(p, kernel)[0]
-            if key is not None and key not in seen:
-                seen.add(key)
+            sha = _missing(p, kernel, shas)
+            if sha is not None and (sha, kernel) not in seen:
+                seen.add((sha, kernel))
                 todo.append((p, kernel))
         if len(todo) >= PARALLEL_MIN:
             _fill_parallel(todo, min(n, len(todo)), shas)
@@ -300,10 +293,11 @@ def _fill_parallel(todo: list[tuple[Path, str | None]], processes: int, shas: di
     # The workers exit on their own (interpreter and ncu_report teardown, ~0.1 s); that is not
     # waited for here but at this process's exit.
     pool.shutdown(wait=False)
-    for job, launches in results.items():
-        key = _memo_key(*job)[0]
-        if key is not None:
-            _MEMO[key] = launches
+    for (p, kernel), launches in results.items():
+        try:
+            _MEMO[(_sha(p, shas), kernel, fingerprint())] = launches
+        except OSError:
+            pass
     # a job a worker gave back (it died) after this process had emptied the queue is left to
     # the caller's serial pass
 

@@ -88,17 +88,22 @@ def known_versions(rdir: Path) -> list[str]:
     """Every version with at least one report in ``rdir``, in ladder order, then others, then ext-*."""
     if not rdir.is_dir():
         return []
-    have = sorted(p.name for p in rdir.iterdir()
-                  if p.is_dir() and any(p.glob(f"*{REPORT_SUFFIX}")))
+    have = sorted(p.name for p in rdir.iterdir() if p.is_dir() and _reports_in(p))
     ladder = [v["id"] for v in _registry_versions()]
     ordered = [v for v in ladder if v in have]
     rest = [v for v in have if v not in ordered]
     return ordered + [v for v in rest if not v.startswith("ext-")] + [v for v in rest if v.startswith("ext-")]
 
 
+def _reports_in(folder: Path) -> list[Path]:
+    """The ``*.ncu-rep`` entries of ``folder`` that are not folders (a FIFO or an unreadable file
+    is kept, so that loading it says what is wrong with it)."""
+    return [p for p in folder.glob(f"*{REPORT_SUFFIX}") if not p.is_dir()]
+
+
 def shapes_of(rdir: Path, version: str) -> list[str]:
     """Shape keys that ``version`` has reports for."""
-    return sorted(p.name[: -len(REPORT_SUFFIX)] for p in (rdir / version).glob(f"*{REPORT_SUFFIX}"))
+    return sorted(p.name[: -len(REPORT_SUFFIX)] for p in _reports_in(rdir / version))
 
 
 def _looks_like_path(spec: str) -> bool:
@@ -118,8 +123,8 @@ def resolve(specs: list[str], shape: str | None = None, rdir: Path | None = None
     kinds: list[tuple[str, str]] = []
     for spec in specs:
         p = Path(spec)
-        if p.is_file():
-            kinds.append(("path", spec))
+        if p.is_file() or (os.path.lexists(p) and (not p.is_dir() or spec.endswith(REPORT_SUFFIX))):
+            kinds.append(("path", spec))  # load() says what is wrong with a FIFO, folder …
         elif spec in known:
             kinds.append(("version", spec))
         elif len([v for v in known if v.startswith(spec + "_")]) == 1:  # v03 for v03_ldsm
@@ -164,6 +169,13 @@ def resolve(specs: list[str], shape: str | None = None, rdir: Path | None = None
             label = version if version and version not in ("", ".") else stem
             out.append(Subject(label=label, path=p, version=version,
                                shape=stem if SHAPE_RE.match(stem) else None))
+    seen: dict[str, str] = {}
+    for spec, s in zip(specs, out):
+        key = os.path.realpath(s.path)
+        if key in seen:
+            raise WhowaitsError(f"'{spec}' names the same report as '{seen[key]}' ({s.path}); "
+                                "name each version or report once")
+        seen[key] = spec
     # Two subjects may print the same label (two shapes of one version): make labels unique.
     counts = Counter(s.label for s in out)
     if any(c > 1 for c in counts.values()):

@@ -204,9 +204,9 @@ def summaries_many(items: list[tuple[str | os.PathLike, str | None]], *,
 # --- the worker pool ----------------------------------------------------------------------------
 
 
-def _fill_parallel(todo: list[tuple[Path, str | None]], processes: int, shas: dict) -> None:
+def _fill_parallel(todo: list[tuple[Path, str | None]], processes: int, shas: dict) -> int:
     """Put the summaries of ``todo`` into the in-process layer, using ``processes - 1`` worker
-    processes beside this one."""
+    processes beside this one; returns how many of them the workers made."""
     import multiprocessing  # noqa: PLC0415
     from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
 
@@ -300,6 +300,7 @@ def _fill_parallel(todo: list[tuple[Path, str | None]], processes: int, shas: di
             pass
     # a job a worker gave back (it died) after this process had emptied the queue is left to
     # the caller's serial pass
+    return len(results)
 
 
 def _stop(pool) -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -88,7 +86,8 @@ def test_cli_tune_without_gpu_says_build_only():
             pytest.skip("this machine has a GPU")
     except ImportError:
         pass
-    proc = subprocess.run([sys.executable, "-c", "from profiler.cli import main; main()", "tune", "v02"],
-                          capture_output=True, text=True)
+    from clirun import whowaits
+
+    proc = whowaits("tune", "v02")
     assert proc.returncode == 2
     assert "--build-only" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -6,7 +6,6 @@ kernels.build), so the whole file costs a few seconds after the first run.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,13 +13,11 @@ import pytest
 from kernels import build, registry, sass
 from kernels.config import FwdConfig, Shape
 from clirun import whowaits
+from conftest import needs_nvcc
 from profiler.errors import WhowaitsError
 
 VERSIONS = registry.versions()
 IDS = [v.id for v in VERSIONS]
-needs_nvcc = pytest.mark.skipif(
-    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="no nvcc"
-)
 
 
 @pytest.fixture(scope="session")

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from kernels import registry, tune
 from kernels.config import TUNABLE_FIELDS, Shape
+from conftest import needs_nvcc
 from profiler.errors import WhowaitsError
 
 REPO = Path(__file__).resolve().parent.parent
-needs_nvcc = pytest.mark.skipif(
-    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="no nvcc"
-)
 
 
 def test_parse_space():

@@ -41,7 +41,6 @@ import re
 import stat
 import struct
 import sys
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -294,71 +293,18 @@ def check_file(path: Path) -> None:
 
 # --- the disassembler's thread ------------------------------------------------------------------
 #
-# ncu_report disassembles on a worker thread of its own (started by the first ``sass_by_pc`` call
-# of the process): every call hands one PC to it and waits for the text. When the two threads sit
-# on different CPUs each hand-off wakes the other CPU, and a call costs ~70 us; on one CPU it costs
-# ~30 us (measured on a 2-CPU machine; a report has 1-4 thousand instruction slots). So while it
-# reads the SASS text, the ingester keeps itself and that thread on the CPU it is running on, and
-# puts both back as they were afterwards. Other threads are left alone.
-
-_NCU_THREADS: set[int] = set()  # native ids of the threads ncu_report started in this process
-#: the CPU to use instead of the current one (set by processes that share the CPUs out, e.g. the
-#: parallel summaries of :mod:`profiler.compare.cache`); ignored when not allowed
-_PREFERRED_CPU: int | None = None
-
-
-def _thread_ids() -> set[int]:
-    try:
-        return {int(t) for t in os.listdir("/proc/self/task")}
-    except (OSError, ValueError):
-        return set()
-
-
-def _current_cpu() -> int | None:
-    try:
-        with open("/proc/thread-self/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[36])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-@contextmanager
-def _disassembler_beside_caller():
-    """Run the block with this thread and ncu_report's disassembler thread on one CPU (see above);
-    a no-op where thread affinity cannot be set or only one CPU is allowed."""
-    try:
-        me = threading.get_native_id()
-        allowed = os.sched_getaffinity(me)
-    except (AttributeError, OSError):
-        yield
-        return
-    cpu = _PREFERRED_CPU if _PREFERRED_CPU in allowed else _current_cpu()
-    if len(allowed) < 2 or cpu not in allowed or os.environ.get("WHOWAITS_PIN") == "0":
-        yield
-        return
-    saved: dict[int, set[int]] = {}
-
-    def pin(tid: int) -> None:
-        try:
-            saved[tid] = os.sched_getaffinity(tid)
-            os.sched_setaffinity(tid, {cpu})
-        except OSError:  # the thread is gone
-            _NCU_THREADS.discard(tid)
-
-    pin(me)
-    for tid in list(_NCU_THREADS):
-        pin(tid)
-    before = _thread_ids() if not _NCU_THREADS else None
-    try:
-        yield
-    finally:
-        if before is not None:  # the first call started ncu_report's thread (inheriting the pin)
-            _NCU_THREADS.update(_thread_ids() - before)
-        for tid in _NCU_THREADS | {me}:
-            try:
-                os.sched_setaffinity(tid, saved.get(tid, allowed))
-            except OSError:
-                _NCU_THREADS.discard(tid)
+# ncu_report disassembles on a worker thread of its own: every ``sass_by_pc`` call hands one PC to
+# it and waits for the text. Until 2026-12-01 the ingester pinned itself and that thread to one CPU
+# while reading the SASS (a hand-off across CPUs was measured at ~70 us a call, ~30 us on one CPU).
+# Issue 8 §5 asked to keep that only if it still paid; on the shared 2-core machine it did not:
+#   load_report(v03, use_cache=False), 6 interleaved runs each in one process (WHOWAITS_PIN=1/0 of
+#   the commit before this one), load average 8.6: pinned median 0.597 s (0.51-0.77), unpinned
+#   0.600 s (0.53-0.71);
+#   scripts/bench_migration.py --rounds 1, 3 interleaved rounds, load 7.8-8.7: cold migrate()
+#   median 10.56 s pinned vs 12.59 s unpinned, warm 0.58 vs 0.65 s: within the round-to-round
+#   spread (7.99-13.06 s pinned, 10.33-16.99 s unpinned).
+# So it was removed (with the CPU hand-out of compare/cache.py's workers); measure again on an idle
+# machine before bringing it back (git show 43928a6:profiler/report.py, _disassembler_beside_caller).
 
 
 def _per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:
@@ -477,16 +423,15 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
         step = min(steps) if steps else 16
         all_pcs = list(range(known[0], known[-1] + step, step))
         sass_by_pc = action.sass_by_pc
-        with _disassembler_beside_caller():
-            texts = [(sass_by_pc(pc) or "").strip() for pc in all_pcs]
-            pc = known[-1] + step
-            while True:
-                text = (sass_by_pc(pc) or "").strip()
-                if not text:
-                    break
-                texts.append(text)
-                all_pcs.append(pc)
-                pc += step
+        texts = [(sass_by_pc(pc) or "").strip() for pc in all_pcs]
+        pc = known[-1] + step
+        while True:
+            text = (sass_by_pc(pc) or "").strip()
+            if not text:
+                break
+            texts.append(text)
+            all_pcs.append(pc)
+            pc += step
     else:
         all_pcs = []
     addr = np.array(all_pcs, dtype=np.uint64)

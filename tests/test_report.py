@@ -204,27 +204,6 @@ def test_a_failed_cache_write_leaves_no_half_written_entry(tmp_path, monkeypatch
     assert len(list((tmp_path / "cache").glob("*.frames"))) == 1
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-                    reason="needs thread affinity and two CPUs")
-def test_sass_reading_puts_thread_affinity_back(tmp_path, monkeypatch):
-    """The ingester keeps ncu_report's disassembler thread on its own CPU while it reads the SASS
-    text, and leaves every thread's affinity as it found it."""
-    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
-    mine = os.sched_getaffinity(0)
-    load_report(STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"], use_cache=False)
-    assert R._NCU_THREADS, "the disassembler's thread was not found"
-    assert os.sched_getaffinity(0) == mine
-    for tid in R._NCU_THREADS:
-        assert os.sched_getaffinity(tid) == mine
-    cpu = max(mine)
-    monkeypatch.setattr(R, "_PREFERRED_CPU", cpu)
-    with R._disassembler_beside_caller():
-        assert os.sched_getaffinity(0) == {cpu}
-        assert all(os.sched_getaffinity(tid) == {cpu} for tid in R._NCU_THREADS)
-    assert os.sched_getaffinity(0) == mine
-    assert all(os.sched_getaffinity(tid) == mine for tid in R._NCU_THREADS)
-
-
 # --- bad input ----------------------------------------------------------------------------------
 
 

@@ -1,13 +1,21 @@
 """Kernel configs and problem shapes: one place that maps Python <-> C++ template <-> demangled name <-> key.
 
-``FwdConfig`` mirrors the template of every ladder version (``kernels/CONTRACT.md``)::
+A version's **config family** (``family`` in its ``version.toml``, CONTRACT.md) fixes its template
+signature, its tunable fields, its thread count and its name parser. Two families exist:
+
+- ``fwd`` (:class:`FwdConfig`, ladder I and v08): warps of 32 threads each own rows of the tile::
 
     template <typename Element, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, bool kCausal>
-    __global__ void whowaits::vNN_slug::flash_fwd(...)
 
-so a report's demangled kernel name parses back to ``(version_id, FwdConfig)`` with
-:meth:`FwdConfig.from_kernel_name`, in the compiler's spelling (``<__half, 128, 64, 64, 4, 1, false>``)
-and in Nsight Compute's (``<__half, (int)128, (int)64, (int)64, (int)4, (int)1, (bool)0>``).
+- ``wg`` (:class:`WgConfig`, v09 on): consumer warpgroups of 128 threads (wgmma)::
+
+    template <typename Element, int kHeadDim, int kBlockM, int kBlockN, int kWarpgroups, int kStages, bool kCausal>
+
+both as ``__global__ void whowaits::vNN_slug::flash_fwd(...)``, so a report's demangled kernel name parses
+back to ``(version_id, config)`` with the family's ``from_kernel_name`` (``FAMILIES[name]``), in the
+compiler's spelling (``<__half, 128, 64, 64, 4, 1, false>``) and in Nsight Compute's
+(``<__half, (int)128, (int)64, (int)64, (int)4, (int)1, (bool)0>``). The name alone does not say the family
+(both have 7 arguments): ``kernels.registry.parse_kernel_name`` picks it from the version id.
 
 ``Shape`` is a problem size, keyed ``b{B}_h{H}_s{S}_d{D}_{dtype}[_causal]`` everywhere (reports, bench files).
 Pure Python: no torch, no CUDA.
@@ -18,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from profiler.errors import WhowaitsError
 
@@ -29,57 +38,51 @@ _CXX_TO_DTYPE["__nv_bfloat16_raw"] = "bf16"
 ELEMENT_BYTES = {"fp16": 2, "bf16": 2}
 
 # Dynamic shared memory per CTA for each `smem_layout` a version may declare (CONTRACT.md).
-SMEM_LAYOUTS = ("none", "kv", "q_kv")
+SMEM_LAYOUTS = ("none", "kv", "q_kv", "tma_q_kv")
+TMA_ALIGN_SLACK = 1024  # `tma_q_kv`: room to round the tile base up to the 1024-byte 128B-swizzle atom
 
-# Tunable fields (the auto-tuner's space is generated from these); the rest are fixed by the problem.
+# Tunable fields of the `fwd` family (the auto-tuner's space is generated from a family's TUNABLE).
 TUNABLE_FIELDS = ("block_m", "block_n", "warps", "stages")
 
 
-@dataclass(frozen=True, order=True)
-class FwdConfig:
-    """One instantiation of a version's ``flash_fwd`` template. Field order = template argument order."""
+class _ConfigMixin:
+    """What every config family shares: C++ spelling, short form, smem size, name parsing."""
 
-    head_dim: int = 128
-    block_m: int = 64
-    block_n: int = 64
-    warps: int = 4
-    stages: int = 1
-    causal: bool = False
-    dtype: str = "fp16"
+    FAMILY: ClassVar[str]
+    TUNABLE: ClassVar[tuple[str, ...]]  # template int arguments after head_dim, in order
+    SHORT: ClassVar[tuple[str, ...]]  # one letter per TUNABLE field for short_form
 
-    def __post_init__(self) -> None:
+    def _validate(self) -> None:
         if self.dtype not in DTYPES:
             raise WhowaitsError(f"unknown dtype {self.dtype!r}: expected one of {', '.join(DTYPES)}")
-        for name in ("head_dim", "block_m", "block_n", "warps", "stages"):
+        for name in ("head_dim", *self.TUNABLE):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise WhowaitsError(f"config field {name} must be a positive integer, got {value!r}")
         if not isinstance(self.causal, bool):
             raise WhowaitsError(f"config field causal must be true/false, got {self.causal!r}")
 
-    # --- C++ side -------------------------------------------------------------------------------------
     @property
     def element(self) -> str:
         """The C++ element type (``__half`` / ``__nv_bfloat16``)."""
         return DTYPES[self.dtype]
 
     @property
-    def threads(self) -> int:
-        return 32 * self.warps
+    def warp_count(self) -> int:
+        """Warps per CTA (blockDim.x / 32), whatever the family calls its unit."""
+        return self.threads // 32
 
     def template_args(self) -> str:
         """The template argument list, e.g. ``__half, 128, 64, 64, 4, 1, false``."""
-        return (
-            f"{self.element}, {self.head_dim}, {self.block_m}, {self.block_n}, {self.warps}, {self.stages}, "
-            f"{'true' if self.causal else 'false'}"
-        )
+        ints = ", ".join(str(getattr(self, f)) for f in ("head_dim", *self.TUNABLE))
+        return f"{self.element}, {ints}, {'true' if self.causal else 'false'}"
 
     def short_form(self) -> str:
         """Compact id used in file names and tables, e.g. ``d128_m64_n64_w4_s1_fp16`` (+ ``_causal``)."""
-        s = f"d{self.head_dim}_m{self.block_m}_n{self.block_n}_w{self.warps}_s{self.stages}_{self.dtype}"
-        return s + ("_causal" if self.causal else "")
+        parts = [f"d{self.head_dim}"] + [f"{c}{getattr(self, f)}" for c, f in zip(self.SHORT, self.TUNABLE)]
+        return "_".join(parts) + f"_{self.dtype}" + ("_causal" if self.causal else "")
 
-    def replace(self, **changes) -> "FwdConfig":
+    def replace(self, **changes):
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict:
@@ -94,12 +97,13 @@ class FwdConfig:
             return self.stages * 2 * self.block_n * self.head_dim * e
         if layout == "q_kv":
             return (self.block_m + self.stages * 2 * self.block_n) * self.head_dim * e
+        if layout == "tma_q_kv":
+            return (self.block_m + self.stages * 2 * self.block_n) * self.head_dim * e + TMA_ALIGN_SLACK
         raise WhowaitsError(f"unknown smem_layout {layout!r}: expected one of {', '.join(SMEM_LAYOUTS)}")
 
-    # --- parsing back -----------------------------------------------------------------------------------
     @classmethod
-    def from_kernel_name(cls, name: str) -> tuple[str | None, "FwdConfig"]:
-        """Parse a ladder kernel name back to ``(version_id, FwdConfig)``.
+    def from_kernel_name(cls, name: str):
+        """Parse a ladder kernel name back to ``(version_id, config)`` in this family's signature.
 
         Accepts ``void whowaits::v07_tuned::flash_fwd<__half, 128, 128, 64, 4, 2, false>(const __half *, …)``,
         the same without ``void``/arguments, ncu's ``(int)128`` / ``(bool)0`` spelling, and the mangled
@@ -107,22 +111,82 @@ class FwdConfig:
         namespace (``void flash_fwd<__half, 128, 32, 16, 8, 1, 0>(const T1 *, …)``): the config still
         parses, and ``version_id`` is then ``None`` (take the version from the mangled name or NVTX range).
         """
-        mm = _MANGLED_RE.search(name)
-        if mm and int(mm.group(1)) == len(mm.group(2)):
-            ints = [int(x) for x in mm.group(4, 5, 6, 7, 8)]
-            return mm.group(2), cls(*ints, causal=mm.group(9) == "1", dtype=_CXX_TO_DTYPE[mm.group(3)])
-        m = _NAME_RE.search(name)
-        if not m:
-            raise WhowaitsError(f"not a whowaits ladder kernel name: {name[:120]!r}")
-        version_id, args = m.group(1), [a.strip() for a in m.group(2).split(",")]
-        if len(args) != 7:
-            raise WhowaitsError(f"expected 7 template arguments in {name[:120]!r}, found {len(args)}")
-        element = args[0].replace("const", "").strip()
-        if element not in _CXX_TO_DTYPE:
-            raise WhowaitsError(f"unknown element type {element!r} in kernel name")
-        ints = [_parse_int(a) for a in args[1:6]]
-        causal = _parse_bool(args[6])
-        return version_id, cls(*ints, causal=causal, dtype=_CXX_TO_DTYPE[element])
+        version_id, dtype, ints, causal = split_kernel_name(name)
+        return version_id, cls(*ints, causal=causal, dtype=dtype)
+
+
+@dataclass(frozen=True, order=True)
+class FwdConfig(_ConfigMixin):
+    """Family ``fwd``: one instantiation of ``flash_fwd<Element, kHeadDim, kBlockM, kBlockN, kWarps, kStages,
+    kCausal>``. Field order = template argument order."""
+
+    FAMILY: ClassVar[str] = "fwd"
+    TUNABLE: ClassVar[tuple[str, ...]] = TUNABLE_FIELDS
+    SHORT: ClassVar[tuple[str, ...]] = ("m", "n", "w", "s")
+
+    head_dim: int = 128
+    block_m: int = 64
+    block_n: int = 64
+    warps: int = 4
+    stages: int = 1
+    causal: bool = False
+    dtype: str = "fp16"
+
+    def __post_init__(self) -> None:
+        self._validate()
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+
+@dataclass(frozen=True, order=True)
+class WgConfig(_ConfigMixin):
+    """Family ``wg``: ``flash_fwd<Element, kHeadDim, kBlockM, kBlockN, kWarpgroups, kStages, kCausal>``.
+
+    ``warpgroups`` consumer warpgroups of 128 threads (4 consecutive warps, wgmma's unit), each owning
+    ``block_m / warpgroups`` query rows; blockDim.x = 128 * warpgroups.
+    """
+
+    FAMILY: ClassVar[str] = "wg"
+    TUNABLE: ClassVar[tuple[str, ...]] = ("block_m", "block_n", "warpgroups", "stages")
+    SHORT: ClassVar[tuple[str, ...]] = ("m", "n", "g", "s")
+
+    head_dim: int = 128
+    block_m: int = 128
+    block_n: int = 128
+    warpgroups: int = 2
+    stages: int = 2
+    causal: bool = False
+    dtype: str = "fp16"
+
+    def __post_init__(self) -> None:
+        self._validate()
+
+    @property
+    def threads(self) -> int:
+        return 128 * self.warpgroups
+
+
+FAMILIES: dict[str, type] = {"fwd": FwdConfig, "wg": WgConfig}
+
+
+def split_kernel_name(name: str) -> tuple[str | None, str, list[int], bool]:
+    """``(version_id or None, dtype, [5 ints], causal)`` from any spelling of a ladder kernel name."""
+    mm = _MANGLED_RE.search(name)
+    if mm and int(mm.group(1)) == len(mm.group(2)):
+        ints = [int(x) for x in mm.group(4, 5, 6, 7, 8)]
+        return mm.group(2), _CXX_TO_DTYPE[mm.group(3)], ints, mm.group(9) == "1"
+    m = _NAME_RE.search(name)
+    if not m:
+        raise WhowaitsError(f"not a whowaits ladder kernel name: {name[:120]!r}")
+    version_id, args = m.group(1), [a.strip() for a in m.group(2).split(",")]
+    if len(args) != 7:
+        raise WhowaitsError(f"expected 7 template arguments in {name[:120]!r}, found {len(args)}")
+    element = args[0].replace("const", "").strip()
+    if element not in _CXX_TO_DTYPE:
+        raise WhowaitsError(f"unknown element type {element!r} in kernel name")
+    return version_id, _CXX_TO_DTYPE[element], [_parse_int(a) for a in args[1:6]], _parse_bool(args[6])
 
 
 _NAME_RE = re.compile(r"(?:^|[\s:])(?:whowaits::(v\d\d_[a-z0-9_]+)::)?flash_fwd<(.*?)>\s*(?:\(|$)")

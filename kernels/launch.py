@@ -4,7 +4,9 @@
 builds the version's cubin for that problem (cached, see ``kernels.build``), loads it once per process
 (``cuModuleLoad`` + ``cuModuleGetFunction``), raises the dynamic shared-memory limit when the config
 needs more than 48 KB, and launches it with ``cuLaunchKernel`` on torch's current stream, grid
-``(ceil(S / block_m), H, B)``, block ``32 * warps`` (CONTRACT.md).
+``(ceil(S / block_m), H, B)``, block ``config.threads`` (CONTRACT.md). The version's launch ABI says what
+the first three arguments are: device pointers (``pointers``) or TMA tensor maps (``tensor_maps``), encoded
+here with ``cuTensorMapEncodeTiled`` (see :func:`tensor_map`) and passed by value (``__grid_constant__``).
 
 torch and cuda.bindings are imported lazily: importing this module needs neither.
 """
@@ -26,6 +28,8 @@ _lock = threading.Lock()
 _functions: dict[tuple[str, int], object] = {}  # (cubin path, device) -> CUfunction, per process
 _modules: list[object] = []  # keep modules alive
 _built: dict[tuple[str, FwdConfig], BuildResult] = {}  # per process: no source re-hash on every launch
+_tmaps: dict[tuple, object] = {}  # per process: encoded tensor maps by (pointer, shape, dtype, box rows)
+TMA_BOX_COLS = 64  # 64 16-bit elements = 128 bytes, the widest inner box the 128-byte swizzle allows
 
 
 def require_cuda_torch():
@@ -162,8 +166,71 @@ def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | 
         result = _built.setdefault((ver.id, config), build(ver, config))
     fn = load_function(result, q.device.index if q.device.index is not None else torch.cuda.current_device())
     grid = (math.ceil(s / config.block_m), h, b)
-    launch_raw(fn, grid, config.threads, result.smem_dynamic_bytes, q, k, v, out, s, 1.0 / math.sqrt(d))
+    if ver.abi == "tensor_maps":
+        maps = (tensor_map(q, config.block_m), tensor_map(k, config.block_n), tensor_map(v, config.block_n))
+        launch_tma(fn, grid, config.threads, result.smem_dynamic_bytes, maps, out, s, 1.0 / math.sqrt(d))
+    else:
+        launch_raw(fn, grid, config.threads, result.smem_dynamic_bytes, q, k, v, out, s, 1.0 / math.sqrt(d))
     return out
+
+
+def tensor_map(t, box_rows: int):
+    """The TMA descriptor of a (B, H, S, D) 16-bit tensor, as a 3-D map (D, S, B·H), innermost first.
+
+    Box (64, box_rows, 1) with the 128-byte swizzle: one box is a [box_rows][64] tile, 128 bytes a row,
+    16-byte chunks XOR-swizzled by (row & 7) inside each 1024-byte atom, the layout ldmatrix and wgmma
+    read (kernels/common/sm90/tma.cuh). A head dimension of 128 takes two boxes per tile. Rows past S
+    are outside the map (its S extent is the real seqlen), so TMA fills them with zeros and never reads
+    the next head. Cached per (pointer, shape, dtype, box_rows): a benchmark loop encodes once.
+    """
+    b, h, s, d = (int(x) for x in t.shape)
+    key = (t.data_ptr(), b, h, s, d, str(t.dtype), box_rows)
+    tm = _tmaps.get(key)
+    if tm is not None:
+        return tm
+    driver = _driver()
+    if d % TMA_BOX_COLS:
+        raise WhowaitsError(f"tensor-map versions need head_dim a multiple of {TMA_BOX_COLS}, got {d}")
+    if box_rows > 256:
+        raise WhowaitsError(f"a TMA box has at most 256 rows, got {box_rows}")
+    dtypes = driver.CUtensorMapDataType
+    dt = dtypes.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if "bfloat16" in str(t.dtype) else dtypes.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+    u32, u64 = driver.cuuint32_t, driver.cuuint64_t
+    esize = t.element_size()
+    tm = _call(
+        driver.cuTensorMapEncodeTiled(
+            dt, u32(3), t.data_ptr(),
+            [u64(d), u64(s), u64(b * h)],
+            [u64(d * esize), u64(s * d * esize)],
+            [u32(TMA_BOX_COLS), u32(box_rows), u32(1)],
+            [u32(1), u32(1), u32(1)],
+            driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+            driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        ),
+        "cuTensorMapEncodeTiled",
+    )
+    if len(_tmaps) > 256:  # a long-lived process with many tensors: drop the oldest
+        _tmaps.pop(next(iter(_tmaps)))
+    _tmaps[key] = tm
+    return tm
+
+
+def launch_tma(fn, grid, threads: int, smem: int, maps, o, seqlen: int, scale: float) -> None:
+    """cuLaunchKernel with the ``tensor_maps`` ABI: (tmap_q, tmap_k, tmap_v, o, seqlen, scale), the maps
+    passed by value (``const __grid_constant__ CUtensorMap``; NCU-NOTES.md records that this works)."""
+    import torch
+
+    driver = _driver()
+    scalars = [ctypes.c_void_p(o.data_ptr()), ctypes.c_int(seqlen), ctypes.c_float(scale)]
+    addrs = [int(m.getPtr()) for m in maps] + [ctypes.addressof(a) for a in scalars]
+    params = (ctypes.c_void_p * len(addrs))(*addrs)
+    stream = driver.CUstream(torch.cuda.current_stream(o.device).cuda_stream)
+    _call(
+        driver.cuLaunchKernel(fn, grid[0], grid[1], grid[2], threads, 1, 1, smem, stream, ctypes.addressof(params), 0),
+        "cuLaunchKernel",
+    )
 
 
 def launch_raw(fn, grid, threads: int, smem: int, q, k, v, o, seqlen: int, scale: float) -> None:

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from kernels.config import DTYPES, SMEM_LAYOUTS, TUNABLE_FIELDS, FwdConfig
+from kernels.config import DTYPES, FAMILIES, SMEM_LAYOUTS, FwdConfig, split_kernel_name
 from profiler.errors import WhowaitsError
 
 KERNELS_DIR = Path(__file__).resolve().parent
 _ID_RE = re.compile(r"^v(\d\d)_[a-z0-9_]+$")
 _REQUIRED_STR = ("id", "title", "change", "hypothesis", "expected_bottleneck", "arch", "smem_layout")
 _ARCHES = ("sm_80", "sm_90", "sm_90a")
+ABIS = ("pointers", "tensor_maps")  # launch ABI: (q, k, v, o, seqlen, scale) or (tmap_q, tmap_k, tmap_v, o, ...)
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Version:
     expected_bottleneck: str
     arch: str
     smem_layout: str
-    config: FwdConfig  # the default config (head_dim/dtype/causal overridden per call)
+    config: FwdConfig  # the default config (head_dim/dtype/causal overridden per call); its family's class
     head_dim_overrides: dict = field(default_factory=dict)  # {64: {"block_m": ...}} from [config.d64]
     head_dims: tuple[int, ...] = (64, 128)
     dtypes: tuple[str, ...] = ("fp16", "bf16")
@@ -46,10 +47,22 @@ class Version:
     allow_spills: bool = False
     tune_space: dict = field(default_factory=dict)  # {field: [values]} from [tune]
     verdict: str = ""
+    family: str = "fwd"  # config family (kernels.config.FAMILIES): template signature + name parser
+    abi: str = "pointers"  # launch ABI (ABIS)
+    source_version: str = ""  # a config-only rung compiles this version's kernel.cu in its own namespace
 
     @property
     def source(self) -> Path:
-        return self.path / "kernel.cu"
+        """The kernel.cu that is compiled: the version's own, or its ``source`` version's."""
+        return (self.path.parent / self.source_version / "kernel.cu") if self.source_version else self.path / "kernel.cu"
+
+    @property
+    def config_cls(self) -> type:
+        return FAMILIES[self.family]
+
+    @property
+    def tunable_fields(self) -> tuple[str, ...]:
+        return self.config_cls.TUNABLE
 
     def config_for(self, head_dim: int, dtype: str, causal: bool) -> FwdConfig:
         """The version's default config for one problem (tiles may differ per head_dim, see [config.d64])."""
@@ -92,27 +105,43 @@ def _load(path: Path) -> Version:
         raise WhowaitsError(f"{where}: smem_layout {data['smem_layout']!r} not in {', '.join(SMEM_LAYOUTS)}")
     if not isinstance(data.get("parent", ""), str):
         raise WhowaitsError(f"{where}: field 'parent' must be a string (a version id or \"\")")
-    if not (path.parent / "kernel.cu").is_file():
+    family = data.get("family", "fwd")
+    if family not in FAMILIES:
+        raise WhowaitsError(f"{where}: family {family!r} not in {', '.join(FAMILIES)}")
+    abi = data.get("abi", "pointers")
+    if abi not in ABIS:
+        raise WhowaitsError(f"{where}: abi {abi!r} not in {', '.join(ABIS)}")
+    source_version = data.get("source", "")
+    if not isinstance(source_version, str) or (source_version and not _ID_RE.match(source_version)):
+        raise WhowaitsError(f"{where}: 'source' must be another version's id (vNN_slug) whose kernel.cu this rung compiles")
+    if source_version:
+        if (path.parent / "kernel.cu").is_file():
+            raise WhowaitsError(f"{where}: a rung with source = {source_version!r} must not have its own kernel.cu")
+        if not (path.parent.parent / source_version / "kernel.cu").is_file():
+            raise WhowaitsError(f"{where}: source {source_version!r} has no kernel.cu")
+    elif not (path.parent / "kernel.cu").is_file():
         raise WhowaitsError(f"{where}: kernel.cu missing beside it")
+    cls = FAMILIES[family]
+    tunable = cls.TUNABLE
 
     cfg = data.get("config")
     if not isinstance(cfg, dict):
         raise WhowaitsError(f"{where}: a [config] table is required")
-    known = {"head_dim", "block_m", "block_n", "warps", "stages", "causal", "dtype"}
+    known = {"head_dim", *tunable, "causal", "dtype"}
     overrides: dict[int, dict] = {}
     plain = {}
     for key, value in cfg.items():
         if isinstance(value, dict) and re.fullmatch(r"d\d+", key):
-            bad = set(value) - set(TUNABLE_FIELDS)
+            bad = set(value) - set(tunable)
             if bad:
-                raise WhowaitsError(f"{where}: [config.{key}] may set only {', '.join(TUNABLE_FIELDS)}")
+                raise WhowaitsError(f"{where}: [config.{key}] may set only {', '.join(tunable)}")
             overrides[int(key[1:])] = dict(value)
         elif key in known:
             plain[key] = value
         else:
             raise WhowaitsError(f"{where}: unknown [config] field {key!r} (known: {', '.join(sorted(known))})")
     try:
-        config = FwdConfig(**plain)
+        config = cls(**plain)
     except TypeError as err:
         raise WhowaitsError(f"{where}: bad [config]: {err}") from None
 
@@ -124,8 +153,8 @@ def _load(path: Path) -> Version:
 
     tune = data.get("tune", {})
     for key, values in tune.items():
-        if key not in TUNABLE_FIELDS or not isinstance(values, list) or not all(isinstance(v, int) for v in values):
-            raise WhowaitsError(f"{where}: [tune] {key!r}: fields are {', '.join(TUNABLE_FIELDS)}, each a list of ints")
+        if key not in tunable or not isinstance(values, list) or not all(isinstance(v, int) for v in values):
+            raise WhowaitsError(f"{where}: [tune] {key!r}: fields are {', '.join(tunable)}, each a list of ints")
 
     def str_list(key: str) -> tuple[str, ...]:
         value = data.get(key, [])
@@ -157,6 +186,9 @@ def _load(path: Path) -> Version:
         allow_spills=allow_spills,
         tune_space={k: list(v) for k, v in tune.items()},
         verdict=str(data.get("verdict", "")),
+        family=family,
+        abi=abi,
+        source_version=source_version,
     )
 
 
@@ -184,6 +216,21 @@ def get(version_id: str, root: Path | None = None) -> Version:
             return v
     known = ", ".join(v.id for v in all_versions) or "none"
     raise WhowaitsError(f"unknown kernel version {version_id!r}; known versions: {known}")
+
+
+def parse_kernel_name(name: str, root: Path | None = None):
+    """``(version_id, config)`` for any spelling of a ladder kernel name, in the version's own family.
+
+    The family comes from the version id in the name; a name without one (ncu's short display name) or
+    with an unknown id parses in the ``fwd`` family.
+    """
+    version_id, _, _, _ = split_kernel_name(name)
+    family = "fwd"
+    if version_id:
+        for v in versions(root):
+            if v.id == version_id:
+                family = v.family
+    return FAMILIES[family].from_kernel_name(name)
 
 
 def resolve(ids: list[str] | None, all_: bool = False) -> list[Version]:

@@ -20,29 +20,17 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import tempfile
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
+
+from profiler.io import write_atomic
 
 __all__ = ["MAGIC", "fingerprint", "seal", "unseal", "read", "write", "discard"]
 
 MAGIC = b"WHOWAITS-CACHE-1\n"
 _DIGEST = 32
 PACKAGE = Path(__file__).resolve().parent
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    # TODO(schema): profiler.io.write_atomic(path, data) once it is on main (same contract).
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _files(spec: str) -> list[Path]:
@@ -118,7 +106,7 @@ def read(path: Path) -> bytes | None:
 def write(path: Path, payload: bytes) -> None:
     """Seal and write ``payload`` atomically; an unwritable cache folder is ignored."""
     try:
-        _write_atomic(path, seal(payload))
+        write_atomic(path, seal(payload))
     except OSError:
         pass
 

@@ -43,6 +43,7 @@ from typing import Callable
 
 from profiler import provenance
 from profiler.errors import WhowaitsError
+from profiler.names import EXT_RUNNER_TITLES
 
 REPO = Path(__file__).resolve().parents[1]
 SECTIONS_DIR = REPO / "sections"
@@ -411,6 +412,30 @@ def _stream(argv: list[str], cwd: Path, env: dict, on_line: Callable[[str], None
     return proc.wait(), "".join(lines)
 
 
+def subject_provenance(target: Target, shape: str) -> dict:
+    """The sidecar fields that describe what was measured (:mod:`profiler.provenance`): ``problem_flops`` of
+    the shape; for a ladder version its ``build_hash`` (the build cache key of the config profiled, the
+    same key ``kernels.build`` caches the cubin under), ``ladder_order``, ``title``, ``change`` and
+    ``expected_bottleneck``; for the runner's external subjects their title. Computed here, at profile
+    time, so that the views read them from the sidecar and never import ``kernels``."""
+    from kernels import build as kbuild
+    from kernels import registry
+    from kernels.config import Shape
+
+    s = Shape.parse(shape)
+    out = {"problem_flops": s.flops(), "build_hash": None, "ladder_order": None, "title": None,
+           "change": None, "expected_bottleneck": None}
+    ladder = {v.id: v for v in registry.versions()}
+    if target.runner_arg in ladder and target.runner_arg == target.name:
+        v = ladder[target.runner_arg]
+        out.update(build_hash=kbuild._source_hash(v, v.config_for(s.head_dim, s.dtype, s.causal)),
+                   ladder_order=v.number, title=v.title, change=v.change,
+                   expected_bottleneck=v.expected_bottleneck)
+    elif target.runner_arg in EXT_RUNNER_TITLES:
+        out["title"] = EXT_RUNNER_TITLES[target.runner_arg]
+    return out
+
+
 def _build_versions(ids: list[str], shape: str) -> dict[str, str]:
     """Build each version's cubin for ``shape`` (-lineinfo, cached); {version: error} for those that fail."""
     if not ids:
@@ -518,6 +543,7 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
                     tool_version=tool_version(), report_sha256=provenance.sha256_file(part),
                     split_command=None if part == rep else [
                         a.replace(str(tmpdir), "<tmp>") for a in split_command(ncu, rep, t, part)],
+                    **subject_provenance(t, session.shape),
                 )
                 staged.append((r, part, side))
             pending = resume

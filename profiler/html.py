@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import html as _html
 import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
 from profiler.errors import WhowaitsError
+from profiler.io import write_atomic
 
 _ERROR_HOOK = """<script>
 (function () {
@@ -109,9 +109,11 @@ def _ladder_table(m) -> str:
                      f"{_pct(r.get('top_share'))} <span class='note'>[{_pct(r.get('top_lo'))}, "
                      f"{_pct(r.get('top_hi'))}]</span>",
                      _e(r.get("expected_bottleneck")),
-                     _e(r.get("tensor_path")), _num(r.get("tensor_pipe_pct"), "{:.1f}%")])
+                     _e(r.get("tensor_path")), _num(r.get("tensor_pipe_pct"), "{:.1f}%"),
+                     _num(r.get("tensor_roof_pct"), "{:.1f}%")])
     return _table(["version", "title", "change", "duration", "TFLOPS", "vs prev", "top waiter", "share [95%]",
-                   "expected bottleneck", "tensor path", "tensor pipe"], rows, {3, 4, 5, 7, 10})
+                   "expected bottleneck", "tensor path", "tensor pipe (own peak)", "tensor roof (dense)"],
+                  rows, {3, 4, 5, 7, 10, 11})
 
 
 def _version_section(p, m) -> str:
@@ -237,20 +239,7 @@ def write_html(path: str | os.PathLike, text: str, force: bool = False) -> Path:
     :class:`~profiler.errors.WhowaitsError` (see :func:`check_target`)."""
     path = check_target(path, force)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as err:
+        write_atomic(path, text, mkdir=False)
+    except OSError as err:  # write_atomic leaves no temporary file behind
         raise WhowaitsError(f"cannot write {path}: {err.strerror or err}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is for reading
-        os.replace(tmp, path)
-    except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
-        raise WhowaitsError(f"cannot write {path}: {err.strerror or err}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path

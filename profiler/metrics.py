@@ -15,6 +15,7 @@ from functools import lru_cache
 from importlib import resources
 
 from profiler.errors import WhowaitsError
+from profiler.names import RATIO_ALIAS
 
 __all__ = [
     "MetricSpec",
@@ -31,6 +32,11 @@ __all__ = [
     "stall_config",
     "stall_reasons",
     "tensor_op_counters",
+    "is_pm_metric",
+    "pm_base_name",
+    "timeline_config",
+    "timeline_series",
+    "region_config",
 ]
 
 
@@ -104,9 +110,7 @@ def sampled_reasons(metric_names) -> list[str]:
 def cycles_per_issue_metric(reason: str) -> str:
     """The kernel-level ``…_per_issue_active.ratio`` metric for a sampler reason name
     (``warpgroup_arrive`` -> ``gmma``, ``no_instructions`` -> ``no_instruction`` on gh100)."""
-    cfg = stall_config()
-    alias = cfg.get("ratio_alias", {}).get(reason, reason)
-    return cfg["cycles_per_issue"].format(reason=alias)
+    return stall_config()["cycles_per_issue"].format(reason=RATIO_ALIAS.get(reason, reason))
 
 
 @lru_cache(maxsize=None)
@@ -122,6 +126,66 @@ def tensor_op_counters() -> dict[str, tuple[tuple[str, ...], str]]:
         path: (tuple(entry["counters"]), entry["section"])
         for path, entry in _load("metrics.toml")["tensor_ops"].items()
     }
+
+
+# --- PM sampling (timelines) -------------------------------------------------------------------
+
+
+@lru_cache(maxsize=None)
+def timeline_config() -> dict:
+    """The ``[timeline]`` table of ``metrics.toml``."""
+    return _load("metrics.toml")["timeline"]
+
+
+@lru_cache(maxsize=None)
+def _pm_name_re() -> re.Pattern:
+    return re.compile(timeline_config()["pm_name"])
+
+
+def is_pm_metric(name: str) -> bool:
+    """Whether ncu metric ``name`` is a PM-sampled series (``TPC.TriageCompute.…``, ``pmsampling:…``)."""
+    return _pm_name_re().match(name) is not None
+
+
+def pm_base_name(name: str) -> str:
+    """The counter name without its PM-sampling prefix: ``'TPC.TriageCompute.sm__cycles_active.avg'``
+    and ``'pmsampling:sm__cycles_active.avg'`` -> ``'sm__cycles_active.avg'``."""
+    m = _pm_name_re().match(name)
+    return name[m.end():] if m else name
+
+
+def timeline_series(metric_names) -> dict[str, str]:
+    """Series name -> ncu metric name for the PM-sampled metrics among ``metric_names``: the series of
+    ``[timeline.series]`` (the first listed base name present wins; where a counter is there under both a
+    chip-domain name and the generic ``pmsampling:`` alias, the chip-domain one), then ``warps_<reason>`` for every warp-state series (``…smsp__warps_issue_stalled_<reason>…``), in the
+    stall-reason order of DESIGN.md."""
+    cfg = timeline_config()
+    by_base: dict[str, str] = {}
+    for n in sorted(metric_names, key=lambda n: (n.startswith("pmsampling:"), n)):
+        if is_pm_metric(n):
+            by_base.setdefault(pm_base_name(n), n)
+    out: dict[str, str] = {}
+    for series, bases in cfg["series"].items():
+        for b in bases:
+            if b in by_base:
+                out[series] = by_base[b]
+                break
+    prefix = cfg["warp_state_prefix"]
+    warps = {}
+    for base, n in by_base.items():
+        if base.startswith(prefix):
+            reason = base[len(prefix):].split(".", 1)[0]
+            warps[reason] = n
+    order = {r: i for i, r in enumerate(stall_reasons())}
+    for reason in sorted(warps, key=lambda r: (order.get(r, len(order)), r)):
+        out[f"warps_{reason}"] = warps[reason]
+    return out
+
+
+@lru_cache(maxsize=None)
+def region_config() -> dict:
+    """``data/regions.toml``: the region vocabulary, the marker syntax and the SASS inference rules."""
+    return _load("regions.toml")
 
 
 # --- opcodes ------------------------------------------------------------------------------------

@@ -24,6 +24,17 @@ value that cannot be known is ``null``)::
     report_sha256    sha256 of the report file the sidecar describes
     split_command    for a report split out of a multi-subject session report: the ncu --import ...
                      --export command that did it (null otherwise)
+    build_hash       a ladder version's build cache key (``kernels.build``'s key over its sources, the
+                     shared headers, nvcc's version and flags) for the config profiled; null for others
+    problem_flops    the problem's FLOPs for one call at ``shape`` (attention forward: 4·B·H·S²·D, halved
+                     when causal), so views get TFLOPS without knowing the problem; null if unknown
+    ladder_order     a ladder version's number (v03 -> 3): the order of views; null for external subjects
+    title            a one-line title (the version's, or the external subject's)
+    change           a ladder version's one-line change (its version.toml), null otherwise
+    expected_bottleneck  the version's hypothesis of its bottleneck, written before measuring
+
+Views (``profiler.compare``) read these and never the ``kernels`` package; a report without a sidecar
+still works, without TFLOPS, titles or ladder order.
 
 Writes are atomic (a temporary file in the same folder, then ``os.replace``).
 """
@@ -35,10 +46,10 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 from pathlib import Path
 
 from profiler.errors import WhowaitsError
+from profiler.io import write_json_atomic
 
 SIDECAR_KEYS: tuple[str, ...] = (
     "version",
@@ -60,6 +71,12 @@ SIDECAR_KEYS: tuple[str, ...] = (
     "tool_version",
     "report_sha256",
     "split_command",
+    "build_hash",
+    "problem_flops",
+    "ladder_order",
+    "title",
+    "change",
+    "expected_bottleneck",
 )
 
 
@@ -131,23 +148,6 @@ def make_sidecar(**fields) -> dict:
     if extra:
         raise ValueError(f"unknown sidecar keys: {sorted(extra)}")
     return {k: fields.get(k) for k in SIDECAR_KEYS}
-
-
-def write_json_atomic(path: str | os.PathLike, data) -> Path:
-    """Write ``data`` as indented JSON to ``path`` through a temporary file and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def write_sidecar(report_path: str | os.PathLike, sidecar: dict) -> Path:

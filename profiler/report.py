@@ -27,6 +27,20 @@ Frames (one pair per profiled launch; see :class:`Launch`):
     for every reason the report samples (``metrics.sampled_reasons()``), ``source_file``
     (str or None) and ``source_line`` (Int64, <NA> without ``-lineinfo``).
 
+``Launch.timeline`` (long, one row per PM sample of a PM-sampled metric; empty without PM sampling)
+    ``launch`` (int), ``metric`` (str, the ncu name, e.g.
+    ``TPC.TriageCompute.sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed`` or
+    ``pmsampling:smsp__warps_issue_stalled_long_scoreboard.avg``), ``t_ns`` (int64, the sample's time
+    stamp in ns from the start of the workload), ``value`` (float64). These are ncu_report's instance
+    values after ``IAction.timelines().aligned_metric`` (aligned to the workload's time stamps, context
+    switches filtered), exactly as returned; which metrics are PM-sampled is data (``[timeline]`` of
+    ``data/metrics.toml``).
+
+``Launch.sources`` (dict: file path -> text) the report's own copies of the source files
+    (``--import-source yes``) that declare source regions (hold the marker token of
+    ``data/regions.toml``, ``@region``); empty when none does. Cached as a frame ``launch``, ``file``,
+    ``text``.
+
 The cache lives in ``$WHOWAITS_CACHE_DIR`` (default ``~/.cache/whowaits``): one sealed file per
 report, keyed by the report file's sha256 and the content of the ingester, the metric maps and
 every data file (:mod:`profiler.cachefile`): a changed file (or opcode map, or ingester) never
@@ -52,6 +66,7 @@ import pandas as pd
 from profiler import cachefile
 from profiler import metrics as M
 from profiler.errors import WhowaitsError
+from profiler.io import write_atomic
 from profiler.provenance import sha256_file
 
 __all__ = ["Launch", "Report", "cache_dir", "check_file", "load_report", "select_launches"]
@@ -60,6 +75,13 @@ _MAGIC = b"NVR\x00"
 _CONTAINER = 2  # the uint32 after the magic in the ncu 2025.x reports this framing check knows
 
 METRIC_COLUMNS = ["report", "launch", "kernel", "metric", "instance", "value", "text", "unit"]
+TIMELINE_COLUMNS = ["launch", "metric", "t_ns", "value"]
+SOURCE_COLUMNS = ["launch", "file", "text"]
+
+
+def _empty_timeline() -> pd.DataFrame:
+    return pd.DataFrame({"launch": pd.Series(dtype=np.int64), "metric": pd.Series(dtype=object),
+                         "t_ns": pd.Series(dtype=np.int64), "value": pd.Series(dtype=np.float64)})
 
 
 @dataclass
@@ -71,6 +93,8 @@ class Launch:
     kernel: str
     metrics: pd.DataFrame
     sass: pd.DataFrame
+    timeline: pd.DataFrame = field(default_factory=_empty_timeline)
+    sources: dict = field(default_factory=dict)
     _scalars: dict | None = field(default=None, repr=False, compare=False)
     _instanced: dict | None = field(default=None, repr=False, compare=False)
     _stalls: tuple | None = field(default=None, repr=False, compare=False)
@@ -170,26 +194,32 @@ def _cache_path(sha: str) -> Path:
     return cache_dir() / f"{sha}.{cachefile.fingerprint(*_FRAMES_FROM)}{_FRAMES_SUFFIX}"
 
 
-def _frames_to_bytes(mf: pd.DataFrame, sf: pd.DataFrame) -> bytes:
-    """Both frames as one payload: uint64 length of the metrics parquet, it, the sass parquet."""
-    parts = []
-    for frame in (mf, sf):
+def _frames_to_bytes(*frames: pd.DataFrame) -> bytes:
+    """Frames as one payload: their count (uint32), then each one's parquet after its length (uint64)."""
+    out = [struct.pack("<I", len(frames))]
+    for frame in frames:
         buf = io.BytesIO()
         frame.to_parquet(buf, index=False)
-        parts.append(buf.getvalue())
-    return struct.pack("<Q", len(parts[0])) + parts[0] + parts[1]
+        out += [struct.pack("<Q", buf.tell()), buf.getvalue()]
+    return b"".join(out)
 
 
-def _frames_from_bytes(payload: bytes) -> tuple[pd.DataFrame, pd.DataFrame]:
-    (n,) = struct.unpack("<Q", payload[:8])
-    if 8 + n > len(payload):
-        raise ValueError("metrics part runs past the entry")
-    mf = pd.read_parquet(io.BytesIO(payload[8:8 + n]))
-    sf = pd.read_parquet(io.BytesIO(payload[8 + n:]))
-    return mf, sf
+def _frames_from_bytes(payload: bytes) -> list[pd.DataFrame]:
+    (count,) = struct.unpack_from("<I", payload, 0)
+    off, frames = 4, []
+    for _ in range(count):
+        (n,) = struct.unpack_from("<Q", payload, off)
+        off += 8
+        if off + n > len(payload):
+            raise ValueError("a frame runs past the entry")
+        frames.append(pd.read_parquet(io.BytesIO(payload[off:off + n])))
+        off += n
+    if off != len(payload):
+        raise ValueError("bytes after the last frame")
+    return frames
 
 
-def _valid_frames(mf: pd.DataFrame, sf: pd.DataFrame) -> bool:
+def _valid_frames(mf: pd.DataFrame, sf: pd.DataFrame, tf: pd.DataFrame, rf: pd.DataFrame) -> bool:
     """The frames have the columns and dtypes this module's docstring promises."""
     if list(mf.columns) != METRIC_COLUMNS[1:] or mf.empty:
         return False
@@ -202,25 +232,29 @@ def _valid_frames(mf: pd.DataFrame, sf: pd.DataFrame) -> bool:
             return False
         if kind != "O" and sf[col].dtype.kind != kind:
             return False
+    if list(tf.columns) != TIMELINE_COLUMNS or list(rf.columns) != SOURCE_COLUMNS:
+        return False
     return set(sf["launch"].unique()) <= set(mf["launch"].unique())
 
 
-def _read_cache(sha: str) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """The cached frames of report ``sha``, or None: no entry, or one that fails its seal, its
-    decoding or :func:`_valid_frames` (then it is deleted and the caller rebuilds it)."""
+def _read_cache(sha: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame] | None:
+    """The cached frames of report ``sha`` (metrics, sass, timeline, sources), or None: no entry,
+    or one that fails its seal, its decoding or :func:`_valid_frames` (then it is deleted and the
+    caller rebuilds it)."""
     path = _cache_path(sha)
     payload = cachefile.read(path)
     if payload is None:
         return None
     try:
-        mf, sf = _frames_from_bytes(payload)
-        ok = _valid_frames(mf, sf)
+        frames = _frames_from_bytes(payload)
+        ok = len(frames) == 4 and _valid_frames(*frames)
     except Exception:  # noqa: BLE001 - any undecodable entry is a miss, rebuilt by the caller
         ok = False
     if not ok:
         cachefile.discard(path)
         return None
-    return _normalize(mf), sf
+    mf, sf, tf, rf = frames
+    return _normalize(mf), sf, tf, rf
 
 
 def _normalize(mf: pd.DataFrame) -> pd.DataFrame:
@@ -231,9 +265,9 @@ def _normalize(mf: pd.DataFrame) -> pd.DataFrame:
     return mf
 
 
-def _write_cache(sha: str, mf: pd.DataFrame, sf: pd.DataFrame) -> None:
+def _write_cache(sha: str, mf: pd.DataFrame, sf: pd.DataFrame, tf: pd.DataFrame, rf: pd.DataFrame) -> None:
     try:
-        payload = _frames_to_bytes(mf, sf)
+        payload = _frames_to_bytes(mf, sf, tf, rf)
     except Exception:  # noqa: BLE001 - frames parquet cannot hold are still used, just not cached
         return
     cachefile.write(_cache_path(sha), payload)
@@ -346,8 +380,8 @@ def _swig(ncu) -> dict:
     return {k: getattr(raw, swig, None) or wrapper for k, (swig, wrapper) in names.items()}
 
 
-def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataFrame]:
-    """Rows of the metrics frame and the sass frame of one action."""
+def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataFrame, pd.DataFrame, list]:
+    """Rows of the metrics frame, the sass frame, the timeline frame and the source rows of one action."""
     im = ncu.IMetric
     kind_string = im.ValueKind_STRING
     f = _swig(ncu)
@@ -363,6 +397,7 @@ def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataF
     sample_prefix = stalls["sample_prefix"]
     rows: list[tuple] = []
     pc_metrics = {}
+    pm_metrics = {}
     for name in action.metric_names():
         m = by_name(action, name)
         if m is None:
@@ -388,9 +423,46 @@ def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataF
                     rows.append((name, as_string(corr, i), float(as_double(m, i)), None, unit))
             elif name.startswith(sample_prefix) or name in per_pc_names:
                 pc_metrics[name] = m
+            elif M.is_pm_metric(name):
+                pm_metrics[name] = m
 
     sass = _sass_frame(action, index, pc_metrics, ncu)
-    return rows, sass
+    return rows, sass, _timeline_frame(action, index, pm_metrics, f), _region_sources(action, index)
+
+
+def _region_sources(action, index: int) -> list[tuple]:
+    """(launch, file, text) of the report's embedded source files that declare source regions."""
+    token = M.region_config()["markers"]["token"]
+    try:
+        files = action.source_files()
+        texts = {str(k): files[k] for k in files}
+    except Exception:  # pragma: no cover - an ncu_report without source_files()
+        return []
+    return [(index, f, t) for f, t in sorted(texts.items()) if isinstance(t, str) and token in t]
+
+
+def _timeline_frame(action, index: int, pm_metrics: dict, f: dict) -> pd.DataFrame:
+    """The PM-sampled metrics of one action, aligned to the workload's time stamps by ncu_report."""
+    if not pm_metrics:
+        return _empty_timeline()
+    timelines = action.timelines()
+    names, times, values = [], [], []
+    as_uint64, as_double, num_instances = f["as_uint64"], f["as_double"], f["num_instances"]
+    for name in sorted(pm_metrics):
+        aligned = timelines.aligned_metric(pm_metrics[name])
+        if aligned is None:
+            continue
+        n = num_instances(aligned)
+        corr = f["correlation_ids"](aligned)
+        times += map(as_uint64, repeat(corr, n), range(n))
+        values += map(as_double, repeat(aligned, n), range(n))
+        names += [name] * n
+    return pd.DataFrame({
+        "launch": np.full(len(names), index, dtype=np.int64),
+        "metric": pd.Series(names, dtype=object),
+        "t_ns": np.array(times, dtype=np.int64),
+        "value": np.array(values, dtype=np.float64),
+    })
 
 
 def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
@@ -520,11 +592,11 @@ def _corrupt(path: Path, why: str) -> WhowaitsError:
                          "re-copy or re-profile it")
 
 
-def _check_text(path: Path, mf: pd.DataFrame, sf: pd.DataFrame) -> None:
+def _check_text(path: Path, mf: pd.DataFrame, sf: pd.DataFrame, rf: pd.DataFrame) -> None:
     """Every string the report gave is valid Unicode (a damaged string table can yield lone
     surrogates, which no file or terminal can take)."""
     for frame, cols in ((mf, ("kernel", "metric", "instance", "text", "unit")),
-                        (sf, ("sass", "source_file"))):
+                        (sf, ("sass", "source_file")), (rf, ("file", "text"))):
         for col in cols:
             if col not in frame.columns:
                 continue
@@ -534,7 +606,21 @@ def _check_text(path: Path, mf: pd.DataFrame, sf: pd.DataFrame) -> None:
                 raise _corrupt(path, f"an undecodable string in its {col} table") from None
 
 
-def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+#: a pipe to the CLI's supervisor (profiler.cli._supervised): the path of the report about to be
+#: read by native code goes there first, so a crash inside ncu_report can be blamed on its report
+NATIVE_NOTE_FD: int | None = None
+
+
+def _note_native(path: Path) -> None:
+    if NATIVE_NOTE_FD is not None:
+        try:
+            os.write(NATIVE_NOTE_FD, (str(path).replace("\n", " ") + "\n").encode("utf-8", "replace"))
+        except OSError:
+            pass
+
+
+def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    _note_native(path)
     try:
         import ncu_report as ncu
     except ImportError as err:
@@ -545,7 +631,7 @@ def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     log = _NativeLog()
     try:
         with log:
-            mf, sf = _read_actions(path, ncu)
+            mf, sf, tf, rf = _read_actions(path, ncu)
     except WhowaitsError:
         raise
     except Exception as err:  # noqa: BLE001 - the file passed check_file: the reader choked on it
@@ -554,24 +640,27 @@ def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     if log.errors():
         raise _corrupt(path, f"ncu_report: {log.errors()[0]}")
     log.replay()
-    _check_text(path, mf, sf)
-    return mf, sf
+    _check_text(path, mf, sf, rf)
+    return mf, sf, tf, rf
 
 
-def _read_actions(path: Path, ncu) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _read_actions(path: Path, ncu) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     try:
         ctx = ncu.load_report(str(path))
     except Exception as err:
         raise WhowaitsError(f"{path}: ncu_report cannot open it: {err}") from err
     metric_rows: list[tuple] = []
     sass_frames = []
+    timeline_frames = []
+    source_rows: list[tuple] = []
     index = 0
     for r in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(r)
         for a in range(rng.num_actions()):
             action = rng.action_by_idx(a)
             kernel = action.name(ncu.IAction.NameBase_DEMANGLED) or action.name()
-            rows, sass = _ingest_action(action, index, kernel, ncu)
+            rows, sass, timeline, srcs = _ingest_action(action, index, kernel, ncu)
+            source_rows += srcs
             if not rows:
                 raise WhowaitsError(
                     f"{path}: truncated or corrupt Nsight Compute report (launch {index} of "
@@ -579,6 +668,7 @@ def _read_actions(path: Path, ncu) -> tuple[pd.DataFrame, pd.DataFrame]:
                 )
             metric_rows += [(index, kernel, *row) for row in rows]
             sass_frames.append(sass)
+            timeline_frames.append(timeline)
             index += 1
     if index == 0:
         raise WhowaitsError(
@@ -588,7 +678,9 @@ def _read_actions(path: Path, ncu) -> tuple[pd.DataFrame, pd.DataFrame]:
     mf["value"] = mf["value"].astype(np.float64)
     mf = _normalize(mf)
     sf = pd.concat(sass_frames, ignore_index=True)
-    return mf, sf
+    tf = pd.concat(timeline_frames, ignore_index=True) if timeline_frames else _empty_timeline()
+    rf = pd.DataFrame(source_rows, columns=SOURCE_COLUMNS).astype({"launch": np.int64, "file": object, "text": object})
+    return mf, sf, tf, rf
 
 
 def load_report(path: str | os.PathLike, *, use_cache: bool = True) -> Report:
@@ -603,26 +695,34 @@ def load_report(path: str | os.PathLike, *, use_cache: bool = True) -> Report:
     sha = sha256_file(p)
     cached = _read_cache(sha) if use_cache else None
     if cached is None:
-        mf, sf = _ingest(p)
+        mf, sf, tf, rf = _ingest(p)
         if use_cache:
-            _write_cache(sha, mf, sf)
+            _write_cache(sha, mf, sf, tf, rf)
     else:
-        mf, sf = cached
+        mf, sf, tf, rf = cached
+    srcs: dict[int, dict] = {}
+    for li, f, t in zip(rf["launch"].tolist(), rf["file"].tolist(), rf["text"].tolist()):
+        srcs.setdefault(int(li), {})[f] = t
     report = str(path)
     launches = []
     if mf["launch"].nunique() == 1:
         groups = [(int(mf["launch"].iat[0]), mf)]
         sgroups = {int(mf["launch"].iat[0]): sf}
+        tgroups = {int(mf["launch"].iat[0]): tf}
     else:
         groups = [(int(k), g) for k, g in mf.groupby("launch", sort=True)]
         sgroups = {int(k): g for k, g in sf.groupby("launch", sort=True)}
+        tgroups = {int(k): g for k, g in tf.groupby("launch", sort=True)}
     for idx, g in groups:
         g = g.reset_index(drop=True)
         g.insert(0, "report", report)
         s = sgroups.get(idx)
         if s is None:
             s = sf.iloc[0:0]
-        launches.append(Launch(report, idx, str(g["kernel"].iat[0]), g, s.reset_index(drop=True)))
+        t = tgroups.get(idx)
+        t = _empty_timeline() if t is None or t.empty else t.reset_index(drop=True)
+        launches.append(Launch(report, idx, str(g["kernel"].iat[0]), g, s.reset_index(drop=True), t,
+                               srcs.get(idx, {})))
     return Report(report, sha, launches)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -126,10 +127,17 @@ def test_a_failed_summary_write_leaves_no_file(tmp_path, monkeypatch):
     cache.clear_memo()
     shutil.rmtree(tmp_path / "cache" / "summaries")
 
-    def no_space(src, dst):  # the temporary file is written; making it the entry fails
-        raise OSError(28, "No space left on device")
+    import profiler.io as pio
 
-    monkeypatch.setattr(cachefile.os, "replace", no_space)
+    class DiskFull:  # the temp file is written, then the rename fails as on a full disk
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        @staticmethod
+        def replace(src, dst):
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pio, "os", DiskFull())
     assert cache.summaries(FLASH) == want  # the answer, not the entry
     assert list((tmp_path / "cache" / "summaries").iterdir()) == []  # no entry, no temp file
     cache.clear_memo()

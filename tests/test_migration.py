@@ -130,30 +130,40 @@ def test_migration_bad_input(tmp_path):
     assert json.loads(proc.stdout)["versions"] == ["v02_y"]
 
 
-def test_ladder_order_and_registry_metadata(tmp_path):
-    """Folders named after registered versions come in ladder order with their titles, ext last."""
-    from kernels import registry
+def test_ladder_order_and_metadata_come_from_sidecars(tmp_path):
+    """Ladder order, titles, hypotheses and the problem's TFLOPS come from the sidecars (written at profile
+    time), never from kernels/: folder names do not decide the order, and ext subjects come last. A report
+    without a sidecar still works, without title or problem TFLOPS."""
+    from profiler.provenance import make_sidecar, write_json_atomic
 
-    ladder = [v.id for v in registry.versions()][:3]
-    if len(ladder) < 2:
-        pytest.skip("the registry has fewer than two versions")
-    # deliberately created out of order; contents are committed reports (the test is about order)
-    for name, src in [(ladder[1], CUDNN), ("ext-zzz", FLASH), (ladder[0], FLASH), ("ext-aaa", CUDNN)]:
+    # deliberately created out of name order; contents are committed reports (the test is about order)
+    sides = {"zz_first": dict(ladder_order=1, title="First rung", problem_flops=3.4359738368e10,
+                              expected_bottleneck="FP16 on LDG"),
+             "aa_second": dict(ladder_order=2, title="Second rung", problem_flops=3.4359738368e10),
+             "ext-zzz": dict(title="an external subject", problem_flops=3.4359738368e10),
+             "ext-aaa": None}
+    for name, src in [("aa_second", CUDNN), ("ext-zzz", FLASH), ("zz_first", FLASH), ("ext-aaa", CUDNN)]:
         (tmp_path / name).mkdir()
         shutil.copy(src, tmp_path / name / f"{SHAPE}.ncu-rep")
+        if sides[name] is not None:
+            write_json_atomic(tmp_path / name / f"{SHAPE}.json",
+                              make_sidecar(version=name, shape=SHAPE, section_set="whowaits", **sides[name]))
     proc = run("migration", "--reports", tmp_path, "--format", "json")
     assert proc.returncode == 0, proc.stderr
     m = json.loads(proc.stdout)
-    assert m["versions"] == [ladder[0], ladder[1], "ext-aaa", "ext-zzz"]
+    assert m["versions"] == ["zz_first", "aa_second", "ext-aaa", "ext-zzz"]
     rows = {r["version"]: r for r in m["table"]}
-    assert rows[ladder[0]]["title"] == registry.get(ladder[0]).title
-    assert rows[ladder[1]]["expected_bottleneck"] == registry.get(ladder[1]).expected_bottleneck
-    assert rows["ext-aaa"]["title"] == ""
-    # a registered version without reports is named as such
-    if len(ladder) > 2:
-        assert_user_error(run("diff", ladder[0], ladder[2], "--reports", tmp_path), ladder[2], "has no report")
-    # short ids resolve (v01 -> v01_slug)
-    short = ladder[0].split("_")[0]
-    proc = run("diff", short, ladder[1], "--reports", tmp_path, "--format", "json")
+    assert rows["zz_first"]["title"] == "First rung"
+    assert rows["zz_first"]["expected_bottleneck"] == "FP16 on LDG"
+    assert rows["ext-zzz"]["title"] == "an external subject"
+    assert rows["ext-aaa"]["title"] == "" and rows["ext-aaa"]["tflops"] is None  # no sidecar
+    # TFLOPS = the sidecar's problem FLOPs / the measured duration (not the counters' FLOPs)
+    dur = rows["zz_first"]["duration_ns"]
+    assert rows["zz_first"]["tflops"] == pytest.approx(3.4359738368e10 / dur / 1e3, rel=1e-12)
+    # a folder without reports is named as such
+    (tmp_path / "v09_empty").mkdir()
+    assert_user_error(run("diff", "zz_first", "v09_empty", "--reports", tmp_path), "v09_empty", "has no report")
+    # short ids resolve (zz -> zz_first)
+    proc = run("diff", "zz", "aa_second", "--reports", tmp_path, "--format", "json")
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["a"] == ladder[0]
+    assert json.loads(proc.stdout)["a"] == "zz_first"

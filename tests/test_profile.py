@@ -77,6 +77,9 @@ def test_profile_writes_report_and_sidecar_and_refuses_to_overwrite(tmp_path):
     assert side["ncu_command"][0].endswith("ncu") and "<tmp>/session0" in side["ncu_command"]
     assert side["report_sha256"] == hashlib.sha256(STARTER.read_bytes()).hexdigest() and side["split_command"] is None
     assert "(20 passes)" in cp.stdout
+    # provenance for the views: the problem's FLOPs of the shape (4·B·H·S²·D); a --cmd subject has no build of ours
+    assert side["problem_flops"] == 4 * 1 * 64 * 1024 ** 2 * 128 and side["build_hash"] is None
+    assert side["ladder_order"] is None
 
     before = (out / f"{SHAPE}.json").read_text()
     cp = whowaits(CMD, tmp_path)
@@ -136,6 +139,16 @@ def test_all_splits_the_session_report(tmp_path):
     side = provenance.read_sidecar(tmp_path / "reports" / "h200" / ids[0] / f"{SHAPE}.ncu-rep")
     assert side["split_command"][1:3] == ["--import", "<tmp>/session0.ncu-rep"]
     assert side["split_command"][-2:] == ["--export", f"<tmp>/{ids[0]}.ncu-rep"]
+    # the rung's build cache key, ladder order and title, so that compare/ never reads kernels/
+    from kernels import build
+    from kernels.config import Shape
+
+    v, shp = registry.get(ids[0]), Shape.parse(SHAPE)
+    assert side["build_hash"] == build._source_hash(v, v.config_for(shp.head_dim, shp.dtype, shp.causal))
+    assert (side["ladder_order"], side["title"], side["change"]) == (v.number, v.title, v.change)
+    assert side["problem_flops"] == shp.flops()
+    ext = provenance.read_sidecar(tmp_path / "reports" / "h200" / "ext-sdpa-flash" / f"{SHAPE}.ncu-rep")
+    assert ext["title"] == "torch SDPA, FlashAttention-2 backend" and ext["build_hash"] is None
 
 
 def test_usage_errors(tmp_path):

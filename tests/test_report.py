@@ -182,6 +182,7 @@ def test_corrupt_cache_entry_is_ignored_and_rebuilt(tmp_path, monkeypatch):
         again = load_report(path)
         pd.testing.assert_frame_equal(good.launches[0].sass, again.launches[0].sass)
         pd.testing.assert_frame_equal(good.launches[0].metrics, again.launches[0].metrics)
+        pd.testing.assert_frame_equal(good.launches[0].timeline, again.launches[0].timeline)
         assert entry.read_bytes() == sealed  # rebuilt, byte for byte
     assert not list((tmp_path / "cache").glob("*.tmp"))
 
@@ -201,6 +202,7 @@ def test_a_failed_cache_write_leaves_no_half_written_entry(tmp_path, monkeypatch
     again = load_report(path)
     pd.testing.assert_frame_equal(first.launches[0].sass, again.launches[0].sass)
     pd.testing.assert_frame_equal(first.launches[0].metrics, again.launches[0].metrics)
+    pd.testing.assert_frame_equal(first.launches[0].timeline, again.launches[0].timeline)
     assert len(list((tmp_path / "cache").glob("*.frames"))) == 1
 
 

@@ -39,6 +39,16 @@ def _query_list(path: Path) -> dict[str, str]:
     return out
 
 
+def _pm_list(path: Path) -> dict[str, str]:
+    """{metric: type} from profiler/data/gh100-pmsampling-metrics.txt (name, type, unit a line)."""
+    out = {}
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and not line.startswith("#") and parts[1] in ("Counter", "Ratio", "Throughput"):
+            out[parts[0]] = parts[1]
+    return out
+
+
 def _allow_list(path: Path) -> set[str]:
     return {s for line in path.read_text().splitlines() if (s := line.strip()) and not s.startswith("#")}
 
@@ -46,6 +56,8 @@ def _allow_list(path: Path) -> set[str]:
 HW = _query_list(DATA / "gh100-metrics.txt")
 SOURCE = _query_list(DATA / "gh100-source-metrics.txt")
 LAUNCH = _allow_list(DATA / "gh100-launch-metrics.txt")
+PM = _pm_list(DATA / "gh100-pmsampling-metrics.txt")
+_PM_DOMAIN = re.compile(r"^[A-Z][A-Z0-9_]*\.Triage[A-Za-z]*\.")
 GROUPS = {"group:smsp__pcsamp_warp_stall_reasons", "group:smsp__pcsamp_warp_stall_reasons_not_issued"}
 
 
@@ -61,13 +73,19 @@ def name_problem(name: str, defined: set[str]) -> str | None:
         return None
     if name.startswith("group:"):
         return f"unknown metric group {name}"
-    base, _, rest = name.partition(".")
+    pm = name.startswith("pmsampling:") or _PM_DOMAIN.match(name) is not None
+    if pm:  # a PM-sampled counter: its base name is on ncu's pmsampling list (domain prefix kept)
+        bare = name.removeprefix("pmsampling:")
+        dot = bare.find(".", bare.find("__"))
+        base, rest = (bare, "") if dot < 0 else (bare[:dot], bare[dot + 1:])
+    else:
+        base, _, rest = name.partition(".")
     suffix = rest.split(".") if rest else []
-    if base in SOURCE or base in LAUNCH:
+    if not pm and (base in SOURCE or base in LAUNCH):
         return None if not suffix else f"{name}: source/launch metrics take no rollup"
-    kind = HW.get(base)
+    kind = (PM if pm else HW).get(base)
     if kind is None:
-        return f"{name}: {base} is not a gh100 metric"
+        return f"{name}: {base} is not a gh100 {'PM-sampling ' if pm else ''}metric"
     if not suffix:
         return f"{name}: a {kind} needs a rollup"
     first, more = suffix[0], suffix[1:]
@@ -102,6 +120,8 @@ def sections():
 
 def test_lists_are_loaded():
     assert len(HW) > 3000 and "dram__bytes" in HW and HW["smsp__average_warp_latency_per_inst_issued"] == "Ratio"
+    assert len(PM) > 1000 and PM["FE_B.TriageCompute.gr__ctas_launched_realtime"] == "Counter"
+    assert PM["smsp__warps_issue_stalled_long_scoreboard"] == "Counter"
     assert "inst_executed" in SOURCE and "smsp__pcsamp_warps_issue_stalled_barrier" in SOURCE
     assert "launch__grid_size" in LAUNCH
 
@@ -133,8 +153,16 @@ def test_checker_rejects_bad_names_and_fields(tmp_path):
     (tmp_path / "b.section").write_text(
         good.replace('Identifier: "WhowaitsRoofline"', 'Identifier: "B"').replace("dram__bytes_read.sum", "dram__bytes_read")
     )
+    pm = (collect.SECTIONS_DIR / "WhowaitsPmSampling.section").read_text()
+    (tmp_path / "d.section").write_text(
+        pm.replace('Identifier: "WhowaitsPmSampling"', 'Identifier: "D"')
+        .replace("TPC.TriageCompute.sm__pipe_tensor_cycles_active_realtime", "TPC.TriageCompute.sm__pipe_tensor_busy")
+        .replace("pmsampling:dramc__throughput.avg", "pmsampling:dramc__throughput.bogus")
+    )
     problems = set_problems(tmp_path)
     assert any("dram__bites is not a gh100 metric" in p for p in problems)
+    assert any("TPC.TriageCompute.sm__pipe_tensor_busy is not a gh100 PM-sampling metric" in p for p in problems)
+    assert any("pmsampling:dramc__throughput.bogus.pct_of_peak_sustained_elapsed: bad rollup" in p for p in problems)
     assert any("dram__bytes_read: a Counter needs a rollup" in p for p in problems)
     (tmp_path / "c.section").write_text(good + '\nColour: "red"\n')
     with pytest.raises(WhowaitsError, match="c.section"):
@@ -167,6 +195,14 @@ def test_set_covers_every_metric_the_analyses_read():
     # per-PC stall samples (every reason) and executed instructions per opcode
     assert GROUPS <= collected
     assert "sass__inst_executed_per_opcode" in collected
+
+
+def test_set_covers_every_timeline_series():
+    """Every series the timeline views read is PM-sampled by the set (tensor, issue, DRAM, L2, CTAs, SM active)."""
+    collected = collect.set_metrics()
+    pm_bases = {M.pm_base_name(n) for n in collected if M.is_pm_metric(n)}
+    missing = [s for s, bases in M.timeline_config()["series"].items() if not any(b in pm_bases for b in bases)]
+    assert missing == []
 
 
 def test_set_is_smaller_than_full(sections):

@@ -40,12 +40,14 @@ __global__ void __launch_bounds__(32 * kWarps)
   constexpr int kPerLane = kHeadDim / 32;  // head-dim elements per lane
   const float kNegInf = __int_as_float(0xff800000);  // -inf
 
+  // @region other
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const size_t head_base = ((size_t)blockIdx.z * gridDim.y + blockIdx.y) * (size_t)seqlen * kHeadDim;
   const int row0 = blockIdx.x * kBlockM + warp * kRows;
   if (row0 >= seqlen) return;  // whole warp past the end (no block-level barriers in this kernel)
 
+  // @region load_q
   float qr[kRows][kPerLane], acc[kRows][kPerLane], m[kRows], l[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
@@ -59,9 +61,11 @@ __global__ void __launch_bounds__(32 * kWarps)
     l[r] = 0.f;
   }
 
+  // @region other
   // Keys this warp needs: all of them, or (causal) up to its last row.
   const int kv_end = kCausal ? min(seqlen, row0 + kRows) : seqlen;
   for (int n0 = 0; n0 < kv_end; n0 += kBlockN) {
+    // @region qk
     float s[kRows][kBlockN];
 #pragma unroll
     for (int j = 0; j < kBlockN; ++j) {
@@ -69,7 +73,7 @@ __global__ void __launch_bounds__(32 * kWarps)
       if (key < kv_end) {
         float kf[kPerLane];
 #pragma unroll
-        for (int t = 0; t < kPerLane; ++t) kf[t] = detail::to_float(k[head_base + (size_t)key * kHeadDim + lane + 32 * t]);
+        for (int t = 0; t < kPerLane; ++t) kf[t] = detail::to_float(k[head_base + (size_t)key * kHeadDim + lane + 32 * t]);  // @region load_kv
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
           float dot = 0.f;
@@ -83,6 +87,7 @@ __global__ void __launch_bounds__(32 * kWarps)
         for (int r = 0; r < kRows; ++r) s[r][j] = kNegInf;
       }
     }
+    // @region softmax
     // Online softmax over this chunk of keys.
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -101,13 +106,14 @@ __global__ void __launch_bounds__(32 * kWarps)
       }
       m[r] = mx;
     }
+    // @region pv
 #pragma unroll
     for (int j = 0; j < kBlockN; ++j) {
       const int key = n0 + j;
       if (key < kv_end) {
 #pragma unroll
         for (int t = 0; t < kPerLane; ++t) {
-          const float vf = detail::to_float(v[head_base + (size_t)key * kHeadDim + lane + 32 * t]);
+          const float vf = detail::to_float(v[head_base + (size_t)key * kHeadDim + lane + 32 * t]);  // @region load_kv
 #pragma unroll
           for (int r = 0; r < kRows; ++r) acc[r][t] += s[r][j] * vf;
         }
@@ -115,6 +121,7 @@ __global__ void __launch_bounds__(32 * kWarps)
     }
   }
 
+  // @region epilogue
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const int row = row0 + r;

@@ -62,6 +62,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   Element* sK = reinterpret_cast<Element*>(smem_raw);
   Element* sV = sK + kBlockN * kHeadDim;
 
+  // @region other
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const size_t head_base = ((size_t)blockIdx.z * gridDim.y + blockIdx.y) * (size_t)seqlen * kHeadDim;
@@ -69,6 +70,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   const Element* vh = v + head_base;
   const int row0 = blockIdx.x * kBlockM + warp * kRows;  // may be past seqlen: the warp still helps load
 
+  // @region load_q
   float qr[kRows][kPerLane], acc[kRows][kPerLane], m[kRows], l[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
@@ -82,13 +84,16 @@ __global__ void __launch_bounds__(32 * kWarps)
     l[r] = 0.f;
   }
 
+  // @region other
   // Keys the CTA needs; each warp masks per row.
   const int kv_end = kCausal ? min(seqlen, (int)(blockIdx.x + 1) * kBlockM) : seqlen;
   for (int n0 = 0; n0 < kv_end; n0 += kBlockN) {
+    // @region load_kv
     detail::load_tile<Element, kHeadDim, kBlockN, kThreads>(sK, kh, n0, kv_end);
     detail::load_tile<Element, kHeadDim, kBlockN, kThreads>(sV, vh, n0, kv_end);
-    __syncthreads();
+    __syncthreads();  // @region sync
 
+    // @region qk
     float s[kRows][kBlockN];
 #pragma unroll
     for (int j = 0; j < kBlockN; ++j) {
@@ -106,6 +111,7 @@ __global__ void __launch_bounds__(32 * kWarps)
         s[r][j] = masked ? kNegInf : dot;
       }
     }
+    // @region softmax
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float mx = m[r];
@@ -123,6 +129,7 @@ __global__ void __launch_bounds__(32 * kWarps)
       }
       m[r] = mx;
     }
+    // @region pv
 #pragma unroll
     for (int j = 0; j < kBlockN; ++j) {
 #pragma unroll
@@ -132,9 +139,10 @@ __global__ void __launch_bounds__(32 * kWarps)
         for (int r = 0; r < kRows; ++r) acc[r][t] += s[r][j] * vf;
       }
     }
-    __syncthreads();  // before the next tile overwrites sK / sV
+    __syncthreads();  // before the next tile overwrites sK / sV  // @region sync
   }
 
+  // @region epilogue
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const int row = row0 + r;

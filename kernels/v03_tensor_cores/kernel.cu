@@ -9,11 +9,11 @@
 #include <cuda_fp16.h>
 #include <math_constants.h>
 
-#include "common/attn_mask.cuh"
-#include "common/ldmatrix.cuh"
-#include "common/softmax_math.cuh"
-#include "common/tile_io.cuh"
-#include "common/warp_gemm.cuh"
+#include "common/sm80/attn_mask.cuh"
+#include "common/sm80/ldmatrix.cuh"
+#include "common/sm80/softmax_math.cuh"
+#include "common/sm80/tile_io.cuh"
+#include "common/sm80/warp_gemm.cuh"
 
 namespace whowaits { namespace v03_tensor_cores {
 
@@ -36,6 +36,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     Element* sK = sQ + kBlockM * kHeadDim;
     Element* sV = sK + kBlockN * kHeadDim;
 
+    // @region other
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest (causal) blocks first
     const size_t slab = (static_cast<size_t>(blockIdx.z) * gridDim.y + blockIdx.y) * static_cast<size_t>(seqlen) * kHeadDim;
@@ -49,8 +50,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     int n_blocks = (seqlen + kBlockN - 1) / kBlockN;
     if (kCausal) n_blocks = min(n_blocks, (cta_row0 + kBlockM + kBlockN - 1) / kBlockN);
 
+    // @region load_q
     load_tile_sync<Element, kBlockM, kHeadDim, kThreads, kSwizzle>(sQ, q, cta_row0, seqlen, tid);
-    __syncthreads();
+    __syncthreads();  // @region sync
     uint32_t qf[kQInRegs ? kMTiles : 1][kQInRegs ? kKSteps : 1][4];
     if constexpr (kQInRegs) {
 #pragma unroll
@@ -64,6 +66,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
     }
 
+    // @region other
     float acc_o[kMTiles][kDTiles][4];
     float row_max[kMTiles][2], row_sum[kMTiles][2];
 #pragma unroll
@@ -78,11 +81,13 @@ __global__ void __launch_bounds__(kWarps * 32)
 
     for (int n = 0; n < n_blocks; ++n) {
         const int key0 = n * kBlockN;
-        __syncthreads();  // every warp is done with the previous K/V tile
+        __syncthreads();  // every warp is done with the previous K/V tile  // @region sync
+        // @region load_kv
         load_tile_sync<Element, kBlockN, kHeadDim, kThreads, kSwizzle>(sK, k, key0, seqlen, tid);
         load_tile_sync<Element, kBlockN, kHeadDim, kThreads, kSwizzle>(sV, v, key0, seqlen, tid);
-        __syncthreads();
+        __syncthreads();  // @region sync
 
+        // @region qk
         // S = Q K^T
         float s[kMTiles][kNTiles][4];
 #pragma unroll
@@ -105,6 +110,7 @@ __global__ void __launch_bounds__(kWarps * 32)
             gemm_qk_step<Element, kHeadDim, kBlockN, kMTiles, kSwizzle>(s, qa, k_addr, kk);
         }
 
+        // @region softmax
         // Online softmax, textbook form: scale every score, mask, row max, exp(s - max), rescale O and l.
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
@@ -141,10 +147,12 @@ __global__ void __launch_bounds__(kWarps * 32)
             }
         }
 
+        // @region pv
         // O += P V
         gemm_pv<Element, kHeadDim, kBlockN, kMTiles, kSwizzle>(acc_o, s, v_addr);
     }
 
+    // @region epilogue
     // O /= l (one fast division per element), then store through shared memory.
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)

@@ -7,12 +7,12 @@
 #include <cuda_fp16.h>
 #include <math_constants.h>
 
-#include "common/attn_mask.cuh"
-#include "common/cp_async.cuh"
-#include "common/ldmatrix.cuh"
-#include "common/softmax_math.cuh"
-#include "common/tile_io.cuh"
-#include "common/warp_gemm.cuh"
+#include "common/sm80/attn_mask.cuh"
+#include "common/sm80/cp_async.cuh"
+#include "common/sm80/ldmatrix.cuh"
+#include "common/sm80/softmax_math.cuh"
+#include "common/sm80/tile_io.cuh"
+#include "common/sm80/warp_gemm.cuh"
 
 namespace whowaits { namespace v04_swizzle_cp_async {
 
@@ -35,6 +35,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     Element* sK = sQ + kBlockM * kHeadDim;
     Element* sV = sK + kBlockN * kHeadDim;
 
+    // @region other
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest (causal) blocks first
     const size_t slab = (static_cast<size_t>(blockIdx.z) * gridDim.y + blockIdx.y) * static_cast<size_t>(seqlen) * kHeadDim;
@@ -48,10 +49,11 @@ __global__ void __launch_bounds__(kWarps * 32)
     int n_blocks = (seqlen + kBlockN - 1) / kBlockN;
     if (kCausal) n_blocks = min(n_blocks, (cta_row0 + kBlockM + kBlockN - 1) / kBlockN);
 
+    // @region load_q
     load_tile_async<Element, kBlockM, kHeadDim, kThreads, kSwizzle>(sQ, q, cta_row0, seqlen, tid);
     cp_async_commit();
-    cp_async_wait<0>();
-    __syncthreads();
+    cp_async_wait<0>();  // @region sync
+    __syncthreads();  // @region sync
     uint32_t qf[kQInRegs ? kMTiles : 1][kQInRegs ? kKSteps : 1][4];
     if constexpr (kQInRegs) {
 #pragma unroll
@@ -65,6 +67,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
     }
 
+    // @region other
     float acc_o[kMTiles][kDTiles][4];
     float row_max[kMTiles][2], row_sum[kMTiles][2];
 #pragma unroll
@@ -79,13 +82,15 @@ __global__ void __launch_bounds__(kWarps * 32)
 
     for (int n = 0; n < n_blocks; ++n) {
         const int key0 = n * kBlockN;
-        __syncthreads();  // every warp is done with the previous K/V tile
+        __syncthreads();  // every warp is done with the previous K/V tile  // @region sync
+        // @region load_kv
         load_tile_async<Element, kBlockN, kHeadDim, kThreads, kSwizzle>(sK, k, key0, seqlen, tid);
         load_tile_async<Element, kBlockN, kHeadDim, kThreads, kSwizzle>(sV, v, key0, seqlen, tid);
         cp_async_commit();
-        cp_async_wait<0>();
-        __syncthreads();
+        cp_async_wait<0>();  // @region sync
+        __syncthreads();  // @region sync
 
+        // @region qk
         // S = Q K^T
         float s[kMTiles][kNTiles][4];
 #pragma unroll
@@ -108,6 +113,7 @@ __global__ void __launch_bounds__(kWarps * 32)
             gemm_qk_step<Element, kHeadDim, kBlockN, kMTiles, kSwizzle>(s, qa, k_addr, kk);
         }
 
+        // @region softmax
         // Online softmax, textbook form: scale every score, mask, row max, exp(s - max), rescale O and l.
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
@@ -144,10 +150,12 @@ __global__ void __launch_bounds__(kWarps * 32)
             }
         }
 
+        // @region pv
         // O += P V
         gemm_pv<Element, kHeadDim, kBlockN, kMTiles, kSwizzle>(acc_o, s, v_addr);
     }
 
+    // @region epilogue
     // O /= l (one fast division per element), then store through shared memory.
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)

@@ -9,12 +9,12 @@
 #include <cuda_fp16.h>
 #include <math_constants.h>
 
-#include "common/attn_mask.cuh"
-#include "common/cp_async.cuh"
-#include "common/ldmatrix.cuh"
-#include "common/softmax_math.cuh"
-#include "common/tile_io.cuh"
-#include "common/warp_gemm.cuh"
+#include "common/sm80/attn_mask.cuh"
+#include "common/sm80/cp_async.cuh"
+#include "common/sm80/ldmatrix.cuh"
+#include "common/sm80/softmax_math.cuh"
+#include "common/sm80/tile_io.cuh"
+#include "common/sm80/warp_gemm.cuh"
 
 namespace whowaits { namespace v05_double_buffer {
 
@@ -38,6 +38,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     Element* sV = sK + kStages * kBlockN * kHeadDim;
     constexpr uint32_t kStageBytes = kBlockN * kHeadDim * sizeof(Element);
 
+    // @region other
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest (causal) blocks first
     const size_t slab = (static_cast<size_t>(blockIdx.z) * gridDim.y + blockIdx.y) * static_cast<size_t>(seqlen) * kHeadDim;
@@ -51,18 +52,21 @@ __global__ void __launch_bounds__(kWarps * 32)
     int n_blocks = (seqlen + kBlockN - 1) / kBlockN;
     if (kCausal) n_blocks = min(n_blocks, (cta_row0 + kBlockM + kBlockN - 1) / kBlockN);
 
+    // @region load_q
     // Prologue: Q and the first K tile, then the first V tile, as separate groups.
     load_tile_async<Element, kBlockM, kHeadDim, kThreads, kSwizzle>(sQ, q, cta_row0, seqlen, tid);
-    load_tile_async<Element, kBlockN, kHeadDim, kThreads, kSwizzle>(sK, k, 0, seqlen, tid);
+    load_tile_async<Element, kBlockN, kHeadDim, kThreads, kSwizzle>(sK, k, 0, seqlen, tid);  // @region load_kv
     cp_async_commit();
+    // @region load_kv
     if constexpr (kStages == 2) {
         load_tile_async<Element, kBlockN, kHeadDim, kThreads, kSwizzle>(sV, v, 0, seqlen, tid);
         cp_async_commit();
-        cp_async_wait<1>();
+        cp_async_wait<1>();  // @region sync
     } else {
-        cp_async_wait<0>();
+        cp_async_wait<0>();  // @region sync
     }
-    __syncthreads();
+    __syncthreads();  // @region sync
+    // @region load_q
     uint32_t qf[kQInRegs ? kMTiles : 1][kQInRegs ? kKSteps : 1][4];
     if constexpr (kQInRegs) {
 #pragma unroll
@@ -76,6 +80,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
     }
 
+    // @region other
     float acc_o[kMTiles][kDTiles][4];
     float row_max[kMTiles][2], row_sum[kMTiles][2];
 #pragma unroll
@@ -95,9 +100,10 @@ __global__ void __launch_bounds__(kWarps * 32)
         const int next_stage = kStages == 2 ? (stage ^ 1) : 0;
         if constexpr (kStages == 2) {
             if (n > 0) {
-                cp_async_wait<0>();  // K_n and V_n landed (issued one iteration ago)
-                __syncthreads();     // ... for every thread; and every warp is done with iteration n-1
+                cp_async_wait<0>();  // K_n and V_n landed (issued one iteration ago)  // @region sync
+                __syncthreads();     // ... for every thread; and every warp is done with iteration n-1  // @region sync
             }
+            // @region load_kv
             if (has_next) {  // prefetch the whole next tile into the other stage, a full iteration ahead
                 load_tile_async<Element, kBlockN, kHeadDim, kThreads, kSwizzle>(
                     sK + next_stage * kBlockN * kHeadDim, k, key0 + kBlockN, seqlen, tid);
@@ -106,12 +112,13 @@ __global__ void __launch_bounds__(kWarps * 32)
                 cp_async_commit();
             }
         } else {
-            cp_async_wait<0>();  // K_n landed
-            __syncthreads();     // every warp is done with P V_{n-1}: the V buffer is free
+            cp_async_wait<0>();  // K_n landed  // @region sync
+            __syncthreads();     // every warp is done with P V_{n-1}: the V buffer is free  // @region sync
             load_tile_async<Element, kBlockN, kHeadDim, kThreads, kSwizzle>(sV, v, key0, seqlen, tid);
             cp_async_commit();
         }
 
+        // @region qk
         // S = Q K^T
         float s[kMTiles][kNTiles][4];
 #pragma unroll
@@ -134,6 +141,7 @@ __global__ void __launch_bounds__(kWarps * 32)
             gemm_qk_step<Element, kHeadDim, kBlockN, kMTiles, kSwizzle>(s, qa, k_addr, kk);
         }
 
+        // @region softmax
         // Online softmax, textbook form: scale every score, mask, row max, exp(s - max), rescale O and l.
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
@@ -170,20 +178,23 @@ __global__ void __launch_bounds__(kWarps * 32)
             }
         }
 
+        // @region pv
         // O += P V, once V_n has landed.
         if constexpr (kStages == 2) {
             if (n == 0) {  // V_0 was a separate group of the prologue, so Q K_0^T did not wait for it
-                if (has_next) cp_async_wait<1>(); else cp_async_wait<0>();
-                __syncthreads();
+                if (has_next) cp_async_wait<1>(); else cp_async_wait<0>();  // @region sync
+                __syncthreads();  // @region sync
             }  // later V_n landed with K_n at the top of the iteration
         } else {
-            cp_async_wait<0>();
-            __syncthreads();  // V_n visible to all; every warp is done with Q K_n^T: the K buffer is free
+            cp_async_wait<0>();  // @region sync
+            __syncthreads();  // V_n visible to all; every warp is done with Q K_n^T: the K buffer is free  // @region sync
+            // @region load_kv
             if (has_next) {
                 load_tile_async<Element, kBlockN, kHeadDim, kThreads, kSwizzle>(sK, k, key0 + kBlockN, seqlen, tid);
                 cp_async_commit();
             }
         }
+        // @region pv
         gemm_pv<Element, kHeadDim, kBlockN, kMTiles, kSwizzle>(acc_o, s, v_addr);
         if constexpr (kStages == 2) {  // next tile's stage: +/- one stage, updating the lane bases in place
             const uint32_t delta = stage ? 0u - kStageBytes : kStageBytes;
@@ -192,6 +203,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
     }
 
+    // @region epilogue
     // O /= l (one fast division per element), then store through shared memory.
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)

@@ -15,6 +15,7 @@ from profiler.analyze.stalls import (
     who_waits,
 )
 from profiler.analyze.summary import summarize, summarize_launch
+from profiler.analyze.timeline import timeline, timelines
 
 __all__ = [
     "barriers",
@@ -27,6 +28,8 @@ __all__ = [
     "summarize",
     "summarize_launch",
     "tensor_util",
+    "timeline",
+    "timelines",
     "top_instructions",
     "waits_on",
     "who_waits",

@@ -1,6 +1,6 @@
 """Who waits on WHOM: the producer instruction a scoreboard stall waits for.
 
-ncu samples a stalled warp at the instruction it is trying to issue (the consumer). A
+ncu samples a stalled warp at the instruction it is trying to issue (the consumer, or waiter). A
 ``short_scoreboard`` / ``long_scoreboard`` stall there means the consumer waits for an earlier
 variable-latency instruction (the producer: LDSM, LDS, SHFL, MUFU … on the short scoreboard; LDG,
 LDGSTS, global atomics … on the long one) that
@@ -11,24 +11,38 @@ LDGSTS, global atomics … on the long one) that
   other variable-latency instructions read their operands late).
 
 The SASS text in a report carries no control codes (scoreboard bits), so the producer is found
-from the register dataflow. From the consumer, the walk goes backwards over the control-flow
-graph of the SASS (fall-through plus branch targets), nearest instruction first, preferring the
-loop's own previous iteration to the way into the loop (an edge into the target of a backward
-branch from before it costs one "loop entry"; candidates are taken from the fewest entries, i.e.
-the steady state), up to ``max_walk`` instructions. A register is settled by the first
-instruction that writes it (the producer when it is a variable-latency instruction of the stall's
-scoreboard, otherwise there is none), and a source register also by an instruction that reads it
-in between (that reader already waited for its value). Destination registers (``waw``/``war``)
-are followed only ``dest_window`` instructions back. A stall right after ``DEPBAR.LE SBn, k``
-(cp.async ``wait_group``; ncu samples it on the next instruction) waits for the LDGSTS of the
-group committed by the (k+1)-th most recent ``LDGDEPBAR`` (dependency ``depbar``).
-The candidates found share the consumer's samples equally. A consumer with none is
-``unresolved``: its samples are reported, never given to an invented producer (e.g. waits on a
-TMA store or fence, which have no register to follow).
+from the register dataflow (operands and widths from :mod:`profiler.sass`). From the consumer,
+the walk goes backwards over the control-flow graph of the SASS (:func:`profiler.sass.build_cfg`:
+fall-through plus branch targets), nearest instruction first, preferring the loop's own previous
+iteration to the way into the loop (an edge into a loop head from before it costs one "loop
+entry"; candidates are taken from the fewest entries, i.e. the steady state), up to ``max_walk``
+instructions. A register is settled by the first instruction that writes it (the producer when it
+is a variable-latency instruction of the stall's scoreboard, otherwise there is none), and a source
+register also by an instruction that reads it in between (that reader already waited for its
+value). Destination registers (``waw``/``war``) are followed only ``dest_window`` instructions back.
 
-Which opcodes set which scoreboard and how many registers an operand spans (``LDSM….4`` writes 4,
-``LDS.128`` 4, ``HMMA.16816.F32 R4, R8, R12, R4`` reads R8..R11, R12..R13, R4..R7) live in
-``data/producers.toml``.
+A candidate is **retired** (it does not hold the consumer) when the path between it and the
+consumer shows it had completed before the consumer issued, because an instruction on that path
+waited for it (a warp issues in order, so whatever an earlier instruction waited for is done):
+
+* its result was consumed: an instruction in between reads or overwrites a register it writes
+  (a scoreboard covers all of an instruction's destination registers, so reading R10 of an
+  ``LDSM … R8`` waits for R8..R11 as well);
+* for a ``war`` candidate, its operands were read: an instruction in between overwrites a register
+  it reads, or its result was consumed;
+* its in-order group completed past it: instructions of one in-order group (``data/sass.toml``
+  [in_order]: shared-memory instructions) complete in issue order, so once the walk has passed a
+  later instruction of the group that the consumer waits for (a ``raw``/``waw`` candidate) or that
+  was consumed in between, the earlier ones are complete when it is; the later one binds.
+
+A stall right after ``DEPBAR.LE SBn, k`` (cp.async ``wait_group``; ncu samples it on the next
+instruction) waits for the LDGSTS of the group committed by the (k+1)-th most recent ``LDGDEPBAR``
+(dependency ``depbar``). The candidates left share the consumer's samples equally (they sit on
+different paths, or in no order the SASS can decide). A consumer with none is ``unresolved``: its
+samples are reported, never given to an invented producer (e.g. waits on a TMA store or fence,
+which have no register to follow, or a candidate the path shows had completed).
+
+The walk's limits live in ``data/producers.toml``; the ISA facts in ``data/sass.toml``.
 
 Pure functions of a :class:`~profiler.report.Launch` (its ``sass`` frame) or of SASS text.
 """
@@ -37,7 +51,6 @@ from __future__ import annotations
 
 import heapq
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -45,9 +58,10 @@ import pandas as pd
 
 from profiler import metrics as M
 from profiler.analyze._common import missing, with_missing
+from profiler.sass import Instruction, build_cfg, late_read_mask, parse
+from profiler.sass.instruction import GUARD
 
 __all__ = [
-    "Operands",
     "parse_operands",
     "producer_pcs",
     "waits_on",
@@ -55,55 +69,20 @@ __all__ = [
     "SCOREBOARD_REASONS",
 ]
 
-#: stall reason -> the scoreboard (``data/producers.toml`` [scoreboard] key) its producers set
+#: stall reason -> the scoreboard (``data/sass.toml`` [scoreboard] key) its producers set
 SCOREBOARD_REASONS = {"short_scoreboard": "short", "long_scoreboard": "long"}
 
-_GUARD = re.compile(r"^\s*@(!?)(U?P[0-6T])\s+")
-_PRED = re.compile(r"(?<![A-Za-z0-9_])(UP|P)([0-6]|T)(?![A-Za-z0-9_])")
-_HEX = re.compile(r"0x[0-9a-fA-F]+")
+#: the operand parser, now :func:`profiler.sass.parse` (kept under its old name for callers)
+parse_operands = parse
 
-
-@dataclass(frozen=True)
-class Operands:
-    """Registers of one SASS instruction: ``reads`` / ``writes`` are frozensets of names (``R8``,
-    ``UR4``, ``P0``, ``UP1``; ``RZ``/``URZ``/``PT``/``UPT`` left out), ``scoreboard`` is
-    ``"short"``/``"long"`` for a variable-latency opcode, else None."""
-
-    opcode: str
-    base: str
-    reads: frozenset
-    writes: frozenset
-    scoreboard: str | None
-    rmask: int = 0  # the same registers as bits (see _bit), for the walk
-    wmask: int = 0
+_GUARD = GUARD
+_GROUP_BIT: dict[str, int] = {}
 
 
 @lru_cache(maxsize=1)
 def _cfg() -> dict:
     d = M._load("producers.toml")
-    w = d["widths"]
-    sb = {op: kind for kind, ops in d["scoreboard"].items() for op in ops}
-    return {
-        "version": d["version"],
-        "max_walk": int(d["max_walk"]),
-        "dest_window": int(d["dest_window"]),
-        "scoreboard": sb,
-        "dests": dict(d.get("dest_operands", {})),
-        "vec": {k: int(v) for k, v in w["vector_modifiers"].items()},
-        "loads": frozenset(w["loads"]),
-        "stores": frozenset(w["stores"]),
-        "matrix": frozenset(w["matrix_count"]),
-        "pair_dest": frozenset(w["pair_dest"]),
-        "wide": frozenset(w["wide"]),
-        "fp64": frozenset(w["fp64"]),
-        "pair64": frozenset(w["pair_dest_with_64"]),
-        "mma": frozenset(d["mma"]["opcodes"]),
-        "mma_shapes": {k: (int(v["a"]), int(v["b"])) for k, v in d["mma"]["shapes"].items()},
-        "mma_acc": (int(d["mma"]["acc_32bit"]), int(d["mma"]["acc_16bit"])),
-        "gmma": frozenset(d["gmma"]["opcodes"]),
-        "gmma_acc": (float(d["gmma"]["acc_per_n_32bit"]), float(d["gmma"]["acc_per_n_16bit"])),
-        "gmma_a": int(d["gmma"]["a_regs"]),
-    }
+    return {"version": d["version"], "max_walk": int(d["max_walk"]), "dest_window": int(d["dest_window"])}
 
 
 def data_version() -> int:
@@ -111,233 +90,13 @@ def data_version() -> int:
     return int(_cfg()["version"])
 
 
-def _split_operands(text: str) -> list[str]:
-    return [o for o in map(str.strip, text.split(",")) if o]
-
-
-_TOK = re.compile(r"(?<![A-Za-z0-9_])(?:(UR|R)(\d+|Z)(\.64)?|(UP|P)([0-6]|T)(?![A-Za-z0-9_]))")
-
-
-def _regs(operand: str, width: int | None, out: list) -> None:
-    """Append the register names an operand names to ``out``; ``width`` (if given) widens its
-    first vector register."""
-    first = True
-    for kind, num, pair, pkind, pnum in _TOK.findall(operand):
-        if kind:
-            if num == "Z":
-                first = False
-                continue
-            k = 2 if pair else 1
-            if first and width is not None and width > k:
-                k = width
-            first = False
-            if k == 1:
-                out.append(kind + num)
-            else:
-                n = int(num)
-                out.extend(f"{kind}{n + i}" for i in range(k))
-        elif pnum != "T":
-            out.append(pkind + pnum)
-
-
-def _is_memory_or_imm(operand: str) -> bool:
-    o = operand.lstrip("-!~|")
-    return "[" in o or o.startswith("0x") or o[:1].isdigit() or o.startswith("gsb") or o.startswith("SB")
-
-
-@lru_cache(maxsize=65536)
-def parse_operands(sass: str) -> Operands:
-    """The registers one SASS line reads and writes (see :class:`Operands`).
-
-    ``'LDSM.16.M88.4 R8, [R2]'`` writes R8..R11 and reads R2; ``'@P0 LDG.E.128 R4,
-    desc[UR4][R2.64]'`` writes R4..R7, reads P0, UR4, R2, R3; ``'HMMA.16816.F32 R4, R8, R12, R4'``
-    writes R4..R7 and reads R8..R11, R12..R13, R4..R7.
-
-    A kernel's lines repeat the same opcodes and operands with other registers: the widths of an
-    opcode (:func:`_widths`) and the registers of an operand (:func:`_operand_regs`) are parsed
-    once each and cached.
-    """
-    reads: list[str] = []
-    text = sass.strip().rstrip(";")
-    g = _GUARD.match(text)
-    if g:
-        if g.group(2) not in ("PT", "UPT"):
-            reads.append(g.group(2))
-        text = text[g.end():]
-    parts = text.split(None, 1)
-    if not parts:
-        return Operands("", "", frozenset(), frozenset(), None)
-    opcode = parts[0]
-    ops = _split_operands(parts[1]) if len(parts) > 1 else []
-    ops = [o.replace(".reuse", "") for o in ops]
-    base, n_dest_rule, scoreboard = _opcode_info(opcode)
-
-    # how many leading operands are destinations
-    if not ops or _is_memory_or_imm(ops[0]):
-        n_dest = 0
-    elif n_dest_rule is not None:
-        n_dest = n_dest_rule
-    else:
-        n_dest = 1
-        while n_dest < len(ops) and _PRED.fullmatch(ops[n_dest].lstrip("!")):
-            n_dest += 1
-    n_dest = min(n_dest, len(ops))
-    dest_w, src_w = _widths(opcode, len(ops) - n_dest)
-
-    writes: list[str] = []
-    for i, o in enumerate(ops[:n_dest]):
-        writes += _operand_regs(o, dest_w if i == 0 else None)
-    for i, o in enumerate(ops[n_dest:]):
-        reads += _operand_regs(o, src_w.get(i))
-    return Operands(opcode, base, frozenset(reads), frozenset(writes), scoreboard,
-                    _mask(reads), _mask(writes))
-
-
-@lru_cache(maxsize=4096)
-def _opcode_info(opcode: str) -> tuple[str, int | None, str | None]:
-    """(base, number of destination operands from ``dest_operands`` or None, scoreboard)."""
-    cfg = _cfg()
-    base = opcode.split(".", 1)[0]
-    n = cfg["dests"].get(base)
-    return base, (int(n) if n is not None else None), cfg["scoreboard"].get(base)
-
-
-_OPERAND_REGS: dict[tuple[str, int | None], tuple[str, ...]] = {}
-
-
-def _operand_regs(operand: str, width: int | None) -> tuple[str, ...]:
-    """The register names one operand names (see :func:`_regs`), cached by (operand, width)."""
-    cache = _OPERAND_REGS
-    key = (operand, width)
-    names = cache.get(key)
-    if names is None:
-        out: list[str] = []
-        _regs(operand, width, out)
-        names = cache[key] = tuple(out)
-        if len(cache) > 65536:
-            cache.clear()
-            cache[key] = names
-    return names
-
-
-@lru_cache(maxsize=8192)
-def _widths(opcode: str, n_src: int) -> tuple[int | None, dict[int, int]]:
-    """(width of the first destination operand or None, {source index: width} where not 1) of
-    an opcode with modifiers that has ``n_src`` source operands."""
-    cfg = _cfg()
-    mods = opcode.split(".")
-    base = mods[0]
-    dest_w: int | None = None
-    src_w: dict[int, int] = {}
-    vec = next((cfg["vec"][m] for m in mods[1:] if m in cfg["vec"]), None)
-    if base in cfg["matrix"]:
-        try:
-            k = int(mods[-1])
-        except ValueError:
-            k = 1
-        if base == "LDSM":
-            dest_w = k
-        else:  # STSM [addr], Rdata
-            src_w[n_src - 1] = k
-    elif base in cfg["loads"] and vec:
-        dest_w = vec
-    elif base in cfg["stores"] and vec:
-        src_w[n_src - 1] = vec
-    elif base in cfg["pair_dest"]:
-        dest_w = 1 if "32" in mods[1:] else 2
-    elif base in cfg["wide"] and "WIDE" in mods:
-        dest_w = 2
-        src_w[2] = 2
-    elif base in cfg["fp64"]:
-        dest_w = 2 if base != "DSETP" else None
-        src_w = {i: 2 for i in range(n_src)}
-    elif base in cfg["mma"]:
-        shape = next((cfg["mma_shapes"][m] for m in mods[1:] if m in cfg["mma_shapes"]), None)
-        acc32, acc16 = cfg["mma_acc"]
-        acc = acc16 if (len(mods) > 2 and mods[2] == "F16") else acc32
-        dest_w = acc
-        if shape:
-            src_w = {0: shape[0], 1: shape[1], 2: acc}
-    elif base in cfg["gmma"]:
-        m = re.match(r"(\d+)x(\d+)x(\d+)", mods[1]) if len(mods) > 1 else None
-        if m:
-            n = int(m.group(2))
-            per32, per16 = cfg["gmma_acc"]
-            acc = int(n * (per16 if (len(mods) > 2 and mods[2] == "F16") else per32))
-            dest_w = acc
-            src_w = {0: cfg["gmma_a"], 2: acc}  # A (when a register), C (when a register)
-    elif "64" in mods[1:] and base in cfg["pair64"]:
-        dest_w = 2
-    return dest_w, src_w
-
-
-_BIT_BASE = {"R": 0, "UR": 256, "P": 320, "UP": 330}
-
-
-_BITS: dict[str, int] = {}
-
-
-def _mask(names) -> int:
-    m = 0
-    bits = _BITS
-    for n in names:
-        b = bits.get(n)
-        if b is None:
-            k = 2 if n[0] == "U" else 1
-            b = bits[n] = 1 << (_BIT_BASE[n[:k]] + int(n[k:]))
-        m |= b
-    return m
-
-
-_UNCOND_END = ("EXIT", "RET", "BRX", "JMX", "KILL")
-_CONTROL = frozenset(("BRA", "JMP") + _UNCOND_END)
-
-
-def _branch_target(sass: str) -> int | None:
-    text = _GUARD.sub("", sass.strip(), count=1)
-    if not (text.startswith("BRA") or text.startswith("JMP")):
-        return None
-    hexes = _HEX.findall(text)
-    return int(hexes[-1], 16) if hexes else None
-
-
-def _cfg_preds(addresses: np.ndarray, texts, bases=None) -> tuple[list[list[tuple[int, int]]], set]:
-    """Predecessors of every instruction as (index, loop_entry) pairs, and the loop heads.
-
-    The fall-through predecessor (the instruction before, unless it is an unguarded branch or
-    exit) and every branch that targets the instruction. ``loop_entry`` is 1 for an edge that
-    enters a loop from outside (into the target of a backward branch from an earlier address),
-    so the walk prefers the loop's own previous iteration (the steady state) over the first.
-    """
-    n = len(texts)
-    index = None
-    targets: list[tuple[int, int]] = []  # (branch index, target index)
-    unguarded_end = [False] * n
-    if bases is None:
-        bases = [M.base_opcode(t) for t in texts]
-    for j, (t, b) in enumerate(zip(texts, bases)):
-        if b not in _CONTROL:
-            continue
-        if index is None:
-            index = {int(a): i for i, a in enumerate(addresses)}
-        guarded = bool(_GUARD.match(t)) and not _GUARD.match(t).group(2).endswith("PT")
-        body = _GUARD.sub("", t.strip(), count=1)
-        if "BRA" in t or "JMP" in t:
-            target = _branch_target(t)
-            if target is not None and target in index:
-                targets.append((j, index[target]))
-            if not guarded and not body.startswith("BRA.DIV"):
-                unguarded_end[j] = True
-        elif body.startswith(_UNCOND_END) and not guarded:
-            unguarded_end[j] = True
-    heads = {s for j, s in targets if s <= j}
-    preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    for i in range(1, n):
-        if not unguarded_end[i - 1]:
-            preds[i].append((i - 1, 1 if i in heads else 0))
-    for j, s in targets:
-        preds[s].append((j, 1 if (s in heads and j < s) else 0))
-    return preds, heads
+def _group_bit(group: str | None) -> int:
+    if group is None:
+        return 0
+    b = _GROUP_BIT.get(group)
+    if b is None:
+        b = _GROUP_BIT[group] = 1 << len(_GROUP_BIT)
+    return b
 
 
 _DEPBAR = re.compile(r"^DEPBAR\.LE\s+SB(\d+)\s*,\s*(0x[0-9a-fA-F]+|\d+)")
@@ -361,12 +120,12 @@ def _walk(c: int, preds):
 
 def _find(c: int, kind: str, parsed: list, preds, texts, max_walk: int, dest_window: int = 1 << 30
           ) -> list[tuple[int, str]]:
-    """Candidate producers (index, dependency) of consumer ``c`` on scoreboard ``kind``.
-    ``parsed[i]`` is :func:`parse_operands` of ``texts[i]``, or None until first needed (filled
-    in here)."""
+    """Candidate producers (index, dependency) of consumer ``c`` on scoreboard ``kind``, retired
+    ones left out (see the module docstring). ``parsed[i]`` is :func:`profiler.sass.parse` of
+    ``texts[i]``, or None until first needed (filled in here)."""
     me = parsed[c]
     if me is None:
-        me = parsed[c] = parse_operands(texts[c])
+        me = parsed[c] = parse(texts[c])
     found: dict[int, tuple[int, str]] = {}  # index -> (level, dependency)
     # an explicit scoreboard wait (cp.async wait_group: DEPBAR.LE SBn, k) at or just before c
     for d in (c, c - 1):
@@ -377,13 +136,17 @@ def _find(c: int, kind: str, parsed: list, preds, texts, max_walk: int, dest_win
                 return [(k, "depbar") for k in dep]
     if not me.rmask and not me.wmask:
         return []
-    heap = [(0, 0, c, me.rmask, me.wmask)]
+    # path state: registers still open (raw / destination), registers read (seen_r) and written
+    # (seen_w) by the instructions between here and the consumer, in-order groups whose earlier
+    # instructions are known complete (done: result written; rdone: operands read)
+    late = late_read_mask()
+    heap = [(0, 0, c, me.rmask, me.wmask, 0, 0, 0, 0)]
     seen = {c}
     steps = 0
     best = None
     push, pop = heapq.heappush, heapq.heappop
     while heap:
-        level, dist, i, open_raw, open_dst = pop(heap)
+        level, dist, i, open_raw, open_dst, seen_r, seen_w, done, rdone = pop(heap)
         while True:  # follow a straight line without the heap while it has one predecessor
             if best is not None and level > best:
                 heap = []
@@ -395,29 +158,44 @@ def _find(c: int, kind: str, parsed: list, preds, texts, max_walk: int, dest_win
                     break
                 p = parsed[i]
                 if p is None:
-                    p = parsed[i] = parse_operands(texts[i])
+                    p = parsed[i] = parse(texts[i])
+                wm = p.wmask
+                gb = _group_bit(p.in_order)
+                # completed before the consumer issued: consumed in between, or a later
+                # instruction of its in-order group was waited for
+                write_done = bool((seen_r | seen_w) & wm) or bool(done & gb)
+                read_done = write_done or bool(seen_w & p.rmask & late) or bool(rdone & gb)
                 is_prod = p.scoreboard == kind
+                dep = None
                 if open_raw:
-                    hit = open_raw & p.wmask
+                    hit = open_raw & wm
                     if hit:
-                        if is_prod:
-                            found.setdefault(i, (level, "raw"))
-                            best = level if best is None else min(best, level)
+                        if is_prod and not write_done:
+                            dep = "raw"
                         open_raw &= ~hit
                     # an instruction in between already waited for these values
                     open_raw &= ~p.rmask
                 if open_dst and dist > dest_window:
                     open_dst = 0
                 if open_dst:
-                    hit = open_dst & p.wmask
+                    hit = open_dst & wm
                     if hit:
-                        if is_prod:
-                            found.setdefault(i, (level, "waw"))
-                            best = level if best is None else min(best, level)
+                        if is_prod and dep is None and not write_done:
+                            dep = "waw"
                         open_dst &= ~hit
-                    elif is_prod and open_dst & p.rmask:  # a late operand read still pending
-                        found.setdefault(i, (level, "war"))
-                        best = level if best is None else min(best, level)
+                    elif is_prod and dep is None and open_dst & p.rmask & late and not read_done:
+                        dep = "war"  # a late operand read still pending
+                if dep is not None:
+                    found.setdefault(i, (level, dep))
+                    best = level if best is None else min(best, level)
+                if gb:  # earlier instructions of the group are complete when this one is
+                    if write_done or dep == "raw" or dep == "waw":
+                        done |= gb
+                        rdone |= gb
+                    elif read_done or dep == "war":
+                        rdone |= gb
+                seen_r |= p.rmask
+                seen_w |= wm
                 if not open_raw and not open_dst:
                     break  # this path is settled: do not walk further along it
             pr = preds[i]
@@ -429,12 +207,12 @@ def _find(c: int, kind: str, parsed: list, preds, texts, max_walk: int, dest_win
                 if not entry and (not heap or heap[0][0] >= level):
                     i, dist = q, dist + 1
                     continue
-                push(heap, (level + entry, dist + 1, q, open_raw, open_dst))
+                push(heap, (level + entry, dist + 1, q, open_raw, open_dst, seen_r, seen_w, done, rdone))
                 break
             for q, entry in pr:
                 if q not in seen:
                     seen.add(q)
-                    push(heap, (level + entry, dist + 1, q, open_raw, open_dst))
+                    push(heap, (level + entry, dist + 1, q, open_raw, open_dst, seen_r, seen_w, done, rdone))
             break
     return sorted((k, dep) for k, (lv, dep) in found.items() if lv == best)
 
@@ -495,10 +273,10 @@ def producer_pcs(launch, reasons=tuple(SCOREBOARD_REASONS)) -> pd.DataFrame:
     offsets = sass["offset"].to_numpy()
     classes = sass["opcode_class"].to_numpy(dtype=object)
     opcodes = sass["opcode"].to_numpy(dtype=object)
-    parsed: list[Operands | None] = [None] * len(texts)  # filled as the walks reach them
+    parsed: list[Instruction | None] = [None] * len(texts)  # filled as the walks reach them
 
     bases = sass["base"].to_numpy(dtype=object) if "base" in sass.columns else None
-    preds, _heads = _cfg_preds(addresses, texts, bases)
+    preds = build_cfg(addresses, texts, bases).preds
     rows = []
     for col in cols:
         reason = col[len("stall_"):]
@@ -515,7 +293,7 @@ def producer_pcs(launch, reasons=tuple(SCOREBOARD_REASONS)) -> pd.DataFrame:
             for k, dep in cands:
                 rows.append(
                     head + (n * w, w, addresses[k], offsets[k], texts[k], classes[k],
-                            (parsed[k] or parse_operands(texts[k])).base, dep)
+                            (parsed[k] or parse(texts[k])).base, dep)
                 )
     df = pd.DataFrame(rows, columns=_PC_COLS)
     df["address"] = df["address"].astype(np.uint64)

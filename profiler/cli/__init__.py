@@ -34,9 +34,12 @@ from profiler.errors import WhowaitsError
 
 # Command modules register themselves on import (order = order in --help).
 from profiler.cli import show as _show  # noqa: F401,E402
+from profiler.cli import timeline as _timeline  # noqa: F401,E402
 from profiler.cli import compare as _compare  # noqa: F401,E402
 from profiler.cli import profile as _profile  # noqa: F401,E402
 from profiler.cli import kernels as _kernels  # noqa: F401,E402
+from profiler.cli import roles as _roles  # noqa: F401,E402
+from profiler.cli import check as _check  # noqa: F401,E402
 
 PROG = "whowaits"
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug, not bad input
@@ -52,7 +55,13 @@ class Stopped(BaseException):
         self.signum = signum
 
 
+_STOPPING: list[int] = []
+
+
 def _stop(signum, _frame) -> None:
+    if _STOPPING:  # a second signal (the group's and the supervisor's copy) while unwinding
+        return
+    _STOPPING.append(signum)
     raise Stopped(signum)
 
 
@@ -64,6 +73,7 @@ def _signals():
     except ValueError:  # not the main thread: leave the handlers alone
         yield
         return
+    _STOPPING.clear()
     try:
         yield
     finally:
@@ -140,9 +150,76 @@ def _quiet_stdout() -> None:
         pass
 
 
-def main() -> None:
-    """Console-script entry point."""
-    code = run()
+_CRASHES = {signal.SIGSEGV: "Segmentation fault", signal.SIGBUS: "Bus error", signal.SIGABRT: "Aborted",
+            signal.SIGILL: "Illegal instruction", signal.SIGFPE: "Floating point exception"}
+
+
+def _supervised() -> int | None:
+    """Run the CLI in a forked child and turn a native crash of it into one stderr line.
+
+    ncu_report is native code: some damaged reports make it crash the process (a SIGSEGV inside
+    ``IAction.source_files()`` was found by tests/test_fuzz.py), which no Python handler can
+    catch. So the console script forks before anything has loaded ncu_report (so the fork is
+    safe): the child runs :func:`run`; this parent only waits, forwards SIGINT/SIGTERM to the
+    child (which handles each once), and exits with the child's code, or, when the child was
+    killed by a crash signal, says so in one line (naming the report being read, which
+    :mod:`profiler.report` writes to a pipe before it calls into ncu_report) and exits 2.
+    Returns None where fork is unavailable (the caller then runs the CLI itself);
+    ``$WHOWAITS_NO_SUPERVISOR=1`` skips it.
+    """
+    if os.environ.get("WHOWAITS_NO_SUPERVISOR") or not hasattr(os, "fork") or "ncu_report" in sys.modules:
+        return None
+    from profiler import report  # noqa: PLC0415 (cheap: ncu_report itself is imported lazily)
+
+    try:
+        rfd, wfd = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:  # the child: the CLI itself
+        os.close(rfd)
+        report.NATIVE_NOTE_FD = wfd
+        code = 1
+        try:
+            code = _finish(run())
+        except SystemExit as err:  # e.g. rich's exit on a closed stdout
+            code = err.code if isinstance(err.code, int) else (0 if err.code is None else 1)
+        finally:
+            os._exit(code)
+    os.close(wfd)
+
+    def forward(signum, _frame) -> None:
+        try:
+            os.kill(pid, signum)
+        except OSError:
+            pass
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, forward)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    with os.fdopen(rfd, "rb") as f:
+        notes = f.read().decode("utf-8", "replace").splitlines()
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    sig = os.WTERMSIG(status)
+    if sig in _CRASHES:
+        what = f"{notes[-1]}: corrupt Nsight Compute report" if notes else "a corrupt Nsight Compute report"
+        _say(f"{PROG}: error: {what} (ncu_report crashed reading it: {_CRASHES[sig]}); "
+             "re-copy or re-profile it")
+        return 2
+    _say(f"{PROG}: killed by signal {sig}")
+    return 128 + sig
+
+
+def _finish(code: int) -> int:
+    """Flush stdout (EPIPE: silently, exit 141) and give the exit code."""
     try:
         sys.stdout.flush()
     except BrokenPipeError:
@@ -150,4 +227,16 @@ def main() -> None:
         code = code or 141
     except (OSError, ValueError):
         pass
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    return code
+
+
+def main() -> None:
+    """Console-script entry point: :func:`run`, supervised (see :func:`_supervised`)."""
+    code = _supervised()
+    if code is None:
+        code = _finish(run())
     sys.exit(code)

@@ -123,6 +123,27 @@ def render_waits_on(con, s: dict, top: int = 10) -> None:
     con.print(t)
 
 
+def render_regions(con, s: dict) -> None:
+    """Samples and executed instructions by source region (declared by markers, or inferred from the SASS)."""
+    regs = s.get("regions") or []
+    if not regs:
+        return
+    source = regs[0]["source"]
+    t = _table(
+        f"Source regions ({source}{': from the SASS, no line information' if source == 'inferred' else ': @region markers'})",
+        [("region", "left"), ("samples", "right"), ("share", "right"), ("top reason", "left"),
+         ("inst executed", "right"), ("PCs", "right")],
+    )
+    for r in regs:
+        top = max(r["stall_samples"], key=lambda k: r["stall_samples"][k]) if r["stall_samples"] else "—"
+        t.add_row(r["name"], _num(r["samples"]), _pct(r["share"]), top if r["samples"] else "—",
+                  _num(r["inst_executed"]), _num(r["pcs"]))
+    inh = sum(r["inherited_samples"] for r in regs)
+    if inh:
+        t.caption = f"{_num(inh)} samples sit in shared helpers and took the region of the code they were inlined into"
+    con.print(t)
+
+
 def render_tables(summaries: list[dict], top: int = 10) -> None:
     """Rich tables for each launch summary (stdout)."""
     con = _console()
@@ -192,22 +213,28 @@ def render_tables(summaries: list[dict], top: int = 10) -> None:
         rl = s["roofline"]
         ti = s["tensor_inst"]
         con.print(
-            f"[bold]Tensor cores[/bold]: pipe {_num(s['tensor_pipe_pct'], '{:.1f}')}% active · path "
+            f"[bold]Tensor cores[/bold]: pipe {_num(s['tensor_pipe_pct'], '{:.1f}')}% active (of its path's peak) · "
+            f"{_num(s.get('tensor_roof_pct'), '{:.1f}')}% of the dense tensor roof "
+            f"({_num(rl['ceilings'].get('tensor_dense_tflops'), '{:.0f}')} TFLOP/s) · path "
             f"{s['tensor_path'] or '—'} (HMMA {_num(ti['hmma'])}, HGMMA {_num(ti['hgmma'])} executed)"
         )
         con.print(
             f"[bold]Roofline[/bold]: {_si(rl['flops'], 'FLOP')} → {_num(rl['achieved_tflops'], '{:.1f}')} "
-            f"TFLOP/s achieved, compute roof {_num(rl['ceilings']['compute_tflops'], '{:.1f}')} TFLOP/s"
+            f"TFLOP/s achieved, compute roof {_num(rl['ceilings']['compute_tflops'], '{:.1f}')} TFLOP/s "
+            f"(the {rl.get('compute_pipe') or '—'} pipe's, at SM clock "
+            f"{_si((rl['ceilings'].get('clock_hz') or {}).get('sm'), 'Hz')}; pipes are not blended)"
         )
         t = _table(
             "Roofline by memory level",
-            [("level", "left"), ("bytes", "right"), ("FLOP/byte", "right"), ("bandwidth roof", "right"), ("attainable TFLOP/s", "right")],
+            [("level", "left"), ("bytes", "right"), ("FLOP/byte", "right"), ("tensor FLOP/byte", "right"),
+             ("bandwidth roof", "right"), ("attainable TFLOP/s", "right")],
         )
         for lv in ("smem", "l1", "l2", "dram"):
             if lv not in rl["bytes"]:
                 continue
             t.add_row(
                 "SMEM" if lv == "smem" else lv.upper(), _si(rl["bytes"][lv], "B"), _num(rl["intensity"][lv], "{:,.1f}"),
+                _num((rl.get("intensity_tensor") or {}).get(lv), "{:,.1f}"),
                 _si(rl["ceilings"]["bandwidth_bytes_per_s"][lv], "B/s"), _num(rl["attainable_tflops"][lv], "{:.1f}"),
             )
         con.print(t)
@@ -222,6 +249,8 @@ def render_tables(summaries: list[dict], top: int = 10) -> None:
             f"FP16 {_si(fp['fp16'])} · roofs (TFLOP/s): HGMMA {_num(c['tensor_hgmma_tflops'], '{:.0f}')}, "
             f"HMMA {_num(c['tensor_hmma_tflops'], '{:.0f}')}, FP32 {_num(c['fp32_tflops'], '{:.1f}')}"
         )
+
+        render_regions(con, s)
 
         t = _table("Top instructions by stall samples", [("offset", "right"), ("class", "left"), ("samples", "right"), ("top reason", "left"), ("sass", "left")])
         for ins in s["top_instructions"]:

@@ -42,4 +42,4 @@ def migrate(specs=None, shape=None, kernels=None, reports=None, profiled=None, n
     notes = list(notes or [])
     if profiled is None:
         profiled = load_versions(specs, shape=shape, kernels=kernels, reports=reports, omitted=notes)
-    return migration(profiled, info=version_info(), warnings=confounds(profiled), notes=notes)
+    return migration(profiled, warnings=confounds(profiled), notes=notes)

@@ -14,28 +14,28 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from profiler.errors import WhowaitsError
-
 from profiler.compare import stats
+from profiler.names import LEVELS, PATH_COUNTER
 from profiler.compare.diff import diff, records, top_waiter, total_samples
 
-LEVELS = ("l1", "l2", "dram", "smem")
 
 
 @dataclass
 class Migration:
     """What ``whowaits migration`` shows. Frames:
 
-    - ``table``: version, kernel, duration_ns, tflops (the problem's FLOPs, 4·B·H·S²·D, halved when
-      causal, over the duration: comparable across versions; null when the subject has no shape key),
+    - ``table``: version, kernel, duration_ns, tflops (the problem's FLOPs from the sidecar's
+      ``problem_flops`` over the duration: comparable across versions; null without a sidecar),
       tflops_counted (FLOPs the counters saw: tensor + FP32 + FP16 instructions, so CUDA-core
       rungs count their exp/scale/max work too), speedup_prev (vs the previous version),
       speedup_first, top_class, top_reason, top_opcode (the opcode most of its samples sit on),
       top_producer (for a scoreboard stall: the base opcode of the instruction most of them wait on,
       e.g. LDSM; None otherwise),
       top_share, top_lo, top_hi (Wilson interval),
-      tensor_path, tensor_pipe_pct, ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem,
-      title, change, expected_bottleneck (from the version registry; empty for external subjects:
+      tensor_path, tensor_pipe_pct (% of the path's own peak), tensor_roof_pct (% of the GPU's dense
+      tensor roof at the report's clock: one scale for every path), compute_roof_tflops (the roof of
+      the pipe carrying most FLOPs), ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem,
+      title, change, expected_bottleneck (from the sidecar; empty for external subjects:
       the hypothesis to hold against top_class/top_reason), step (the sentence
       of the step that led to this version; empty for the first).
     - ``stall_shares``: version, reason, samples, share, lo, hi (long; every reason sampled anywhere).
@@ -69,7 +69,7 @@ class Migration:
         return out
 
 
-PATH_CEILING = {"hmma": "tensor_hmma_tflops", "gmma": "tensor_hgmma_tflops", "hgmma": "tensor_hgmma_tflops"}
+PATH_CEILING = {path: f"tensor_{counter}_tflops" for path, counter in PATH_COUNTER.items()}
 """Which ceiling of ``roofline.ceilings`` is the roof of each tensor path (other paths:
 ``compute_tflops``, the analysis' ceiling for the mix of FLOPs the kernel ran)."""
 
@@ -101,26 +101,27 @@ def _ceiling_points(roofline: dict, path: str | None, intensity_max: float) -> l
     return out
 
 
-def model_tflops(shape: str | None, duration_ns: float | None) -> float | None:
-    """TFLOP/s of one attention forward at ``shape`` (a shape key) in ``duration_ns``: the problem's
-    FLOPs (DESIGN.md: 4·B·H·S²·D, halved when causal), not what the counters saw. None without a
-    shape key or the kernels package that parses it."""
-    if not shape or not duration_ns:
+def problem_tflops(problem_flops: float | None, duration_ns: float | None) -> float | None:
+    """TFLOP/s of the problem (``problem_flops``, from the report's sidecar: what the call had to compute,
+    not what the counters saw) done in ``duration_ns``; None when either is unknown."""
+    if not problem_flops or not duration_ns:
         return None
-    try:
-        from kernels.config import Shape  # noqa: PLC0415 (optional, lazy)
-    except ImportError:
-        return None
-    try:
-        return Shape.parse(shape).flops() / duration_ns / 1e3
-    except WhowaitsError:
-        return None
+    return float(problem_flops) / float(duration_ns) / 1e3
+
+
+def _meta(p, info: dict) -> dict:
+    """Title, change, expected bottleneck, problem FLOPs of a subject: its sidecar, overridden by ``info``."""
+    side = p.sidecar or {}
+    out = {k: side.get(k) for k in ("title", "change", "expected_bottleneck", "problem_flops")}
+    out.update({k: v for k, v in (info.get(p.subject.version or "") or {}).items() if v is not None})
+    return out
 
 
 def migration(profiled: list, info: dict | None = None, warnings: list | None = None,
               notes: list | None = None) -> Migration:
     """The migration over ``profiled`` (a list of :class:`~profiler.compare.subjects.Profiled`, in
-    ladder order; one is enough). ``info`` maps version id -> registry metadata (title, change…)."""
+    ladder order; one is enough). Titles, changes, expected bottlenecks and problem FLOPs come from
+    each subject's sidecar; ``info`` (version id -> {title, change, …}) overrides them where given."""
     info = info or {}
     labels = [p.label for p in profiled]
     rows, shares, road = [], [], []
@@ -140,10 +141,10 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             lo_a, hi_a = stats.wilson_interval(top["samples"], n)
             lo, hi = float(lo_a), float(hi_a)
         ssc = (s.get("short_scoreboard") or {}).get("samples")
-        meta = info.get(p.subject.version or "", {})
+        meta = _meta(p, info)
         rows.append({
             "version": p.label, "kernel": s.get("kernel"), "duration_ns": dur,
-            "tflops": model_tflops(p.subject.shape, dur), "tflops_counted": roof.get("achieved_tflops"),
+            "tflops": problem_tflops(meta.get("problem_flops"), dur), "tflops_counted": roof.get("achieved_tflops"),
             "speedup_prev": stats.duration_change(prev, dur)["speedup"] if prev else None,
             "speedup_first": stats.duration_change(first_dur, dur)["speedup"] if first_dur else None,
             "top_class": top["class"] if top else None, "top_reason": top["reason"] if top else None,
@@ -151,10 +152,12 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "top_producer": top.get("producer") if top else None,
             "top_share": top["share"] if top else None, "top_lo": lo, "top_hi": hi,
             "tensor_path": s.get("tensor_path"), "tensor_pipe_pct": s.get("tensor_pipe_pct"),
+            "tensor_roof_pct": s.get("tensor_roof_pct"),
+            "compute_roof_tflops": ((roof.get("ceilings") or {}).get("compute_tflops")),
             "ssc_share": (ssc / n if ssc is not None and n else None),
             **{f"intensity_{lv}": inten.get(lv) for lv in LEVELS},
-            "title": meta.get("title", ""), "change": meta.get("change", ""),
-            "expected_bottleneck": meta.get("expected_bottleneck", ""),
+            "title": meta.get("title") or "", "change": meta.get("change") or "",
+            "expected_bottleneck": meta.get("expected_bottleneck") or "",
         })
         prev = dur
         samples = s.get("stall_samples") or {}

@@ -2,8 +2,9 @@
 
 Versions are folders of ``reports/<gpu>/`` (``reports/h200/v03_ldsm/b1_h64_s1024_d128_fp16.ncu-rep``);
 external subjects are versions too (``ext-sdpa-cudnn``). A spec given on the command line is
-either a version id or a report path. Ladder order comes from ``kernels.registry`` when it knows
-the versions; the rest follow (other versions by name, then ``ext-*`` subjects).
+either a version id or a report path. Ladder order comes from the reports' provenance sidecars
+(``ladder_order``, written at profile time); the rest follow (other versions by name, then ``ext-*``
+subjects). Nothing here imports ``kernels``: the views know reports, not the code that produced them.
 
 This is the one module of :mod:`profiler.compare` that touches files (with :mod:`.cache`): it
 resolves specs, calls :func:`profiler.analyze.summarize` through the summary cache and reads
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from profiler.errors import WhowaitsError
+from profiler.names import is_external
 
 REPORT_SUFFIX = ".ncu-rep"
 DEFAULT_GPU = "h200"
@@ -67,32 +69,49 @@ def reports_dir(gpu: str = DEFAULT_GPU, root: str | os.PathLike | None = None) -
     return Path(__file__).resolve().parents[2] / "reports" / gpu
 
 
-def _registry_versions() -> list[dict]:
-    """Ladder versions from ``kernels.registry`` in ladder order, as dicts (id, title, change,
-    hypothesis, expected_bottleneck, verdict, parent). Empty when the kernels package is not
-    importable (the compare views work on reports alone)."""
-    try:
-        from kernels import registry  # noqa: PLC0415 (optional, lazy)
-    except ImportError:
+def _folder_sidecar(rdir: Path, version: str) -> dict:
+    """The sidecar of one of ``version``'s reports (the first by shape that has one), or {}."""
+    for rep in sorted(_reports_in(rdir / version)):
+        try:
+            side = _read_sidecar(rep)
+        except WhowaitsError:
+            continue
+        if side:
+            return side
+    return {}
+
+
+INFO_KEYS = ("title", "change", "expected_bottleneck", "ladder_order", "build_hash", "problem_flops")
+
+
+def version_info(rdir: Path | None = None) -> dict[str, dict]:
+    """What the sidecars say about each version with a report in ``rdir``: {version: {title, change,
+    expected_bottleneck, ladder_order, build_hash, problem_flops}} (None where a sidecar lacks a key;
+    versions without any sidecar are left out). Read from the reports' sidecars, never from ``kernels``."""
+    rdir = reports_dir() if rdir is None else rdir
+    out = {}
+    for v in _report_folders(rdir):
+        side = _folder_sidecar(rdir, v)
+        if side:
+            out[v] = {k: side.get(k) for k in INFO_KEYS}
+    return out
+
+
+def _report_folders(rdir: Path) -> list[str]:
+    if not rdir.is_dir():
         return []
-    keys = ("id", "parent", "title", "change", "hypothesis", "expected_bottleneck", "verdict")
-    return [{k: str(getattr(v, k, "") or "") for k in keys} for v in registry.versions()]
-
-
-def version_info() -> dict[str, dict]:
-    """Registry metadata by version id (empty where the registry does not know the version)."""
-    return {v["id"]: v for v in _registry_versions()}
+    return sorted(p.name for p in rdir.iterdir() if p.is_dir() and _reports_in(p))
 
 
 def known_versions(rdir: Path) -> list[str]:
-    """Every version with at least one report in ``rdir``, in ladder order, then others, then ext-*."""
-    if not rdir.is_dir():
-        return []
-    have = sorted(p.name for p in rdir.iterdir() if p.is_dir() and _reports_in(p))
-    ladder = [v["id"] for v in _registry_versions()]
-    ordered = [v for v in ladder if v in have]
-    rest = [v for v in have if v not in ordered]
-    return ordered + [v for v in rest if not v.startswith("ext-")] + [v for v in rest if v.startswith("ext-")]
+    """Every version with at least one report in ``rdir``: ladder versions in their sidecars'
+    ``ladder_order``, then other versions by name, then external (``ext-*``) subjects by name."""
+    have = _report_folders(rdir)
+    order = {v: (_folder_sidecar(rdir, v) or {}).get("ladder_order") for v in have}
+    ladder = sorted((v for v in have if isinstance(order[v], int) and not is_external(v)),
+                    key=lambda v: (order[v], v))
+    rest = [v for v in have if v not in ladder]
+    return ladder + [v for v in rest if not is_external(v)] + [v for v in rest if is_external(v)]
 
 
 def _reports_in(folder: Path) -> list[Path]:
@@ -119,7 +138,6 @@ def resolve(specs: list[str], shape: str | None = None, rdir: Path | None = None
     """
     rdir = reports_dir() if rdir is None else rdir
     known = known_versions(rdir)
-    ladder_ids = {v["id"] for v in _registry_versions()}
     kinds: list[tuple[str, str]] = []
     for spec in specs:
         p = Path(spec)
@@ -131,7 +149,7 @@ def resolve(specs: list[str], shape: str | None = None, rdir: Path | None = None
             kinds.append(("version", next(v for v in known if v.startswith(spec + "_"))))
         elif _looks_like_path(spec):
             raise WhowaitsError(f"no such report: {spec}")
-        elif spec in ladder_ids or (rdir / spec).is_dir():
+        elif (rdir / spec).is_dir():
             raise WhowaitsError(
                 f"version '{spec}' has no report in {rdir}/{spec}/; profile it first (whowaits profile {spec})")
         else:

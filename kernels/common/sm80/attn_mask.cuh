@@ -5,6 +5,7 @@
 
 namespace whowaits { namespace common {
 
+// @region softmax
 // Does key tile [key0, key0 + kBlockN) need any masking for the CTA's rows [cta_row0, cta_row0 + kBlockM)?
 template <int kBlockM, int kBlockN, bool kCausal>
 __device__ __forceinline__ bool tile_needs_mask(int key0, int cta_row0, int seqlen) {

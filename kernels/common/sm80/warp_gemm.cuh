@@ -9,13 +9,14 @@
 #pragma once
 #include <cstdint>
 
-#include "common/ldmatrix.cuh"
-#include "common/mma.cuh"
-#include "common/softmax_math.cuh"
-#include "common/swizzle.cuh"
+#include "common/sm80/ldmatrix.cuh"
+#include "common/sm80/mma.cuh"
+#include "common/sm80/softmax_math.cuh"
+#include "common/sm80/swizzle.cuh"
 
 namespace whowaits { namespace common {
 
+// @region inherit
 // Lane addresses of the three operands (see LdsmAddr): which row and which half of a 16-column step each
 // lane points ldmatrix at.
 //   Q (A operand, x4 = rows 0-7|8-15 x cols 0-7|8-15):  row lane & 15,                   chunk lane >> 4
@@ -42,6 +43,7 @@ __device__ __forceinline__ void load_q_fragment(uint32_t (&qa)[kMTiles][4], cons
     for (int mt = 0; mt < kMTiles; ++mt) ldmatrix_x4(qa[mt], qaddr.at(mt * 16, 2 * kk));
 }
 
+// @region qk
 // S += Q_kk . K_kk^T over the whole key tile: one ldmatrix.x4 per 16 keys feeds 2*kMTiles MMAs.
 template <typename Element, int kHeadDim, int kBlockN, int kMTiles, bool kSwizzle>
 __device__ __forceinline__ void gemm_qk_step(float (&s)[kMTiles][kBlockN / 8][4], const uint32_t (&qa)[kMTiles][4],
@@ -58,6 +60,7 @@ __device__ __forceinline__ void gemm_qk_step(float (&s)[kMTiles][kBlockN / 8][4]
     }
 }
 
+// @region pv
 // A fragment of P for keys [16kk, 16kk+16) from the (already exponentiated) fp32 S accumulators.
 template <typename Element, int kBlockN, int kMTiles>
 __device__ __forceinline__ void p_fragment(uint32_t (&pa)[kMTiles][4], const float (&s)[kMTiles][kBlockN / 8][4],

@@ -11,6 +11,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+// @region inherit
 namespace whowaits { namespace common {
 
 template <typename Element>

@@ -6,13 +6,14 @@
 #pragma once
 #include <cstdint>
 
-#include "common/cp_async.cuh"
-#include "common/ldmatrix.cuh"
-#include "common/softmax_math.cuh"
-#include "common/swizzle.cuh"
+#include "common/sm80/cp_async.cuh"
+#include "common/sm80/ldmatrix.cuh"
+#include "common/sm80/softmax_math.cuh"
+#include "common/sm80/swizzle.cuh"
 
 namespace whowaits { namespace common {
 
+// @region inherit
 // Thread `tid` copies chunks tid, tid + kThreads, ...: chunk column tid % kChunksPerRow of rows
 // tid / kChunksPerRow + i * kRowStep. kRowStep is a multiple of 8, so the swizzle pattern (row & 7) is the
 // same for all of a thread's chunks: one shared and one global base per thread plus immediate offsets.
@@ -59,6 +60,7 @@ __device__ __forceinline__ void load_tile_async(Element* smem, const Element* gm
         cp_async_16_zfill(dst + 2u * i * kThreads * 8, src + i * kThreads * 8, i * Plan::kRowStep < rows_left);
 }
 
+// @region epilogue
 // Epilogue: a warp's normalised O accumulators (kMTiles m16 tiles x kHeadDim) -> 16-bit -> the warp's own
 // rows of the Q tile in shared memory (Q is dead by now and only this warp read those rows) -> 16-byte
 // coalesced global stores of the rows below `seqlen`.

@@ -6,6 +6,7 @@
 
 namespace whowaits { namespace common {
 
+// @region softmax
 // Max / sum over the 4 lanes of a quad (lanes 4g..4g+3 hold one accumulator row between them).
 __device__ __forceinline__ float quad_max(float x) {
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -26,6 +27,7 @@ __device__ __forceinline__ float fast_exp2(float x) {
     return y;
 }
 
+// @region inherit
 // Two fp32 values -> one 32-bit register of two 16-bit elements (lo in the low half), round to nearest.
 template <typename Element>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi);

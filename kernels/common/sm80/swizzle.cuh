@@ -6,6 +6,7 @@
 // different bank groups (conflict free), and a row's 16-byte global loads still map to whole chunks.
 #pragma once
 
+// @region inherit
 namespace whowaits { namespace common {
 
 // Element offset of (row, col) in a [rows][kCols] tile; col must be a multiple of 8 plus an offset < 8.

@@ -1,0 +1,270 @@
+"""Where in the code: stall samples and executed instructions by source region, with names that stay the
+same across versions (``load_q, load_kv, qk, softmax, pv, epilogue, sync, other``: ``data/regions.toml``).
+
+Declared regions (``source: "declared"``) come from markers in the kernel's own sources, read from the
+report's copy of them (``Launch.sources``; kernels/CONTRACT.md "Source regions" has the convention): each
+PC's line (``source_file``/``source_line`` of the sass frame, ncu's ``source_info``) falls in a marked
+range, or in a shared helper / unmarked line, whose instructions take the region of the nearest earlier
+instruction (address order) whose own line is declared — the code the helper was inlined into. A launch
+whose sources hold no marker gets inferred regions (``source: "inferred"``) from its SASS alone, by the
+rules of ``data/regions.toml``. One launch is either all declared or all inferred: the two are never
+mixed. Every PC is in exactly one region, so the regions' stall samples, samples and executed
+instructions sum exactly to the kernel's.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from profiler import metrics as M
+from profiler.sass import build_cfg, parse
+
+__all__ = ["declared_lines", "pc_regions", "regions", "region_names"]
+
+
+def region_names() -> list[str]:
+    """The vocabulary in display order."""
+    return list(M.region_config()["names"])
+
+
+@lru_cache(maxsize=None)
+def _marker_res() -> tuple[re.Pattern, re.Pattern, re.Pattern]:
+    mk = M.region_config()["markers"]
+    return re.compile(mk["open"]), re.compile(mk["close"]), re.compile(mk["inline"])
+
+
+def declared_lines(text: str) -> dict[int, str]:
+    """Line number (1-based) -> region name (or ``inherit``) for every line a marker covers."""
+    return {no: r for no, (r, _) in _line_table(text).items()}
+
+
+def _line_table(text: str) -> dict[int, tuple[str, str | None]]:
+    """Line -> (its region, the region of the block it sits in). A one-line marker (``code  // @region
+    sync``) names its line's region but not the block's: the code around it keeps the block's region."""
+    opener, closer, inline = _marker_res()
+    out: dict[int, tuple[str, str | None]] = {}
+    current: str | None = None
+    for no, line in enumerate(text.splitlines(), start=1):
+        m = opener.match(line)
+        if m:
+            current = m.group(1)
+            continue
+        if closer.match(line):
+            current = None
+            continue
+        m = inline.match(line)
+        if m:
+            out[no] = (m.group(1), current)
+        elif current is not None:
+            out[no] = (current, current)
+    return out
+
+
+def line_tables(sources: dict) -> dict[str, dict[int, tuple[str, str | None]]]:
+    """File -> line -> (region, block region) for source texts (file -> text); a value that is already a
+    line table passes through (e.g. marked sources renumbered to a report taken before the markers)."""
+    return {f: (t if isinstance(t, dict) else _line_table(t)) for f, t in sources.items()}
+
+
+def _declared_by_pc(sass: pd.DataFrame, sources: dict) -> tuple[list[str | None], list[str | None]]:
+    """(region of each PC by its own line, or None; the region of the block around that line, or None)."""
+    inherit = M.region_config()["markers"]["inherit"]
+    tables = line_tables(sources)
+    own: list[str | None] = []
+    ctx: list[str | None] = []
+    for f, ln in zip(sass["source_file"].tolist(), sass["source_line"].tolist()):
+        r = c = None
+        if isinstance(f, str) and f in tables and ln is not pd.NA and ln is not None:
+            r, c = tables[f].get(int(ln), (None, None))
+        own.append(None if r == inherit else r)
+        ctx.append(None if c == inherit else c)
+    return own, ctx
+
+
+def pc_regions(launch, sources: dict | None = None) -> tuple[list[str], str, list[bool]]:
+    """(region of every PC of ``launch.sass``, ``"declared"``/``"inferred"``, inherited flags).
+
+    ``sources`` overrides the report's own (file path -> text, or -> a :func:`line_tables` table, e.g.
+    marked sources renumbered to the lines of a report profiled before the markers existed)."""
+    sass = launch.sass
+    sources = launch.sources if sources is None else sources
+    names = set(region_names())
+    if sources:
+        own, ctx = _declared_by_pc(sass, sources)
+        unknown = sorted({r for r in own if r is not None and r not in names})
+        if unknown:
+            from profiler.errors import WhowaitsError
+
+            raise WhowaitsError(f"{launch.report}: unknown source region(s) {', '.join(unknown)} in its "
+                                f"@region markers; known: {', '.join(region_names())} (data/regions.toml)")
+        if any(r is not None for r in own):
+            out, inherited = _inherit(sass, own, ctx)
+            return out, "declared", inherited
+    return _infer(sass), "inferred", [False] * len(sass)
+
+
+def _inherit(sass: pd.DataFrame, own: list[str | None], ctx: list[str | None]) -> tuple[list[str], list[bool]]:
+    """Regions for instructions whose own line declares none (``inherit`` lines, unmarked lines): a
+    tensor instruction takes the region of the instruction that loaded its B operand (the K or the V
+    fragment: what tells Q K^T from P V when the compiler interleaves them with the softmax); any other
+    instruction, and a tensor instruction whose B operand has no known producer, takes the region of the
+    nearest earlier instruction whose line is declared — the region of the block that line sits in, so a
+    one-line ``sync`` marker does not capture the loads scheduled after it (``other`` before the first)."""
+    mk = M.region_config()["markers"]
+    tensor = set(mk["tensor_opcodes"])
+    producers = set(mk["operand_producers"])
+    writer: dict[str, str] = {}
+    out: list[str] = []
+    inherited: list[bool] = []
+    last = "other"
+    for r, c, b, t in zip(own, ctx, sass["base"].tolist(), sass["sass"].tolist()):
+        if r is None:
+            region = last
+            if b in tensor:
+                ins = parse(t)
+                if len(ins.srcs) > 1 and ins.srcs[1].regs:
+                    region = writer.get(ins.srcs[1].regs[0], last)
+            out.append(region)
+            inherited.append(True)
+        else:
+            last = c if c is not None else r
+            region = r
+            out.append(r)
+            inherited.append(False)
+        if b in producers:
+            for reg in parse(t).writes:
+                writer[reg] = region
+    return out, inherited
+
+
+def _main_loop(addresses, texts, bases, tensor) -> tuple[int, int] | None:
+    """(head index, back-edge branch index) of the loop whose body holds the most tensor instructions
+    (the smallest such loop on a tie); None without a loop."""
+    if not texts:
+        return None
+    cfg = build_cfg(addresses, texts, bases)
+    best = None
+    cum = np.concatenate([[0], np.cumsum(tensor)])
+    for j, h in cfg.back_edges:
+        count = int(cum[j + 1] - cum[h])
+        key = (count, -(j - h))
+        if best is None or key > best[0]:
+            best = (key, (h, j))
+    return None if best is None else best[1]
+
+
+def _infer(sass: pd.DataFrame) -> list[str]:
+    rules = M.region_config()["infer"]
+    texts = sass["sass"].tolist()
+    bases = sass["base"].tolist()
+    addresses = [int(a) for a in sass["address"].tolist()]
+    tensor_ops = {op for r in rules if "a_operand" in r for op in r["opcodes"]}
+    tensor = np.array([b in tensor_ops for b in bases], dtype=np.int64)
+    loop = _main_loop(addresses, texts, bases, tensor)
+    last_writer: dict[str, str] = {}
+    out: list[str] = []
+    for i, (t, b) in enumerate(zip(texts, bases)):
+        where = "anywhere"
+        if loop is not None:
+            where = "before_loop" if i < loop[0] else ("after_loop" if i > loop[1] else "in_loop")
+        ins = None
+        region = "other"
+        for r in rules:
+            if b not in r["opcodes"]:
+                continue
+            if "where" in r and r["where"] != where:
+                continue
+            if "a_operand" in r:
+                ins = ins or parse(t)
+                if _a_operand(ins, last_writer) != r["a_operand"]:
+                    continue
+            region = r["region"]
+            break
+        out.append(region)
+        if b not in _NO_WRITES:
+            for reg in (ins or parse(t)).writes:
+                last_writer[reg] = b
+    return out
+
+
+#: opcodes that write no general register (skipped by the writer scan)
+_NO_WRITES = frozenset(("BRA", "NOP", "BAR", "DEPBAR", "EXIT", "WARPGROUP", "SYNCS", "STG", "STS", "STSM",
+                        "UTMASTG", "UTMALDG", "LDGSTS", "MEMBAR", "RET", "BSSY", "BSYNC", "WARPSYNC"))
+
+
+def _a_operand(ins, last_writer: dict[str, str]) -> str:
+    """``smem`` when a tensor instruction's A operand is a shared-memory descriptor or was loaded from
+    shared memory (LDSM/LDS), ``reg`` when it was produced in registers (e.g. F2FP of the scores)."""
+    if not ins.srcs:
+        return "smem"
+    a = ins.srcs[0]
+    if a.kind == "mem":
+        return "smem"
+    if not a.regs:
+        return "smem"
+    writer = last_writer.get(a.regs[0])
+    return "smem" if writer in (None, "LDSM", "LDS") else "reg"
+
+
+def regions(launch, sources: dict | None = None) -> pd.DataFrame:
+    """One row per region of the vocabulary that holds a PC, in vocabulary order: ``region``,
+    ``source`` (declared | inferred), ``samples`` (int, ``smsp__pcsamp_sample_count``), ``share`` (of
+    the kernel's samples), ``inst_executed`` (int), ``pcs`` (int), ``inherited_samples`` (int: samples on
+    instructions of shared helpers / unmarked lines that took the region of the code around them; 0 when
+    inferred), and ``stall_<reason>`` (int) for every sampled reason. Empty (and ``attrs["missing"]``)
+    without per-PC data."""
+    sass = launch.sass
+    reasons, mat = launch.stall_matrix()
+    if sass.empty or "samples" not in sass.columns:
+        frame = pd.DataFrame(columns=["region", "source", "samples", "share", "inst_executed", "pcs",
+                                      "inherited_samples"])
+        frame.attrs["missing"] = [{"field": "regions", "section": M.stall_config()["per_pc_section"]}]
+        return frame
+    names, source, inherited = pc_regions(launch, sources)
+    order = {n: i for i, n in enumerate(region_names())}
+    samples = sass["samples"].to_numpy(dtype=np.int64)
+    inst = sass["inst_executed"].to_numpy(dtype=np.int64) if "inst_executed" in sass else np.zeros(len(sass), np.int64)
+    key = np.array([order[n] for n in names], dtype=np.int64)
+    inh = np.array(inherited, dtype=bool)
+    total = int(samples.sum())
+    rows = []
+    for k in sorted(set(key.tolist())):
+        sel = key == k
+        row = {
+            "region": region_names()[k],
+            "source": source,
+            "samples": int(samples[sel].sum()),
+            "share": float(samples[sel].sum() / total) if total else 0.0,
+            "inst_executed": int(inst[sel].sum()),
+            "pcs": int(sel.sum()),
+            "inherited_samples": int(samples[sel & inh].sum()),
+        }
+        for j, r in enumerate(reasons):
+            row[f"stall_{r}"] = int(mat[sel, j].sum())
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    frame.attrs["missing"] = []
+    return frame
+
+
+def regions_json(launch, sources: dict | None = None) -> list[dict]:
+    """The ``regions`` field of ``show --format json``: [{name, source, stall_samples {reason: int},
+    samples, share, inst_executed, pcs, inherited_samples}]."""
+    fr = regions(launch, sources)
+    out = []
+    for _, r in fr.iterrows():
+        out.append({
+            "name": r["region"],
+            "source": r["source"],
+            "stall_samples": {c[len("stall_"):]: int(r[c]) for c in fr.columns if c.startswith("stall_")},
+            "samples": int(r["samples"]),
+            "share": float(r["share"]),
+            "inst_executed": int(r["inst_executed"]),
+            "pcs": int(r["pcs"]),
+            "inherited_samples": int(r["inherited_samples"]),
+        })
+    return out

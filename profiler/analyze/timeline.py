@@ -1,0 +1,193 @@
+"""When inside the kernel: PM-sampled time series, and the ramp-up / steady state / tail found in them.
+
+Input: ``Launch.timeline`` (the PM samples as ncu_report aligns them, see :mod:`profiler.report`).
+Which ncu metric feeds which series is data (``[timeline]`` of ``data/metrics.toml``):
+``tensor_pct``, ``issue_pct`` (% of peak), ``ipc``, ``dram_pct``, ``l2_pct``, ``ctas_launched``,
+``sm_active_cycles`` and ``warps_<reason>`` (warps stalled on ``<reason>`` per sample, from the
+warp-state section).
+
+Time. ncu samples each pass group in a replay pass of its own; ``aligned_metric`` gives each sample
+a GPU time stamp (absolute, or from the workload start in older reports). Every series is put on the
+time of its own pass: t = stamp - the pass's first stamp (its workload start). The kernel's window is
+the run of samples in which the SMs were active (``sm_active_cycles`` > 0; else any activity): a
+sample covers the interval that ends at its stamp, so the window runs from the stamp before the first
+active sample to the last active one, and ``t_ns`` counts from that start. Series of other passes are
+read at the same times from their own window (nearest sample after aligning their starts).
+
+Phases, from the activity series A (tensor-pipe % of peak when the kernel uses the tensor pipe, i.e.
+its peak sample reaches ``TENSOR_USED_PCT``; else instruction issue %), smoothed over 3 samples
+(PM intervals alias with the main loop and alternate high/low): the steady level L is the median of
+the smoothed A over the window; **ramp** = the samples before the first one reaching
+``STEADY_FRACTION`` x L, **tail** = the samples after the last one reaching it, **steady** = between.
+Shares are of the window's duration; ``steady_tensor_pct`` is the mean (unsmoothed) tensor-pipe % over
+the steady samples; ``tail_share`` the tail's share. The resolution is one PM interval (about 1.5 us on
+the H200: ~1.5% of a 100 us kernel).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from profiler import metrics as M
+
+#: a sample must reach this fraction of the steady level to count as steady (ramp before, tail after)
+STEADY_FRACTION = 0.8
+#: the tensor pipe defines the phases when its peak sample reaches this % (else instruction issue)
+TENSOR_USED_PCT = 5.0
+#: samples smoothed over (centred moving mean) before the thresholds are applied
+SMOOTH = 3
+
+PHASES = ("ramp", "steady", "tail")
+
+
+def _missing(field: str, section: str) -> dict:
+    return {"field": field, "section": section}
+
+
+def _per_pass(tf: pd.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
+    g = tf[tf["metric"] == name]
+    t = g["t_ns"].to_numpy(dtype=np.int64)
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], g["value"].to_numpy(dtype=np.float64)[order]
+    return t - t[0], v
+
+
+def _window(active: np.ndarray) -> tuple[int, int] | None:
+    idx = np.flatnonzero(active)
+    if idx.size == 0:
+        return None
+    return int(idx[0]), int(idx[-1])
+
+
+def _smooth(v: np.ndarray) -> np.ndarray:
+    return pd.Series(v).rolling(SMOOTH, center=True, min_periods=1).mean().to_numpy()
+
+
+def series_map(launch) -> dict[str, str]:
+    """Series name -> ncu metric name for the PM-sampled metrics this launch holds."""
+    tf = launch.timeline
+    return M.timeline_series(tf["metric"].unique()) if len(tf) else {}
+
+
+def timeline(launch) -> dict:
+    """DESIGN.md's timeline contract for one launch (plain JSON values).
+
+    Keys: ``report``, ``launch_index``, ``kernel``, ``t_ns`` [int] (sample times from the kernel's
+    start; each sample covers the interval ending there), ``interval_ns`` (median spacing),
+    ``duration_ns`` (the window: ``t_ns[-1]``), ``series`` {series: [float]} (one value per ``t_ns``),
+    ``sources`` {series: ncu metric}, ``activity`` (the series the phases come from), ``steady_level``,
+    ``phases`` [{name, start_ns, end_ns, duration_ns, share, samples}], ``steady_tensor_pct``,
+    ``tail_share``, ``ramp_share``, ``missing`` [{field, section}]. Without PM sampling every value is
+    null and ``missing`` names the section.
+    """
+    cfg = M.timeline_config()
+    out = {"report": launch.report, "launch_index": int(launch.index), "kernel": launch.kernel,
+           "t_ns": None, "interval_ns": None, "duration_ns": None, "series": None, "sources": None,
+           "activity": None, "steady_level": None, "phases": None, "steady_tensor_pct": None,
+           "tail_share": None, "ramp_share": None, "missing": []}
+    smap = series_map(launch)
+    base = [s for s in smap if not s.startswith("warps_")]
+    if not base:
+        out["missing"] = [_missing(f, cfg["section"]) for f in
+                          ("t_ns", "series", "phases", "steady_tensor_pct", "tail_share")]
+        return out
+    if not any(s.startswith("warps_") for s in smap):
+        out["missing"].append(_missing("series.warps_<reason>", cfg["warp_state_section"]))
+    tf = launch.timeline
+    primary = next(s for s in ("sm_active_cycles", "tensor_pct", "issue_pct", *base) if s in smap)
+    t_all, v_primary = _per_pass(tf, smap[primary])
+    raw = {s: _per_pass(tf, smap[s]) for s in smap}
+    active = v_primary > 0
+    if primary != "sm_active_cycles":
+        active = np.zeros_like(active)
+        for s in base:
+            t_s, v_s = raw[s]
+            active |= np.interp(t_all, t_s, v_s, left=0, right=0) > 0
+    win = _window(active)
+    if win is None:
+        out["missing"] = [_missing("phases", cfg["section"])]
+        return out
+    a, b = win
+    interval = float(np.median(np.diff(t_all))) if len(t_all) > 1 else 0.0
+    t0 = t_all[a - 1] if a > 0 else t_all[a] - interval
+    t = t_all[a:b + 1] - t0
+    series: dict[str, list[float]] = {}
+    for s, (t_s, v_s) in raw.items():
+        if s.startswith("warps_") or len(t_s) != len(t_all) or not np.array_equal(t_s, t_all):
+            series[s] = _other_pass(t_s, v_s, t)
+        else:
+            series[s] = [float(x) for x in v_s[a:b + 1]]
+    tensor = np.array(series.get("tensor_pct", []), dtype=float)
+    use_tensor = tensor.size and float(tensor.max()) >= TENSOR_USED_PCT
+    activity = "tensor_pct" if use_tensor else ("issue_pct" if "issue_pct" in series else primary)
+    sm = _smooth(np.array(series[activity], dtype=float))
+    level = float(np.median(sm))
+    above = np.flatnonzero(sm >= STEADY_FRACTION * level) if level > 0 else np.arange(len(t))
+    i, j = (int(above[0]), int(above[-1])) if above.size else (0, len(t) - 1)
+    bounds = [0.0, float(t[i - 1]) if i > 0 else 0.0, float(t[j]), float(t[-1])]
+    total = bounds[-1] or 1.0
+    counts = [i, j - i + 1, len(t) - 1 - j]
+    phases = [
+        {"name": name, "start_ns": bounds[k], "end_ns": bounds[k + 1],
+         "duration_ns": bounds[k + 1] - bounds[k], "share": (bounds[k + 1] - bounds[k]) / total,
+         "samples": counts[k]}
+        for k, name in enumerate(PHASES)
+    ]
+    out.update({
+        "t_ns": [int(x) for x in t],
+        "interval_ns": interval,
+        "duration_ns": float(t[-1]),
+        "series": series,
+        "sources": dict(smap),
+        "activity": activity,
+        "steady_level": level,
+        "phases": phases,
+        "steady_tensor_pct": float(tensor[i:j + 1].mean()) if tensor.size else None,
+        "tail_share": phases[2]["share"],
+        "ramp_share": phases[0]["share"],
+    })
+    if not tensor.size:
+        out["missing"].append(_missing("steady_tensor_pct", cfg["section"]))
+    return out
+
+
+def _other_pass(t_s: np.ndarray, v_s: np.ndarray, t: np.ndarray) -> list[float]:
+    """A series of another replay pass at the window's times: its own active window (values > 0)
+    is started where the primary one starts, then each time takes the nearest sample."""
+    idx = np.flatnonzero(v_s > 0)
+    if idx.size == 0:
+        return [0.0] * len(t)
+    start = t_s[idx[0] - 1] if idx[0] > 0 else t_s[idx[0]]
+    rel = t_s - start
+    pos = np.clip(np.searchsorted(rel, t), 0, len(rel) - 1)
+    return [float(v_s[p]) for p in pos]
+
+
+def normalised(tl: dict, points: int = 50) -> pd.DataFrame:
+    """The series of a :func:`timeline` result on normalised time x in (0, 1] (``points`` bins, each
+    the mean of the samples ending in it, carried forward where a bin has none), plus warp-state
+    shares ``share_<reason>`` (each reason's warps over all sampled reasons' warps in the bin).
+    Columns: ``x``, every series, ``share_<reason>``. Empty frame without a timeline."""
+    if not tl or tl.get("t_ns") is None:
+        return pd.DataFrame()
+    t = np.array(tl["t_ns"], dtype=float)
+    x = t / (t[-1] or 1.0)
+    edges = np.linspace(0, 1, points + 1)
+    which = np.clip(np.searchsorted(edges, x, side="left") - 1, 0, points - 1)
+    frame = pd.DataFrame({"bin": which, **{s: v for s, v in tl["series"].items()}})
+    binned = frame.groupby("bin").mean().reindex(range(points)).ffill().bfill()
+    binned.insert(0, "x", edges[1:])
+    warps = [c for c in binned.columns if c.startswith("warps_")]
+    if warps:
+        total = binned[warps].sum(axis=1).replace(0, np.nan)
+        for c in warps:
+            binned["share_" + c[len("warps_"):]] = (binned[c] / total).fillna(0.0)
+    return binned.reset_index(drop=True)
+
+
+def timelines(path, kernel: str | None = None) -> list[dict]:
+    """:func:`timeline` for every launch of the report at ``path`` matching the regex ``kernel``."""
+    from profiler.report import load_report, select_launches
+
+    return [timeline(la) for la in select_launches(load_report(path), kernel)]

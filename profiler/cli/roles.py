@@ -1,0 +1,77 @@
+"""`whowaits roles`: the barrier wait graph between warp roles — a thin renderer over
+:func:`profiler.analyze.roles.role_graph`."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from profiler.cli._app import FORMAT_OPTION, Format, app
+
+
+def graphs(report: Path, kernel: str | None = None) -> list:
+    """The :class:`~profiler.analyze.roles.RoleGraph` of every selected launch of ``report``."""
+    from profiler.analyze.roles import role_graph  # noqa: PLC0415
+    from profiler.report import load_report, select_launches  # noqa: PLC0415
+
+    return [role_graph(la) for la in select_launches(load_report(report), kernel)]
+
+
+@app.command()
+def roles(
+    report: Path = typer.Argument(..., help="An Nsight Compute report (.ncu-rep).", show_default=False),
+    kernel: Optional[str] = typer.Option(None, "--kernel", "-k", help="Regex on the demangled kernel name."),
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Who waits on whom between warp roles: roles found from setmaxnreg, every barrier wait site
+    (mbarrier try-wait loops, named barriers, wgmma and cp.async group waits) paired with the role
+    or engine that releases it, weighted by the wait sites' samples."""
+    gs = graphs(report, kernel)
+    if fmt is Format.json:
+        json.dump([g.to_dict() for g in gs], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    if fmt is Format.csv:
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(["launch", "kernel", "waiter", "barrier", "releaser", "samples", "share", "inferred"])
+        for g in gs:
+            for e in g.edges:
+                w.writerow([g.launch_index, g.kernel, e.waiter, e.barrier, e.releaser, e.samples,
+                            f"{e.share:.6f}", e.inferred])
+        return
+    from rich.console import Console  # noqa: PLC0415
+    from rich.markup import escape  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    width = int(os.environ.get("COLUMNS", "0")) if os.environ.get("COLUMNS", "").isdigit() else 0
+    con = Console(width=width or (None if sys.stdout.isatty() else 150), soft_wrap=False, highlight=False)
+    for g in gs:
+        con.print(f"[bold]launch {g.launch_index}[/bold] {escape(g.kernel[:120])}  ({g.total_samples} samples)")
+        t = Table(title="roles (inferred from setmaxnreg)", title_justify="left")
+        for c in ("role", "setmaxnreg", "PCs", "instructions executed", "samples"):
+            t.add_column(c, justify="left" if c == "role" else "right")
+        for r in g.roles:
+            t.add_row(r.name, "—" if r.setmaxnreg is None else str(r.setmaxnreg), str(r.pcs),
+                      f"{r.inst_executed:,}", f"{r.samples:,}")
+        con.print(t)
+        t = Table(title=escape("who waits on whom: waiter —[barrier]→ releaser"), title_justify="left")
+        for c in ("waiter", "barrier", "releaser", "samples", "share", "", "evidence"):
+            t.add_column(c, justify="right" if c in ("samples", "share") else "left")
+        for e in g.edges:
+            if not e.samples:
+                continue
+            t.add_row(escape(e.waiter), escape(e.barrier), escape(e.releaser), f"{e.samples:,}", f"{100 * e.share:.1f}%",
+                      "inferred" if e.inferred else "", escape(e.evidence))
+        con.print(t)
+        quiet = [e for e in g.edges if not e.samples]
+        if quiet:
+            con.print(escape("no samples on: " + "; ".join(f"{e.waiter} —[{e.barrier}]→ {e.releaser}" for e in quiet)))
+        if g.unresolved["samples"] or g.unresolved["reasons"]:
+            con.print(escape(f"unresolved: {g.unresolved['samples']} samples — "
+                             + "; ".join(f"{k} ({v})" for k, v in g.unresolved["reasons"].items())))

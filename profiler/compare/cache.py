@@ -13,7 +13,7 @@ The *fingerprint* (:func:`fingerprint`) hashes the bytes of every module and dat
 ``profiler`` package that can take part in a summary (all of it but the CLI and the HTML/plot
 renderers) and the versions of ``ncu-report``, pandas, numpy and pyarrow: edit any of them and
 every entry misses; nothing is bumped by hand. An entry that fails its seal, does not decode or
-does not have the summary's shape (:func:`_valid`) is deleted and rebuilt, never used. Callers get
+does not pass :func:`profiler.schema.validate_summaries` is deleted and rebuilt, never used. Callers get
 deep copies, so mutating a summary cannot poison the cache. A report path is checked
 (:func:`profiler.report.check_file`: a directory, FIFO or device is refused) before it is hashed.
 
@@ -54,13 +54,6 @@ PARALLEL_MIN = 3
 #: and the distributions whose versions are part of the key
 _SUMMARY_FROM = (("",), ("ncu-report", "pandas", "numpy", "pyarrow"), ("cli", "html.py", "plots.py"))
 
-#: keys every launch summary has (``profiler.analyze.summarize_launch``), with their JSON types
-_REQUIRED = {"report": str, "launch_index": int, "kernel": str, "stall_samples": dict,
-             "stall_share": dict, "who_waits": list, "opcode_waits": list, "short_scoreboard": dict,
-             "barriers": dict, "roofline": dict, "launch": dict, "device": dict, "missing": list,
-             "top_instructions": list}
-
-
 def fingerprint() -> str:
     """Hash of the code, data files and library versions that produce a summary."""
     files, dists, exclude = _SUMMARY_FROM
@@ -75,20 +68,14 @@ def _disk_path(sha: str, kernel: str | None) -> Path:
 
 
 def _valid(data) -> bool:
-    """Whether ``data`` has the shape of a list of launch summaries."""
-    # TODO(schema): profiler.schema.validate_summary() for each launch once it is on main.
-    if not isinstance(data, list) or not data:
+    """Whether ``data`` is a non-empty list of summaries of :mod:`profiler.schema`'s type."""
+    from profiler.schema import SchemaError, validate_summaries  # noqa: PLC0415
+
+    try:
+        validate_summaries(data)
+    except SchemaError:
         return False
-    for s in data:
-        if not isinstance(s, dict):
-            return False
-        for key, typ in _REQUIRED.items():
-            v = s.get(key)
-            if not isinstance(v, typ) or (typ is int and isinstance(v, bool)):
-                return False
-        if not all(isinstance(n, int) or n is None for n in s["stall_samples"].values()):
-            return False
-    return True
+    return bool(data)
 
 
 def _read(path: Path):

@@ -22,6 +22,26 @@ import signal
 import sys
 from contextlib import contextmanager
 
+
+def _stopped_while_starting(signum, _frame) -> None:
+    """Ctrl-C or SIGTERM while the console script is still importing: one line, nothing to undo."""
+    os.write(2, b"whowaits: interrupted\n" if signum == signal.SIGINT else b"whowaits: terminated\n")
+    os._exit(128 + signum)
+
+
+def _is_console_script() -> bool:
+    """This process is the ``whowaits`` console script itself: not an import of this package, nor
+    a worker process that multiprocessing spawned from it (a spawned worker imports the script as
+    ``__mp_main__``, with the script's ``sys.argv``, from ``multiprocessing.spawn``)."""
+    return (os.path.basename(sys.argv[0] if sys.argv else "") == "whowaits"
+            and "multiprocessing.spawn" not in sys.modules)
+
+
+if _is_console_script():
+    for _sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(_sig) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(_sig, _stopped_while_starting)
+
 import typer
 
 try:  # typer >= 0.20 carries its own copy of click
@@ -76,7 +96,17 @@ def _signals():
     _STOPPING.clear()
     try:
         yield
-    finally:
+    except Stopped:
+        # on the way out: further copies of the signal (the process group's and the supervisor's)
+        # are ignored, so none can interrupt the one line said about the first
+        for s in saved:
+            signal.signal(s, signal.SIG_IGN)
+        raise
+    except BaseException:
+        for s, h in saved.items():
+            signal.signal(s, h)
+        raise
+    else:
         for s, h in saved.items():
             signal.signal(s, h)
 
@@ -171,23 +201,23 @@ def _supervised() -> int | None:
         return None
     from profiler import report  # noqa: PLC0415 (cheap: ncu_report itself is imported lazily)
 
+    stops = (signal.SIGINT, signal.SIGTERM)
+    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in stops}  # until each side has its own
     try:
         rfd, wfd = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
     except OSError:
+        for sig, h in saved.items():
+            signal.signal(sig, h)
         return None
-    if pid == 0:  # the child: the CLI itself
+    if pid == 0:  # the child: the CLI itself, which then exits normally (finalizers run)
+        for sig, h in saved.items():
+            signal.signal(sig, h)
         os.close(rfd)
         report.NATIVE_NOTE_FD = wfd
-        code = 1
-        try:
-            code = _finish(run())
-        except SystemExit as err:  # e.g. rich's exit on a closed stdout
-            code = err.code if isinstance(err.code, int) else (0 if err.code is None else 1)
-        finally:
-            os._exit(code)
+        return _finish(run())
     os.close(wfd)
 
     def forward(signum, _frame) -> None:
@@ -196,7 +226,7 @@ def _supervised() -> int | None:
         except OSError:
             pass
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in stops:
         signal.signal(sig, forward)
     while True:
         try:
@@ -214,7 +244,7 @@ def _supervised() -> int | None:
         _say(f"{PROG}: error: {what} (ncu_report crashed reading it: {_CRASHES[sig]}); "
              "re-copy or re-profile it")
         return 2
-    _say(f"{PROG}: killed by signal {sig}")
+    _say(f"{PROG}: " + {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}.get(sig, f"killed by signal {sig}"))
     return 128 + sig
 
 

@@ -164,9 +164,14 @@ def test_mutated_reports_keep_the_contract(tmp_path):
             elif word == "done":
                 key = f"{rest[1]}:{rest[2]}"
                 outcomes[key] = outcomes.get(key, 0) + 1
+        # whatever reached the driver's file descriptor 2 past clirun's capture (ncu_report's own
+        # log lines, a worker's traceback) broke the one-line contract
+        leaked = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         if proc.returncode == 0:
+            assert leaked == [], leaked[:20]
             break
-        assert proc.returncode < 0, proc.stderr[-4000:]  # a contract failure: its assertion is above
+        assert proc.returncode < 0, proc.stderr[-4000:]
+        assert leaked == [], leaked[:20]  # a contract failure: its assertion is above
         # ncu_report crashed the driver on mutant `last`: through the console script, whose
         # supervisor (profiler.cli._supervised) turns that into one line and exit 2
         op, src, blob = blobs[last]

@@ -9,7 +9,7 @@ named in ``missing``; a merged summary has ``None`` where a per-launch value doe
 
 :func:`validate_summary` checks an object against these types (the summary cache calls it before trusting
 an entry); it raises :class:`SchemaError` naming the first offending path. Keys beyond the schema are
-allowed (views added later, e.g. ``regions``), keys of the schema are required.
+allowed (views added later), keys of the schema are required.
 """
 
 from __future__ import annotations
@@ -128,6 +128,17 @@ TopInstruction = TypedDict("TopInstruction", {
     "kernel": Optional[str]})
 
 
+class Region(TypedDict):
+    name: str  # load_q, load_kv, qk, softmax, pv, epilogue, sync, other (DESIGN.md)
+    source: str  # declared | inferred
+    stall_samples: dict[str, int]
+    samples: int
+    share: float
+    inst_executed: int
+    pcs: int
+    inherited_samples: int
+
+
 class Launch(TypedDict):
     index: int
     grid: Optional[list[int]]
@@ -175,6 +186,7 @@ class Summary(TypedDict):
     top_instructions: list[TopInstruction]
     launch: Optional[Launch]  # None when merged (launches may differ)
     device: Optional[Device]
+    regions: list[Region]  # sum exactly to the kernel's samples; [] without per-PC data
     missing: list[Missing]
 
 

@@ -319,8 +319,6 @@ def test_a_folder_named_like_a_report_in_a_reports_tree(tmp_path):
     (("show", V03, "--top", "-1"), "--top"),
     (("show", V03, "--format", "xml"), "--format"),
     (("show", V03, "--no-such-flag"), "--no-such-flag"),
-    (("migration", "v01_naive", "v01_naive"), "names the same report"),
-    (("migration", "v01", "v01_naive"), "names the same report"),
     (("no-such-command",), "no-such-command"),
 ])
 def test_bad_arguments_are_one_line(args, needle):
@@ -341,6 +339,15 @@ def test_bad_html_targets_write_nothing(tmp_path):
             check_contract(proc, f"{cmd[0]} --html {target.name[:20]}")
             assert proc.returncode == 2 and needle in proc.stderr
     assert list(folder.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_one_report_named_twice_is_two_labelled_columns():
+    """`migration v01_naive v01_naive` raised on a non-unique index; now each gets its own label."""
+    for args in (("v01_naive", "v01_naive"), ("v01", "v01_naive")):
+        proc = whowaits("migration", *args, "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        versions = json.loads(proc.stdout)["versions"]
+        assert len(versions) == 2 and len(set(versions)) == 2, versions
 
 
 def test_columns_that_are_not_a_number_are_ignored():

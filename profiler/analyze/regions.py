@@ -219,7 +219,8 @@ def regions(launch, sources: dict | None = None) -> pd.DataFrame:
     without per-PC data."""
     sass = launch.sass
     reasons, mat = launch.stall_matrix()
-    if sass.empty or "samples" not in sass.columns:
+    # per-PC samples ncu left as NaN (a launch it could not sample) are no samples, not -2**63 each
+    if sass.empty or "samples" not in sass.columns or sass["samples"].isna().any():
         frame = pd.DataFrame(columns=["region", "source", "samples", "share", "inst_executed", "pcs",
                                       "inherited_samples"])
         frame.attrs["missing"] = [{"field": "regions", "section": M.stall_config()["per_pc_section"]}]
@@ -227,7 +228,8 @@ def regions(launch, sources: dict | None = None) -> pd.DataFrame:
     names, source, inherited = pc_regions(launch, sources)
     order = {n: i for i, n in enumerate(region_names())}
     samples = sass["samples"].to_numpy(dtype=np.int64)
-    inst = sass["inst_executed"].to_numpy(dtype=np.int64) if "inst_executed" in sass else np.zeros(len(sass), np.int64)
+    inst = (sass["inst_executed"].fillna(0).to_numpy(dtype=np.int64) if "inst_executed" in sass
+            else np.zeros(len(sass), np.int64))
     key = np.array([order[n] for n in names], dtype=np.int64)
     inh = np.array(inherited, dtype=bool)
     total = int(samples.sum())

@@ -42,7 +42,7 @@ def renumbered_sources(report_files) -> dict:
     for f in report_files:
         if "/kernels/" not in f:
             continue
-        rel = f.split("/kernels/", 1)[1]
+        rel = f.rsplit("/kernels/", 1)[1]  # last: a carried tree is .devcarry/kernels/kernels/...
         p = ROOT / "kernels" / rel
         if not p.exists():
             p = ROOT / "kernels" / rel.replace("common/", "common/sm80/")
@@ -89,7 +89,7 @@ def test_unknown_region_name_is_one_error(tmp_path):
 
 
 MARKED = ["v01_naive", "v02_smem_tiling", "v03_tensor_cores", "v04_swizzle_cp_async", "v05_double_buffer",
-          "v06_softmax_fusion"]  # v07_tuned compiles v06's kernel.cu; the Hopper rungs (v08 on) are not marked yet
+          "v06_softmax_fusion", "v08_tma_mbarrier", "v09_wgmma"]  # v07_tuned compiles v06's kernel.cu
 
 
 @pytest.mark.parametrize("version", MARKED)
@@ -156,7 +156,7 @@ def _b_from_transposed_ldsm(la) -> list[str]:
 
 
 @pytest.mark.parametrize("version", ["v03_tensor_cores", "v04_swizzle_cp_async", "v05_double_buffer",
-                                     "v06_softmax_fusion", "v07_tuned"])
+                                     "v06_softmax_fusion", "v07_tuned", "v08_tma_mbarrier"])
 def test_declared_regions_put_every_mma_where_its_v_or_k_fragment_says(version):
     la = _launch(ROOT / f"reports/h200/{version}/{SHAPE}.ncu-rep")
     names, source, inherited = pc_regions(la, _sources(la))
@@ -164,6 +164,18 @@ def test_declared_regions_put_every_mma_where_its_v_or_k_fragment_says(version):
     hmma = [n for n, op in zip(names, la.sass["opcode"]) if op.startswith("HMMA")]
     assert hmma == _b_from_transposed_ldsm(la)
     assert hmma.count("qk") == hmma.count("pv") > 0
+
+
+def test_declared_v09_wgmmas_are_where_their_operand_a_says():
+    """v09's markers (kernels/v09_wgmma/kernel.cu) against the SASS rule the inference uses for cuDNN: an
+    HGMMA with A from shared memory (``gdesc``) is Q K^T, one with A in registers (P) is P V."""
+    la = _launch(ROOT / f"reports/h200/v09_wgmma/{SHAPE}.ncu-rep")
+    names, source, _ = pc_regions(la, _sources(la))
+    assert source == "declared"
+    got = [(n, t.split(",")[1].strip().startswith("gdesc")) for n, t in zip(names, la.sass["sass"])
+           if t.lstrip("@!UP0123456789 ").startswith("HGMMA")]
+    assert got and all(n == ("qk" if smem_a else "pv") for n, smem_a in got), got
+    assert sum(smem_a for _, smem_a in got) == 8 == len(got) - 8  # 8 k16 steps each at D = 128
 
 
 def test_declared_v01_waits_in_the_products_on_global_loads():

@@ -226,13 +226,36 @@ def render_report(m, profiled: list, diffs: list, title: str = "whowaits: who wa
             + "\n".join(body) + _DONE_HOOK + "</body></html>\n")
 
 
+def check_target(path: str | os.PathLike, force: bool = False) -> Path:
+    """Refuse, with one line, an HTML destination that cannot be written: a folder, an existing
+    file without ``force``, a missing or unwritable folder, a name too long for the file system.
+    Called before any work, so a bad ``--html`` costs nothing and leaves nothing on stdout."""
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise WhowaitsError(f"{path} is a folder; give a file name for the HTML report "
+                                f"(e.g. {path / 'report.html'})")
+        if path.exists() and not force:
+            raise WhowaitsError(f"{path} exists; pass --force to overwrite it")
+        if not path.parent.is_dir():
+            raise WhowaitsError(f"folder {path.parent} does not exist")
+        max_name = os.pathconf(path.parent, "PC_NAME_MAX")
+    except OSError as err:
+        raise WhowaitsError(f"cannot write {path}: {err.strerror or err}") from None
+    if len(os.fsencode(f".{path.name}.12345678.tmp")) > max_name:
+        raise WhowaitsError(f"cannot write {path}: file name too long (at most {max_name - 14} bytes here)")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise WhowaitsError(f"cannot write {path}: folder {path.parent} is not writable")
+    return path
+
+
 def write_html(path: str | os.PathLike, text: str, force: bool = False) -> Path:
     """Write ``text`` to ``path`` through a temp file in the same folder and a rename.
-    An existing file is kept unless ``force``."""
-    path = Path(path)
-    if path.exists() and not force:
-        raise WhowaitsError(f"{path} exists; pass --force to overwrite it")
-    if not path.parent.is_dir():
-        raise WhowaitsError(f"folder {path.parent} does not exist")
-    write_atomic(path, text, mkdir=False)
+    An existing file is kept unless ``force``; every refusal is a one-line
+    :class:`~profiler.errors.WhowaitsError` (see :func:`check_target`)."""
+    path = check_target(path, force)
+    try:
+        write_atomic(path, text, mkdir=False)
+    except OSError as err:  # write_atomic leaves no temporary file behind
+        raise WhowaitsError(f"cannot write {path}: {err.strerror or err}") from None
     return path

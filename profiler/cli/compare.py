@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from profiler.cli._app import FORMAT_OPTION, Format, app
+from profiler.cli._app import FORMAT_OPTION, Format, app, console
 
 SHAPE_OPTION = typer.Option(None, "--shape", help="Shape key (b1_h64_s1024_d128_fp16); default: the one all have.")
 KERNEL_OPTION = typer.Option(None, "--kernel", "-k",
@@ -44,10 +43,7 @@ def _from_store(where: str, names, store, kernels):
 
 
 def _console():
-    from rich.console import Console  # noqa: PLC0415
-
-    width = int(os.environ.get("COLUMNS", 0) or 0) or (None if sys.stdout.isatty() else 150)
-    return Console(width=width, soft_wrap=False, highlight=False)
+    return console(150)
 
 
 def _warn_stderr(warnings: list[dict]) -> None:
@@ -273,6 +269,10 @@ def migration_cmd(
     """Where the bottleneck goes across versions: top waiter, time, TFLOPS, one sentence per step."""
     from profiler.compare import load_versions, migrate  # noqa: PLC0415
 
+    if html is not None:
+        from profiler.html import check_target  # noqa: PLC0415
+
+        check_target(html, force)  # before any work or output
     omitted: list[str] = []
     if from_store is not None:
         profiled = _with_problem(_from_store(from_store, versions, store, kernel), problem_flops, problem_bytes)
@@ -304,7 +304,9 @@ def report_cmd(
 ) -> None:
     """Write one self-contained HTML report: ladder, migration, each version, consecutive diffs."""
     from profiler.compare import load_versions, migrate  # noqa: PLC0415
+    from profiler.html import check_target  # noqa: PLC0415
 
+    check_target(html, force)  # before any work
     omitted: list[str] = []
     profiled = _with_problem(load_versions(versions, shape=shape, kernels=kernel, reports=reports, omitted=omitted,
                                            labels=label or None), problem_flops, problem_bytes)

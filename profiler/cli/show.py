@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from profiler.cli._app import FORMAT_OPTION, Format, app
+from profiler.cli._app import FORMAT_OPTION, Format, app, console
 
 
 @app.command()
@@ -72,10 +71,7 @@ def write_csv(summaries: list[dict], stream) -> None:
 
 
 def _console():
-    from rich.console import Console  # noqa: PLC0415
-
-    width = int(os.environ.get("COLUMNS", 0) or 0) or (None if sys.stdout.isatty() else 160)
-    return Console(width=width, soft_wrap=False, highlight=False)
+    return console(160)
 
 
 def _pct(x) -> str:

@@ -7,6 +7,7 @@ from profiler.analyze._common import py
 from profiler.analyze.kernel import LEVELS, SMEM_OPS, _dedup, barriers, launch_stats, roofline, tensor_util
 from profiler.analyze.producers import waits_on
 from profiler.analyze.regions import regions_json
+from profiler.analyze.timeline import brief as timeline_brief
 from profiler.analyze.stalls import (
     opcode_waits,
     short_scoreboard,
@@ -44,6 +45,9 @@ def summarize_launch(launch, top: int = 10) -> dict:
     ``regions`` [{name, source: declared|inferred, stall_samples {reason: int}, samples, share,
     inst_executed, pcs, inherited_samples}] (source regions, :mod:`profiler.analyze.regions`; they sum
     exactly to the kernel's samples, stall samples and executed instructions),
+    ``timeline`` {phases [{name, share, duration_ns}], steady_tensor_pct, tail_share, ramp_share,
+    duration_ns, interval_ns, activity, curve, missing} (PM sampling, :func:`profiler.analyze.timeline.brief`;
+    nulls and its own ``missing`` without it),
     ``missing`` [{field, section}]: every null above, with the ncu section that would supply it.
     """
     gone: list[dict] = []
@@ -179,6 +183,7 @@ def summarize_launch(launch, top: int = 10) -> dict:
             "sm_count": py(lrow["sm_count"]),
         },
         "regions": regions_json(launch),
+        "timeline": timeline_brief(launch),
         "missing": _dedup(gone),
     }
 

@@ -39,6 +39,8 @@ TENSOR_USED_PCT = 5.0
 SMOOTH = 3
 
 PHASES = ("ramp", "steady", "tail")
+#: a phase share must change by more than this many PM intervals (of the kernel's duration) to count
+PHASE_NOISE_INTERVALS = 2
 
 
 def _missing(field: str, section: str) -> dict:
@@ -184,6 +186,38 @@ def normalised(tl: dict, points: int = 50) -> pd.DataFrame:
         for c in warps:
             binned["share_" + c[len("warps_"):]] = (binned[c] / total).fillna(0.0)
     return binned.reset_index(drop=True)
+
+
+def brief(launch, points: int = 50) -> dict:
+    """The ``timeline`` field of a launch summary (what diff, migration and the HTML report compare):
+    ``phases`` [{name, share, duration_ns}], ``steady_tensor_pct``, ``tail_share``, ``ramp_share``,
+    ``duration_ns``, ``interval_ns``, ``activity``, ``curve`` {x, tensor_pct, issue_pct, warps {reason:
+    [share]}} on ``points`` bins of normalised time (None without PM sampling), ``missing``."""
+    tl = timeline(launch)
+    out = {k: tl[k] for k in ("steady_tensor_pct", "tail_share", "ramp_share", "duration_ns", "interval_ns",
+                              "activity", "missing")}
+    out["phases"] = ([{"name": p["name"], "share": p["share"], "duration_ns": p["duration_ns"]}
+                      for p in tl["phases"]] if tl["phases"] else None)
+    curve = None
+    if tl["t_ns"] is not None:
+        n = normalised(tl, points)
+        curve = {"x": [round(float(x), 4) for x in n["x"]]}
+        for s in ("tensor_pct", "issue_pct"):
+            if s in n:
+                curve[s] = [round(float(v), 3) for v in n[s]]
+        warps = {c[len("share_"):]: [round(float(v), 4) for v in n[c]] for c in n.columns if c.startswith("share_")}
+        curve["warps"] = warps or None
+    out["curve"] = curve
+    return out
+
+
+def phase_change_noise(a: dict | None, b: dict | None) -> float | None:
+    """The smallest phase-share change that counts (a share of the kernel's time): two PM intervals of
+    the shorter kernel (the phase boundaries are only known to a sample); None without both timelines."""
+    if not a or not b or not a.get("duration_ns") or not b.get("duration_ns"):
+        return None
+    return max(PHASE_NOISE_INTERVALS * a["interval_ns"] / a["duration_ns"],
+               PHASE_NOISE_INTERVALS * b["interval_ns"] / b["duration_ns"])
 
 
 def timelines(path, kernel: str | None = None) -> list[dict]:

@@ -47,12 +47,24 @@ def _missing(field: str, section: str) -> dict:
     return {"field": field, "section": section}
 
 
-def _per_pass(tf: pd.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
-    g = tf[tf["metric"] == name]
-    t = g["t_ns"].to_numpy(dtype=np.int64)
-    order = np.argsort(t, kind="stable")
-    t, v = t[order], g["value"].to_numpy(dtype=np.float64)[order]
-    return t - t[0], v
+def _per_pass(tf: pd.DataFrame, names) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Metric -> (t from its pass's first sample, values), sorted by time, for the metrics ``names``."""
+    metric = tf["metric"].to_numpy(dtype=object)
+    t_all = tf["t_ns"].to_numpy(dtype=np.int64)
+    v_all = tf["value"].to_numpy(dtype=np.float64)
+    order = np.argsort(metric, kind="stable")
+    m_sorted = metric[order]
+    bounds = np.flatnonzero(m_sorted[1:] != m_sorted[:-1]) + 1
+    out = {}
+    wanted = set(names)
+    for idx in np.split(order, bounds):
+        name = metric[idx[0]]
+        if name not in wanted:
+            continue
+        t, v = t_all[idx], v_all[idx]
+        o = np.argsort(t, kind="stable")
+        out[name] = (t[o] - t[o][0], v[o])
+    return out
 
 
 def _window(active: np.ndarray) -> tuple[int, int] | None:
@@ -98,8 +110,9 @@ def timeline(launch) -> dict:
         out["missing"].append(_missing("series.warps_<reason>", cfg["warp_state_section"]))
     tf = launch.timeline
     primary = next(s for s in ("sm_active_cycles", "tensor_pct", "issue_pct", *base) if s in smap)
-    t_all, v_primary = _per_pass(tf, smap[primary])
-    raw = {s: _per_pass(tf, smap[s]) for s in smap}
+    by_metric = _per_pass(tf, smap.values())
+    t_all, v_primary = by_metric[smap[primary]]
+    raw = {s: by_metric[smap[s]] for s in smap}
     active = v_primary > 0
     if primary != "sm_active_cycles":
         active = np.zeros_like(active)

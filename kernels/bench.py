@@ -14,6 +14,11 @@ Method (also stored in every result file's provenance):
   each timed call a 256 MB device buffer is overwritten (``zero_()``), which flushes the 60 MB L2, then
   CUDA events are recorded around the call alone on the current stream. ``ms`` is the median of the reps;
   ``ms_min`` and ``ms_p90`` show the spread. ``tflops`` = 4·B·H·S²·D (half when causal) / median time.
+- Run-to-run spread (``repeat`` N > 1, ``whowaits bench --repeat N``): after the first round, N − 1 more
+  rounds time every implementation again, interleaved (round 2 times all rows, then round 3 …), so slow
+  drift of the card hits every row alike. ``ms_runs`` holds each round's median; ``ms``, ``ms_min`` and
+  ``ms_p90`` are then taken over the reps of all rounds pooled. ``profiler.check.timing`` turns
+  ``ms_runs`` into noise-aware verdicts (``whowaits bench --compare PREV.json``, ``whowaits check``).
 - A backend that raises (no kernel for this shape, out of memory, an unsupported version) gets a row
   with ``ms = null`` and the first line of the error in ``note``; the run goes on.
 
@@ -64,6 +69,7 @@ class BenchRow:
     pct_sdpa_cudnn: float | None = None
     config: str = ""
     note: str = ""
+    ms_runs: list[float] | None = None  # one median per round with repeat > 1 (module docstring)
 
 
 def torch_unfused(q, k, v, causal: bool):
@@ -122,7 +128,7 @@ def _first_line(err: BaseException) -> str:
 
 
 def bench_shape(names: list[str], shape: Shape, *, reps: int = 50, warmup: int = 5, seed: int | None = None,
-                configs: dict | None = None, log=print) -> list[BenchRow]:
+                configs: dict | None = None, log=print, repeat: int = 1) -> list[BenchRow]:
     """Benchmark every implementation on one shape, in the order given; see the module docstring."""
     import torch
 
@@ -133,6 +139,7 @@ def bench_shape(names: list[str], shape: Shape, *, reps: int = 50, warmup: int =
     ref = attention_ref(q, k, v, shape.causal)
     flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     rows = []
+    rounds: dict = {}  # display -> (fn, [sorted times of each round]) when repeat > 1
     for display, cfg, fn in impls:
         try:
             out = fn(q, k, v, shape.causal)
@@ -150,6 +157,15 @@ def bench_shape(names: list[str], shape: Shape, *, reps: int = 50, warmup: int =
         rows.append(row)
         log(f"  {display:24s} " + (f"{row.ms:9.4f} ms {row.tflops:7.1f} TFLOPS rel_err {row.rel_err:.2e}"
                                     if row.ms is not None else f"skipped: {row.note}"))
+        if row.ms is not None and repeat > 1:
+            rounds[display] = (fn, [times])
+    for i in range(1, repeat):  # more rounds, interleaved over the rows (module docstring)
+        log(f"  round {i + 1} of {repeat}")
+        for fn, runs in rounds.values():
+            runs.append(sorted(time_fn(fn, (q, k, v, shape.causal), reps=reps, warmup=warmup, flush=flush)))
+    for r in rows:
+        if r.implementation in rounds:
+            apply_rounds(r, rounds[r.implementation][1], shape)
     by_name = {r.implementation: r for r in rows}
     for r in rows:
         for base, attr in (("sdpa-flash", "pct_sdpa_flash"), ("sdpa-cudnn", "pct_sdpa_cudnn")):
@@ -157,6 +173,16 @@ def bench_shape(names: list[str], shape: Shape, *, reps: int = 50, warmup: int =
             if r.tflops is not None and b is not None and b.tflops:
                 setattr(r, attr, 100.0 * r.tflops / b.tflops)
     return rows
+
+
+def apply_rounds(row: BenchRow, runs: list[list[float]], shape: Shape) -> None:
+    """Set ``ms_runs`` (each round's median) and the pooled ``ms``/``ms_min``/``ms_p90``/``tflops``/``reps``."""
+    pooled = sorted(t for run in runs for t in run)
+    row.ms_runs = [statistics.median(run) for run in runs]
+    row.ms = statistics.median(pooled)
+    row.ms_min, row.ms_p90 = pooled[0], pooled[min(len(pooled) - 1, int(0.9 * len(pooled)))]
+    row.reps = len(pooled)
+    row.tflops = shape.flops() / (row.ms * 1e-3) / 1e12
 
 
 def provenance(reps: int, warmup: int) -> dict:
@@ -225,11 +251,14 @@ def _finite(d: dict) -> dict:
 
 
 def run(names: list[str] | None, shapes: list[str], *, baselines: bool = True, reps: int = 50, warmup: int = 5,
-        out_dir: Path | None = None, force: bool = False, log=print) -> list[tuple[Shape, list[BenchRow], Path | None]]:
+        out_dir: Path | None = None, force: bool = False, log=print, repeat: int = 1,
+        ) -> list[tuple[Shape, list[BenchRow], Path | None]]:
     """Benchmark ``names`` (default: every version) plus the baselines on each shape and save each table."""
     from kernels import registry
     from kernels.launch import require_cuda_torch
 
+    if repeat < 1:
+        raise WhowaitsError(f"--repeat must be >= 1, got {repeat}")
     require_cuda_torch()
     if reps < 30:
         raise WhowaitsError(f"--reps must be >= 30, got {reps}")
@@ -240,6 +269,7 @@ def run(names: list[str] | None, shapes: list[str], *, baselines: bool = True, r
     if baselines:
         names += [b for b in BASELINES if b not in names]
     prov = provenance(reps, warmup)
+    prov["repeat"] = repeat
     out_dir = out_dir or REPO / "reports" / gpu_slug(prov["gpu"]) / "bench"
     date = prov["time"][:10]
     results = []
@@ -248,7 +278,7 @@ def run(names: list[str] | None, shapes: list[str], *, baselines: bool = True, r
         if not force and ((out_dir / f"{stem}.json").exists() or (out_dir / f"{stem}.csv").exists()):
             raise WhowaitsError(f"{out_dir / stem}.json exists; pass --force to overwrite it")
         log(f"bench {shape.key} ({prov['gpu']}, reps {reps})")
-        rows = bench_shape(names, shape, reps=reps, warmup=warmup, log=log)
+        rows = bench_shape(names, shape, reps=reps, warmup=warmup, log=log, repeat=repeat)
         path, _ = write_result(out_dir, stem, prov, [_finite(asdict(r)) for r in rows], force=force)
         results.append((shape, rows, path))
     return results

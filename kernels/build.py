@@ -16,6 +16,8 @@ entry is written to a temporary folder and renamed into place, so a half-finishe
 - ``-std=c++17``: ``if constexpr`` and friends in the templates.
 - ``-I kernels``: versions include shared helpers as ``"common/sm80/<name>.cuh"`` (``common/sm90/`` for Hopper-only ones).
 - ``-Xptxas -v``: ptxas prints registers, shared memory, stack and spills, parsed into ``BuildResult``.
+- ptxas warnings C7508 / C7515 / C7519 (``FATAL_PTXAS_WARNINGS``: setmaxnreg ignored, wgmma serialised,
+  warpgroup.arrive injected) fail the build: each means the Hopper code is not what the source claims.
 - no ``--use_fast_math``: each version chooses its math explicitly (``__expf``, ``exp2f``, ``__fdividef``),
   so a rung that changes the softmax instructions (v06) changes them in its own source, not by a flag.
 """
@@ -287,5 +289,18 @@ def build_many(
         return list(pool.map(one, jobs))
 
 
+def static_violations(version: Version, result: BuildResult) -> dict[str, list[str]]:
+    """What a build breaks of its ``version.toml``'s static claims: ``spills`` (ptxas spill bytes when
+    ``allow_spills`` is false), ``expect_sass`` (claimed opcodes absent from the cubin) and
+    ``forbid_sass`` (forbidden opcodes present). Empty lists when it keeps them (``whowaits check``)."""
+    ops = result.sass_opcodes
+    return {
+        "spills": ([f"{result.spill_store_bytes} B spill stores, {result.spill_load_bytes} B spill loads"]
+                   if result.spill_bytes and not version.allow_spills else []),
+        "expect_sass": [o for o in version.expect_sass if o not in ops],
+        "forbid_sass": [o for o in version.forbid_sass if o in ops],
+    }
+
+
 __all__ = ["NVCC_FLAGS", "FATAL_PTXAS_WARNINGS", "BuildResult", "build", "build_many", "fatal_warnings", "parse_ptxas",
-           "translation_unit", "cache_dir"]
+           "static_violations", "translation_unit", "cache_dir"]

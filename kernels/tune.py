@@ -1,8 +1,9 @@
 """Auto-tuner (seed 001, kernel 7): ``whowaits tune VERSION [--shape KEY] [--space …] [--build-only]``.
 
-1. Space: the product of the tunable ``FwdConfig`` fields (``block_m, block_n, warps, stages``), each from
-   ``DEFAULT_SPACE``, narrowed by the version's ``[tune]`` table and then by ``--space``
-   (``"block_m=64,128;warps=4,8"``); head_dim, dtype and causal come from the shape.
+1. Space: the product of the tunable fields of the version's config family (``fwd``: ``block_m, block_n,
+   warps, stages``; ``wg``: ``block_m, block_n, warpgroups, stages``), each from ``DEFAULT_SPACE``, narrowed
+   by the version's ``[tune]`` table and then by ``--space`` (``"block_m=64,128;warps=4,8"``); head_dim,
+   dtype and causal come from the shape.
 2. Drop before any build what cannot launch: more than 1024 threads, dynamic shared memory over 227 KB.
 3. Build every remaining config with nvcc, in parallel (no GPU needed), and drop what does not compile
    (the kernel's ``static_assert`` says why), what spills (unless the version allows spills), what needs
@@ -31,6 +32,7 @@ DEFAULT_SPACE: dict[str, list[int]] = {
     "block_m": [16, 32, 64, 128],
     "block_n": [16, 32, 64, 128],
     "warps": [1, 2, 4, 8],
+    "warpgroups": [1, 2, 3],
     "stages": [1, 2, 3],
 }
 MAX_THREADS = 1024
@@ -57,8 +59,8 @@ class TuneRow:
     rel_err: float | None = None
 
 
-def parse_space(text: str | None) -> dict[str, list[int]]:
-    """``"block_m=64,128;warps=4"`` -> {"block_m": [64, 128], "warps": [4]}."""
+def parse_space(text: str | None, fields: tuple[str, ...] = TUNABLE_FIELDS) -> dict[str, list[int]]:
+    """``"block_m=64,128;warps=4"`` -> {"block_m": [64, 128], "warps": [4]} (``fields``: the family's)."""
     if not text:
         return {}
     out: dict[str, list[int]] = {}
@@ -66,8 +68,8 @@ def parse_space(text: str | None) -> dict[str, list[int]]:
         if not part:
             continue
         name, _, values = part.partition("=")
-        if name not in TUNABLE_FIELDS or not values:
-            raise WhowaitsError(f"bad --space item {part!r}: use field=v1,v2 with field in {', '.join(TUNABLE_FIELDS)}")
+        if name not in fields or not values:
+            raise WhowaitsError(f"bad --space item {part!r}: use field=v1,v2 with field in {', '.join(fields)}")
         try:
             out[name] = sorted({int(v) for v in values.split(",") if v})
         except ValueError:
@@ -80,7 +82,8 @@ def space(version: registry.Version, shape: Shape, override: dict[str, list[int]
     version.check_supports(shape.head_dim, shape.dtype, shape.causal)
     axes = {**DEFAULT_SPACE, **version.tune_space, **(override or {})}
     base = version.config_for(shape.head_dim, shape.dtype, shape.causal)
-    return [base.replace(**dict(zip(TUNABLE_FIELDS, values))) for values in itertools.product(*(axes[f] for f in TUNABLE_FIELDS))]
+    fields = version.tunable_fields
+    return [base.replace(**dict(zip(fields, values))) for values in itertools.product(*(axes[f] for f in fields))]
 
 
 def prefilter(version: registry.Version, cfg: FwdConfig) -> str:
@@ -105,7 +108,7 @@ def postfilter(version: registry.Version, res: BuildResult) -> str:
 
 
 def _row(cfg: FwdConfig, status: str, reason: str = "", res: BuildResult | None = None) -> TuneRow:
-    row = TuneRow(cfg.short_form(), cfg.block_m, cfg.block_n, cfg.warps, cfg.stages, status, reason)
+    row = TuneRow(cfg.short_form(), cfg.block_m, cfg.block_n, cfg.warp_count, cfg.stages, status, reason)
     if res is not None:
         row.registers, row.smem_bytes, row.spill_bytes = res.registers, res.smem_bytes, res.spill_bytes
     return row
@@ -182,7 +185,7 @@ def tune(version_id: str, shape_key: str, *, space_text: str | None = None, buil
 
     version = registry.get(version_id)
     shape = Shape.parse(shape_key)
-    override = parse_space(space_text)
+    override = parse_space(space_text, version.tunable_fields)
     if not build_only:  # fail before minutes of nvcc, not after
         try:
             require_cuda_torch()

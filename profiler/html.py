@@ -109,9 +109,11 @@ def _ladder_table(m) -> str:
                      f"{_pct(r.get('top_share'))} <span class='note'>[{_pct(r.get('top_lo'))}, "
                      f"{_pct(r.get('top_hi'))}]</span>",
                      _e(r.get("expected_bottleneck")),
-                     _e(r.get("tensor_path")), _num(r.get("tensor_pipe_pct"), "{:.1f}%")])
+                     _e(r.get("tensor_path")), _num(r.get("tensor_pipe_pct"), "{:.1f}%"),
+                     _num(r.get("tensor_roof_pct"), "{:.1f}%")])
     return _table(["version", "title", "change", "duration", "TFLOPS", "vs prev", "top waiter", "share [95%]",
-                   "expected bottleneck", "tensor path", "tensor pipe"], rows, {3, 4, 5, 7, 10})
+                   "expected bottleneck", "tensor path", "tensor pipe (own peak)", "tensor roof (dense)"],
+                  rows, {3, 4, 5, 7, 10, 11})
 
 
 def _version_section(p, m) -> str:

@@ -15,6 +15,7 @@ from functools import lru_cache
 from importlib import resources
 
 from profiler.errors import WhowaitsError
+from profiler.names import RATIO_ALIAS
 
 __all__ = [
     "MetricSpec",
@@ -118,9 +119,7 @@ def sampled_reasons(metric_names) -> list[str]:
 def cycles_per_issue_metric(reason: str) -> str:
     """The kernel-level ``…_per_issue_active.ratio`` metric for a sampler reason name
     (``warpgroup_arrive`` -> ``gmma``, ``no_instructions`` -> ``no_instruction`` on gh100)."""
-    cfg = stall_config()
-    alias = cfg.get("ratio_alias", {}).get(reason, reason)
-    return cfg["cycles_per_issue"].format(reason=alias)
+    return stall_config()["cycles_per_issue"].format(reason=RATIO_ALIAS.get(reason, reason))
 
 
 @lru_cache(maxsize=None)

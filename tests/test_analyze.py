@@ -189,7 +189,8 @@ def test_roofline(stem, starter_report):
     assert q["ceiling_tensor_hmma"] < q["ceiling_tensor_hgmma"]
     assert q["ceiling_tensor_hmma"] == pytest.approx(q["ceiling_tensor_hgmma"] * 2 / 3, rel=1e-3)
     used = "ceiling_tensor_hmma" if stem == FLASH else "ceiling_tensor_hgmma"
-    assert q["ceiling_compute"] < q[used]  # blended with the slower FP32 work
+    assert q["ceiling_compute"] == q["ceiling_tensor"] == q[used]  # the tensor pipe's own roof, no blend with FP32
+    assert q["ceiling_tensor_dense"] == q["ceiling_tensor_hgmma"]  # the GPU's dense roof: wgmma's
     assert q["achieved_flops_per_second"] < q["ceiling_compute"]
     assert q["ceiling_bandwidth_dram"] == pytest.approx(
         golden_raw_si(stem, "dram__bytes.sum.peak_sustained") * golden_raw_si(stem, "dram__cycles_elapsed.avg.per_second"), rel=1e-5

@@ -215,8 +215,10 @@ def test_demangled_cubin_name_roundtrips(built, vid):
     res = built[vid]
     (demangled,) = sass.demangle([res.entry])
     assert demangled.startswith("void whowaits::"), demangled
-    assert FwdConfig.from_kernel_name(demangled) == (vid, res.config)
-    assert FwdConfig.from_kernel_name(res.entry) == (vid, res.config)
+    # each version's name parses back in its own config family (fwd: FwdConfig, wg: WgConfig)
+    assert registry.parse_kernel_name(demangled) == (vid, res.config)
+    assert registry.parse_kernel_name(res.entry) == (vid, res.config)
+    assert type(res.config).from_kernel_name(demangled) == (vid, res.config)
 
 
 @needs_nvcc

@@ -19,6 +19,17 @@ def with_missing(frame: pd.DataFrame, entries: list[dict]) -> pd.DataFrame:
     return frame
 
 
+def dedup(entries: list[dict]) -> list[dict]:
+    """``missing`` entries without repeats (first occurrence kept)."""
+    seen, out = set(), []
+    for e in entries:
+        k = (e["field"], e["section"])
+        if k not in seen:
+            seen.add(k)
+            out.append(e)
+    return out
+
+
 def py(value):
     """A JSON-serialisable plain Python value (numpy scalars -> int/float, NaN -> None)."""
     if value is None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 
 from profiler.analyze._common import py
-from profiler.analyze.kernel import LEVELS, SMEM_OPS, _dedup, barriers, launch_stats, roofline, tensor_util
+from profiler.schema import Summary, validate_summary
+from profiler.analyze.kernel import LEVELS, SMEM_OPS, _dedup, barriers, launch_stats, tensor_util
+from profiler.analyze.roofline import compute_pipe, roofline
 from profiler.analyze.producers import waits_on
 from profiler.analyze.regions import regions_json
 from profiler.analyze.timeline import brief as timeline_brief
@@ -17,30 +19,45 @@ from profiler.analyze.stalls import (
 )
 
 
+CLOCKS = ("sm", "l1", "l2", "dram", "smem")
+
+
+def _flops_of(q: dict) -> dict:
+    return {"tensor": q["flops_tensor"], "fp32": q["flops_fp32"], "fp16": q["flops_fp16"]}
+
+
 def _tflops(v):
     v = py(v)
     return None if v is None else v / 1e12
 
 
-def summarize_launch(launch, top: int = 10) -> dict:
-    """The contract object for one launch; plain JSON-serialisable Python values.
+def summarize_launch(launch, top: int = 10) -> Summary:
+    """The contract object for one launch (:class:`profiler.schema.Summary`); plain JSON-serialisable values.
 
     Keys: ``report`` (path), ``launch_index`` (index of the launch in the report; also
-    ``launch.index``), ``kernel`` (demangled), ``duration_ns``,
+    ``launch.index``), ``launch_indices`` ([launch_index]), ``kernel`` (demangled), ``duration_ns``,
     ``stall_samples`` {reason: int|null} (every ncu reason, ``warpgroup_arrive`` included,
     ``gmma`` where sampled), ``stall_share`` {reason: float} (sums to 1),
     ``stall_cycles_per_issue`` {reason: float|null}, ``short_scoreboard`` {samples, share,
     cycles_per_issue, by_class: {class: samples}}, ``barriers`` {static: {opcode: count},
-    executed: {opcode: count}}, ``tensor_pipe_pct``, ``tensor_path`` ("hmma"/"gmma"/"mixed"/
+    executed: {opcode: count}}, ``tensor_pipe_pct`` (% of the tensor path's own peak), ``tensor_roof_pct``
+    (achieved tensor FLOP/s, % of the GPU's dense tensor roof, wgmma on Hopper, at the report's clock),
+    ``tensor_path`` ("hmma"/"gmma"/"mixed"/
     "none"/null), ``tensor_inst`` {hmma, hgmma}, ``roofline`` {flops, flops_by_path, bytes:
-    {l1, l2, dram, smem}, intensity: {l1, l2, dram, smem}, achieved_tflops, attainable_tflops:
-    {l1, l2, dram, smem}, ceilings: {tensor_hmma_tflops, tensor_hgmma_tflops, fp32_tflops,
-    fp16_tflops, compute_tflops, bandwidth_bytes_per_s: {l1, l2, dram, smem}}, smem:
+    {l1, l2, dram, smem}, intensity: {l1, l2, dram, smem} (total FLOPs / bytes), achieved_tflops,
+    flops_tensor, intensity_tensor: {level} (tensor FLOPs / bytes: ncu's definition),
+    achieved_tensor_tflops, compute_pipe (tensor|fp32|fp16: the pipe carrying most FLOPs, whose roof is
+    compute_tflops; pipes are never blended), attainable_tflops: {l1, l2, dram, smem} (min(compute roof,
+    compute-pipe intensity x bandwidth)), ceilings: {tensor_hmma_tflops, tensor_hgmma_tflops,
+    tensor_tflops (the path used), tensor_dense_tflops (the GPU's dense tensor roof), fp32_tflops,
+    fp16_tflops, compute_tflops, bandwidth_bytes_per_s: {l1, l2, dram, smem}, clock_hz: {sm, l1, l2,
+    dram, smem} (the clock each roof uses: compute roofs the SM clock)}, smem:
     {bytes_by_op: {ld, st, ldsm, stsm, ldgsts, gmma, atom}, ldsm: {wavefronts, bank_conflicts,
     ways}}} (smem = shared memory, ``sm__sass_data_bytes_mem_shared``; null on reports without
     it), ``opcode_waits`` [{class, samples, share, top_reason}] by samples, ``who_waits`` [{class, reason, samples, share, top_opcode,
-    top_address, top_sass}] (non-zero cells), ``top_instructions`` [{address, offset, sass, class,
-    samples, top_reason}], ``launch`` {index, grid, block, cluster, registers_per_thread,
+    top_address, top_sass}] (non-zero cells), ``waits_on`` [{class, opcode, reason, producer_class,
+    producer_opcode, samples, share}] (every row), ``waits_on_unresolved`` {reason: samples},
+    ``top_instructions`` [{address, offset, sass, class, samples, top_reason, kernel}], ``launch`` {index, grid, block, cluster, registers_per_thread,
     shared_mem_bytes, waves_per_sm, achieved_occupancy_pct}, ``device`` {name, cc, sm_count},
     ``regions`` [{name, source: declared|inferred, stall_samples {reason: int}, samples, share,
     inst_executed, pcs, inherited_samples}] (source regions, :mod:`profiler.analyze.regions`; they sum
@@ -50,6 +67,10 @@ def summarize_launch(launch, top: int = 10) -> dict:
     nulls and its own ``missing`` without it),
     ``missing`` [{field, section}]: every null above, with the ncu section that would supply it.
     """
+    return validate_summary(_summary(launch, top))
+
+
+def _summary(launch, top: int) -> dict:
     gone: list[dict] = []
 
     sb = stall_breakdown(launch)
@@ -82,6 +103,7 @@ def summarize_launch(launch, top: int = 10) -> dict:
     return {
         "report": launch.report,
         "launch_index": int(launch.index),
+        "launch_indices": [int(launch.index)],
         "kernel": launch.kernel,
         "duration_ns": py(duration),
         "stall_samples": stall_samples,
@@ -98,6 +120,7 @@ def summarize_launch(launch, top: int = 10) -> dict:
             "executed": {o: py(e) for o, e in zip(bar["opcode"], bar["executed"])},
         },
         "tensor_pipe_pct": py(t["tensor_pipe_pct"]),
+        "tensor_roof_pct": q["tensor_roof_pct"],
         "tensor_path": t["path"],
         "tensor_inst": {"hmma": py(t["hmma_inst"]), "hgmma": py(t["hgmma_inst"])},
         "roofline": {
@@ -111,6 +134,10 @@ def summarize_launch(launch, top: int = 10) -> dict:
             "bytes": {lv: q[f"bytes_{lv}"] for lv in LEVELS},
             "intensity": {lv: q[f"intensity_{lv}"] for lv in LEVELS},
             "achieved_tflops": _tflops(q["achieved_flops_per_second"]),
+            "flops_tensor": q["flops_tensor"],
+            "intensity_tensor": {lv: q[f"intensity_tensor_{lv}"] for lv in LEVELS},
+            "achieved_tensor_tflops": _tflops(q["achieved_tensor_flops_per_second"]),
+            "compute_pipe": compute_pipe(_flops_of(q), None)[0],
             "attainable_tflops": {lv: _tflops(q[f"attainable_{lv}"]) for lv in LEVELS},
             "ceilings": {
                 "tensor_hmma_tflops": _tflops(q["ceiling_tensor_hmma"]),
@@ -118,7 +145,10 @@ def summarize_launch(launch, top: int = 10) -> dict:
                 "fp32_tflops": _tflops(q["ceiling_fp32"]),
                 "fp16_tflops": _tflops(q["ceiling_fp16"]),
                 "compute_tflops": _tflops(q["ceiling_compute"]),
+                "tensor_tflops": _tflops(q["ceiling_tensor"]),
+                "tensor_dense_tflops": _tflops(q["ceiling_tensor_dense"]),
                 "bandwidth_bytes_per_s": {lv: q[f"ceiling_bandwidth_{lv}"] for lv in LEVELS},
+                "clock_hz": {u: q[f"clock_{u}_hz"] for u in CLOCKS},
             },
             "smem": {
                 "bytes_by_op": {op: q[f"bytes_smem_{op}"] for op in SMEM_OPS},
@@ -156,13 +186,14 @@ def summarize_launch(launch, top: int = 10) -> dict:
                 "share": float(sh),
             }
             for c, op, r, pc, po, s, sh in zip(
-                wo["class"].head(20), wo["opcode"], wo["reason"], wo["producer_class"],
+                wo["class"], wo["opcode"], wo["reason"], wo["producer_class"],
                 wo["producer_opcode"], wo["samples"], wo["share"],
             )
         ],
         "waits_on_unresolved": {r: round(float(v), 3) for r, v in wo.attrs.get("unresolved", {}).items()},
         "top_instructions": [
-            {"address": int(a), "offset": int(o), "sass": tx, "class": c, "samples": int(s), "top_reason": r}
+            {"address": int(a), "offset": int(o), "sass": tx, "class": c, "samples": int(s), "top_reason": r,
+             "kernel": launch.kernel}
             for a, o, tx, c, s, r in zip(
                 ti["address"], ti["offset"], ti["sass"], ti["opcode_class"], ti["samples"], ti["top_reason"]
             )

@@ -167,7 +167,7 @@ def _render_migration(m, console) -> None:
         console.print(Panel(w["message"], title="confound", border_style="yellow"))
     t = Table(title="Bottleneck migration", title_justify="left")
     for c in ("version", "duration", "TFLOPS", "vs prev", "top waiter", "share [95%]", "tensor path", "tensor pipe",
-              "SSC"):
+              "tensor roof", "SSC"):
         t.add_column(c, justify="left" if c in ("version", "top waiter", "tensor path") else "right")
     for r in m.table.to_dict(orient="records"):
         top = f"{r['top_class']}·{r['top_reason']}" if r["top_class"] else "—"
@@ -178,7 +178,8 @@ def _render_migration(m, console) -> None:
         t.add_row(r["version"], fmt_ns(r["duration_ns"]), _num(r["tflops"] if r["tflops"] is not None else r["tflops_counted"], "{:.0f}"),
                   _num(r["speedup_prev"], "{:.2f}x"), top,
                   f"{_pct(r['top_share'])} [{_pct(r['top_lo'])}, {_pct(r['top_hi'])}]",
-                  _num(r["tensor_path"]), _num(r["tensor_pipe_pct"], "{:.1f}%"), _pct(r["ssc_share"]))
+                  _num(r["tensor_path"]), _num(r["tensor_pipe_pct"], "{:.1f}%"),
+                  _num(r.get("tensor_roof_pct"), "{:.1f}%"), _pct(r["ssc_share"]))
     console.print(t)
     if len(m.regions):
         rt = Table(title="Source regions per version (share of samples)", title_justify="left")

@@ -105,23 +105,42 @@ def bench_cmd(
     warmup: int = typer.Option(5, "--warmup", help="untimed calls first"),
     out: Optional[str] = typer.Option(None, "--out", help="folder for the JSON/CSV (default reports/<gpu>/bench)"),
     force: bool = typer.Option(False, "--force", help="overwrite an existing result file"),
+    repeat: int = typer.Option(1, "--repeat", help="rounds of timing, interleaved over the rows; N >= 2 measures "
+                                                   "the run-to-run spread (ms_runs) that --compare and check use"),
+    compare: Optional[list[str]] = typer.Option(None, "--compare", help="earlier bench .json (one per shape): "
+                                                "noise-aware verdict per row (slower / faster / within noise)"),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Time versions and torch baselines in one run (GPU); save reports/<gpu>/bench/<date>-<shape>.json + .csv."""
     from pathlib import Path
 
     from kernels import bench
+    from profiler.check import inputs as check_inputs
+    from profiler.check import timing
 
+    prev = {}
+    for path in compare or []:  # read before any GPU time: a missing file is an error, not a pass
+        b = check_inputs.read_bench(path)
+        prev[b.shape] = b
     quiet = fmt != Format.table
     results = bench.run(names, shape, baselines=baselines, reps=reps, warmup=warmup,
                         out_dir=Path(out) if out else None, force=force,
-                        log=(lambda *_: None) if quiet else typer.echo)
+                        log=(lambda *_: None) if quiet else typer.echo, repeat=repeat)
     rows = []
     for _shape, shape_rows, path in results:
         for r in shape_rows:
             rows.append(bench._finite(bench.asdict(r)))
         if not quiet:
             typer.echo(f"wrote {path} (+ .csv)")
+    columns = ["implementation", "shape", "ms", "tflops", "rel_err", "snr_db", "pct_sdpa_flash", "pct_sdpa_cudnn", "note"]
+    if compare:
+        for key, b in prev.items():
+            cur = [r for r in rows if r["shape"] == key]
+            for res in timing.compare_bench(list(b.rows.values()), cur):
+                for r in cur:
+                    if r["implementation"] == res["implementation"]:
+                        r["vs_prev"] = timing.verdict_text(res) if fmt == Format.table else res
+        columns.append("vs_prev")
     if fmt == Format.table:
         for r in rows:
             for key, digits in (("ms", 4), ("tflops", 1), ("snr_db", 1), ("pct_sdpa_flash", 1), ("pct_sdpa_cudnn", 1)):
@@ -129,8 +148,7 @@ def bench_cmd(
                     r[key] = round(r[key], digits)
             if r.get("rel_err") is not None:
                 r["rel_err"] = f"{r['rel_err']:.2e}"
-    _emit(rows, fmt, ["implementation", "shape", "ms", "tflops", "rel_err", "snr_db", "pct_sdpa_flash",
-                      "pct_sdpa_cudnn", "note"], "whowaits bench")
+    _emit(rows, fmt, columns, "whowaits bench")
 
 
 @app.command("tune")

@@ -217,22 +217,28 @@ def render_tables(summaries: list[dict], top: int = 10) -> None:
         rl = s["roofline"]
         ti = s["tensor_inst"]
         con.print(
-            f"[bold]Tensor cores[/bold]: pipe {_num(s['tensor_pipe_pct'], '{:.1f}')}% active · path "
+            f"[bold]Tensor cores[/bold]: pipe {_num(s['tensor_pipe_pct'], '{:.1f}')}% active (of its path's peak) · "
+            f"{_num(s.get('tensor_roof_pct'), '{:.1f}')}% of the dense tensor roof "
+            f"({_num(rl['ceilings'].get('tensor_dense_tflops'), '{:.0f}')} TFLOP/s) · path "
             f"{s['tensor_path'] or '—'} (HMMA {_num(ti['hmma'])}, HGMMA {_num(ti['hgmma'])} executed)"
         )
         con.print(
             f"[bold]Roofline[/bold]: {_si(rl['flops'], 'FLOP')} → {_num(rl['achieved_tflops'], '{:.1f}')} "
-            f"TFLOP/s achieved, compute roof {_num(rl['ceilings']['compute_tflops'], '{:.1f}')} TFLOP/s"
+            f"TFLOP/s achieved, compute roof {_num(rl['ceilings']['compute_tflops'], '{:.1f}')} TFLOP/s "
+            f"(the {rl.get('compute_pipe') or '—'} pipe's, at SM clock "
+            f"{_si((rl['ceilings'].get('clock_hz') or {}).get('sm'), 'Hz')}; pipes are not blended)"
         )
         t = _table(
             "Roofline by memory level",
-            [("level", "left"), ("bytes", "right"), ("FLOP/byte", "right"), ("bandwidth roof", "right"), ("attainable TFLOP/s", "right")],
+            [("level", "left"), ("bytes", "right"), ("FLOP/byte", "right"), ("tensor FLOP/byte", "right"),
+             ("bandwidth roof", "right"), ("attainable TFLOP/s", "right")],
         )
         for lv in ("smem", "l1", "l2", "dram"):
             if lv not in rl["bytes"]:
                 continue
             t.add_row(
                 "SMEM" if lv == "smem" else lv.upper(), _si(rl["bytes"][lv], "B"), _num(rl["intensity"][lv], "{:,.1f}"),
+                _num((rl.get("intensity_tensor") or {}).get(lv), "{:,.1f}"),
                 _si(rl["ceilings"]["bandwidth_bytes_per_s"][lv], "B/s"), _num(rl["attainable_tflops"][lv], "{:.1f}"),
             )
         con.print(t)

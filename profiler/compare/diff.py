@@ -16,11 +16,12 @@ import pandas as pd
 
 from profiler.compare import stats
 from profiler.errors import WhowaitsError
+from profiler.names import LEVELS, NOT_WAITING
+from profiler.schema import Summary
 
-NOT_WAITING = ("selected", "not_selected")
-"""Reasons that are not a wait on another instruction (``selected``: the warp issued;
-``not_selected``: it was eligible but another warp issued). They stay in every table but are
-never named the *top waiter*."""
+# NOT_WAITING (profiler.names): reasons that are not a wait on another instruction (``selected``: the
+# warp issued; ``not_selected``: it was eligible but another warp issued). They stay in every table but
+# are never named the *top waiter*.
 
 PHASE_COLUMNS = ["phase", "share_a", "share_b", "delta", "duration_ns_a", "duration_ns_b", "significant"]
 
@@ -42,8 +43,10 @@ class Diff:
       class ``all``, is SSC's share of all samples); shares of the class rows are of all samples.
     - ``barriers``: kind (static|executed), opcode, a, b, ratio (b / a; None where a is 0 or unknown),
       significant (static: any difference, the counts are exact; executed: beyond the ±5% band).
-    - ``metrics``: metric, a, b, ratio, significant: duration, TFLOPS, tensor pipe %, tensor path,
-      FLOPs, bytes and intensity per level, stall cycles per issue, launch shape. Counters are one
+    - ``metrics``: metric, a, b, ratio, significant: duration, TFLOPS, tensor pipe % (of the path's own
+      peak), tensor roof % (of the GPU's dense tensor roof: one scale for both paths), compute roof, tensor path,
+      FLOPs, bytes and intensity per level (L1, L2, DRAM and shared memory), LDSM conflict ways and
+      bank conflicts, stall cycles per issue, launch shape. Counters are one
       run each, so a change counts as significant beyond the run-to-run band
       (:data:`~profiler.compare.stats.DURATION_NOISE`, ±5%); None where a side is unknown.
     - ``regions``: region, source_a, source_b + :data:`SHARE_COLUMNS`: samples by source region (summary
@@ -212,23 +215,27 @@ def _beyond_noise(a, b, noise: float = stats.DURATION_NOISE):
     return abs(float(b) / float(a) - 1.0) > noise
 
 
-def _metrics(sa: dict, sb: dict) -> pd.DataFrame:
+def _metrics(sa: Summary, sb: Summary) -> pd.DataFrame:
     ra, rb = sa.get("roofline") or {}, sb.get("roofline") or {}
     dur = stats.duration_change(sa.get("duration_ns"), sb.get("duration_ns"))
     rows = [("duration_ns", sa.get("duration_ns"), sb.get("duration_ns"), dur["ratio"], dur["significant"]),
             ("achieved_tflops", ra.get("achieved_tflops"), rb.get("achieved_tflops"), None, None),
             ("tensor_pipe_pct", sa.get("tensor_pipe_pct"), sb.get("tensor_pipe_pct"), None, None),
+            ("tensor_roof_pct", sa.get("tensor_roof_pct"), sb.get("tensor_roof_pct"), None, None),
+            ("compute_roof_tflops", (ra.get("ceilings") or {}).get("compute_tflops"),
+             (rb.get("ceilings") or {}).get("compute_tflops"), None, None),
             ("tensor_path", sa.get("tensor_path"), sb.get("tensor_path"), None, None),
             ("flops", ra.get("flops"), rb.get("flops"), None, None)]
-    for lv in ("l1", "l2", "dram"):
+    for lv in LEVELS:
         rows.append((f"bytes_{lv}", (ra.get("bytes") or {}).get(lv), (rb.get("bytes") or {}).get(lv), None, None))
-    for lv in ("l1", "l2", "dram"):
+    for lv in LEVELS:
         rows.append((f"intensity_{lv}", (ra.get("intensity") or {}).get(lv), (rb.get("intensity") or {}).get(lv),
                      None, None))
-    cpi_a, cpi_b = sa.get("stall_cycles_per_issue"), sb.get("stall_cycles_per_issue")
-    if isinstance(cpi_a, dict) or isinstance(cpi_b, dict):
-        cpi_a = sum(v for v in (cpi_a or {}).values() if v is not None) if cpi_a else None
-        cpi_b = sum(v for v in (cpi_b or {}).values() if v is not None) if cpi_b else None
+    la_, lb_ = ((r.get("smem") or {}).get("ldsm") or {} for r in (ra, rb))
+    rows.append(("ldsm_conflict_ways", la_.get("ways"), lb_.get("ways"), None, None))
+    rows.append(("ldsm_bank_conflicts", la_.get("bank_conflicts"), lb_.get("bank_conflicts"), None, None))
+    cpi_a, cpi_b = (None if c is None else sum(v for v in c.values() if v is not None)
+                    for c in (sa.get("stall_cycles_per_issue"), sb.get("stall_cycles_per_issue")))
     rows.append(("stall_cycles_per_issue", cpi_a, cpi_b, None, None))
     la, lb = sa.get("launch") or {}, sb.get("launch") or {}
     for k in ("registers_per_thread", "shared_mem_bytes", "achieved_occupancy_pct", "waves_per_sm"):
@@ -252,13 +259,6 @@ def _waits_on_rows(summary: dict) -> dict:
         k = (r["class"], r["reason"], r["producer_opcode"])
         out[k] = out.get(k, 0.0) + (r.get("samples") or 0)
     return {k: int(round(v)) for k, v in out.items()}
-
-
-def _by_class(ssc: dict) -> dict:
-    bc = (ssc or {}).get("by_class")
-    if isinstance(bc, dict):
-        return {k: v if not isinstance(v, dict) else v.get("samples", 0) for k, v in bc.items()}
-    return {r["class"]: r.get("samples") or 0 for r in bc or []}
 
 
 def _region_frame(a: dict, b: dict, na: int, nb: int) -> pd.DataFrame:
@@ -365,7 +365,7 @@ def verdict(label_a: str, label_b: str, sa: dict, sb: dict, top_a: dict | None, 
     return f"{head}; {tail}{extra}."
 
 
-def diff(a: dict, b: dict, label_a: str = "A", label_b: str = "B", warnings: list | None = None) -> Diff:
+def diff(a: Summary, b: Summary, label_a: str = "A", label_b: str = "B", warnings: list | None = None) -> Diff:
     """Compare summary ``b`` against summary ``a`` (one launch each, or merged launches).
 
     ``warnings`` (the confound guard's findings) are carried into the result untouched.
@@ -392,7 +392,7 @@ def diff(a: dict, b: dict, label_a: str = "A", label_b: str = "B", warnings: lis
 
     ssc_a, ssc_b = a.get("short_scoreboard") or {}, b.get("short_scoreboard") or {}
     head = _share_frame(["class"], {"all": ssc_a.get("samples") or 0}, {"all": ssc_b.get("samples") or 0}, na, nb)
-    per = _share_frame(["class"], _by_class(ssc_a), _by_class(ssc_b), na, nb)
+    per = _share_frame(["class"], ssc_a.get("by_class") or {}, ssc_b.get("by_class") or {}, na, nb)
     ssc = pd.concat([head, per], ignore_index=True) if len(per) else head
     ssc["cycles_per_issue_a"] = [ssc_a.get("cycles_per_issue")] + [None] * (len(ssc) - 1)
     ssc["cycles_per_issue_b"] = [ssc_b.get("cycles_per_issue")] + [None] * (len(ssc) - 1)

@@ -2,15 +2,21 @@
 
 A kernel filter may match several launches of a report (several kernels of one forward, or many
 launches of one kernel). Comparing versions then means comparing their totals: sampled stalls add
-up, as do durations, FLOPs and bytes; shares, intensities and achieved TFLOPS are recomputed from
-the sums; utilisations are duration-weighted means. A single launch is returned unchanged.
+up, as do durations, FLOPs, bytes, instruction counts and who-waits-on-whom samples; shares,
+intensities, achieved and attainable TFLOPS and LDSM conflict ways are recomputed from the sums;
+utilisations are duration-weighted means; ``tensor_roof_pct`` is the summed tensor FLOPs over the
+summed time against the first launch's dense tensor roof. The result has the schema of a single launch
+(:class:`profiler.schema.Summary`); values that do not add up are ``None`` (``launch_index``,
+``launch``, ``stall_cycles_per_issue``, ``short_scoreboard.cycles_per_issue``). A single launch is
+returned unchanged.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-LEVELS = ("l1", "l2", "dram", "smem")
+from profiler.names import LEVELS, SMEM_OPS
+from profiler.schema import Summary, validate_summary
 
 
 def _sum(values):
@@ -28,34 +34,98 @@ def _add_dicts(dicts):
     return dict(out)
 
 
+def _sum_keys(dicts: list[dict], keys) -> dict:
+    """Per key: the sum over ``dicts`` (None when any launch lacks it)."""
+    return {k: _sum([(d or {}).get(k) for d in dicts]) for k in keys}
+
+
 def _shares(samples: dict, total: float | None) -> dict:
     return {k: (v / total if total else 0.0) for k, v in samples.items()}
 
 
-def _regroup(rows_list, keys, total, top_reason_from=None):
-    acc: dict = defaultdict(int)
+def _regroup(rows_list, keys, total, carry=()):
+    """Rows of several launches summed by ``keys``; ``carry`` fields come from the launch row with
+    the most samples of that key (e.g. the instruction the most samples of a class x reason sit on)."""
+    acc: dict = defaultdict(float)
+    best: dict = {}
     for rows in rows_list:
         for r in rows or []:
-            acc[tuple(r.get(k) for k in keys)] += r.get("samples") or 0
+            key = tuple(r.get(k) for k in keys)
+            n = r.get("samples") or 0
+            acc[key] += n
+            if carry and (key not in best or n > best[key][0]):
+                best[key] = (n, {c: r.get(c) for c in carry})
     out = []
     for key, samples in sorted(acc.items(), key=lambda kv: -kv[1]):
         row = dict(zip(keys, key))
         row["samples"] = samples
         row["share"] = samples / total if total else 0.0
+        row.update(best.get(key, (0, {c: None for c in carry}))[1])
         out.append(row)
-    if top_reason_from is not None:
-        for row in out:
-            cands = [w for w in top_reason_from if w["class"] == row["class"]]
-            row["top_reason"] = max(cands, key=lambda w: w["samples"])["reason"] if cands else None
     return out
 
 
-def merge_launches(launches: list[dict]) -> dict:
-    """One summary standing for all ``launches`` (DESIGN.md's ``show`` objects).
+def _ints(rows: list[dict]) -> list[dict]:
+    for r in rows:
+        r["samples"] = int(round(r["samples"]))
+    return rows
+
+
+def _top_reason(rows: list[dict], who: list[dict]) -> list[dict]:
+    for row in rows:
+        cands = [w for w in who if w["class"] == row["class"]]
+        row["top_reason"] = max(cands, key=lambda w: w["samples"])["reason"] if cands else None
+    return rows
+
+
+def _roofline(roofs: list[dict], dur) -> dict:
+    flops = _sum([r.get("flops") for r in roofs])
+    tensor = _sum([r.get("flops_tensor") for r in roofs])
+    by_path = _add_dicts([r.get("flops_by_path") for r in roofs])
+    nbytes = _sum_keys([r.get("bytes") for r in roofs], LEVELS)
+
+    def per_byte(v):
+        return {lv: (v / b if v is not None and b else None) for lv, b in nbytes.items()}
+
+    ceilings = roofs[0].get("ceilings")
+    pipes = list(dict.fromkeys(r.get("compute_pipe") for r in roofs))
+    pipe = pipes[0] if len(pipes) == 1 else None  # launches on different pipes: no one roof
+    pipe_flops = tensor if pipe == "tensor" else (by_path or {}).get(pipe) if pipe else None
+    compute = (ceilings or {}).get("compute_tflops") if pipe else None
+    bws = (ceilings or {}).get("bandwidth_bytes_per_s") or {}
+    pipe_int = per_byte(pipe_flops)
+    attainable = {lv: (min(compute, pipe_int[lv] * bws[lv] / 1e12)
+                       if compute is not None and pipe_int[lv] is not None and bws.get(lv) else None)
+                  for lv in LEVELS}
+    smems = [r.get("smem") or {} for r in roofs]
+    ldsm = _sum_keys([s.get("ldsm") for s in smems], ("wavefronts", "bank_conflicts"))
+    wf, bc = ldsm["wavefronts"], ldsm["bank_conflicts"]
+    ldsm["ways"] = wf / (wf - bc) if wf is not None and bc is not None and wf - bc > 0 else None
+    return {
+        "flops": flops,
+        "flops_by_path": by_path,
+        "bytes": nbytes,
+        "intensity": per_byte(flops),
+        "achieved_tflops": (flops / dur / 1e3 if flops is not None and dur else None),
+        "flops_tensor": tensor,
+        "intensity_tensor": per_byte(tensor),
+        "achieved_tensor_tflops": (tensor / dur / 1e3 if tensor is not None and dur else None),
+        "compute_pipe": pipe,
+        "attainable_tflops": attainable,
+        "ceilings": ceilings,
+        "smem": {"bytes_by_op": _sum_keys([s.get("bytes_by_op") for s in smems], SMEM_OPS), "ldsm": ldsm},
+    }
+
+
+def merge_launches(launches: list[Summary]) -> Summary:
+    """One summary standing for all ``launches`` (each a :class:`~profiler.schema.Summary`), itself a
+    :class:`~profiler.schema.Summary`.
 
     ``kernel`` joins the distinct names with `` + ``; ``launch_indices`` lists the merged launches;
-    ``launch`` (a launch's shape) is None, since launches may differ. ``top_instructions`` are concatenated and re-sorted (addresses of different
-    kernels are kept apart by their ``kernel`` key).
+    ``launch`` (a launch's shape) is None, since launches may differ; ``ceilings`` and ``device`` are the
+    first launch's. ``who_waits``, ``opcode_waits``, ``waits_on`` and the SSC ``by_class`` are summed by
+    their keys (``who_waits``' top instruction is that of the launch with the most samples in the row);
+    ``top_instructions`` are concatenated and re-sorted (each names its ``kernel``).
     """
     if not launches:
         raise ValueError("no launches to merge")
@@ -64,9 +134,10 @@ def merge_launches(launches: list[dict]) -> dict:
     L = launches
     merged: dict = {}
     names = list(dict.fromkeys(x.get("kernel") for x in L))
-    merged["kernel"] = " + ".join(str(n) for n in names)
     merged["report"] = L[0].get("report")
-    merged["launch_indices"] = [x.get("launch_index", i) for i, x in enumerate(L)]
+    merged["launch_index"] = None
+    merged["launch_indices"] = [i for x in L for i in (x.get("launch_indices") or [x.get("launch_index")])]
+    merged["kernel"] = " + ".join(str(n) for n in names)
     merged["duration_ns"] = _sum([x.get("duration_ns") for x in L])
     samples = _add_dicts([{k: v or 0 for k, v in (x.get("stall_samples") or {}).items()} for x in L])
     merged["stall_samples"] = samples
@@ -75,12 +146,10 @@ def merge_launches(launches: list[dict]) -> dict:
     merged["stall_cycles_per_issue"] = None  # a ratio per launch: not additive without issue counts
     ssc = [x.get("short_scoreboard") or {} for x in L]
     ssc_samples = _sum([s.get("samples") for s in ssc])
-    by_class = _regroup([s.get("by_class") if isinstance(s.get("by_class"), list) else
-                         [{"class": k, "samples": v} for k, v in (s.get("by_class") or {}).items()] for s in ssc],
-                        ("class",), ssc_samples)
     merged["short_scoreboard"] = {"samples": ssc_samples,
                                   "share": (ssc_samples / total if total and ssc_samples is not None else None),
-                                  "cycles_per_issue": None, "by_class": by_class}
+                                  "cycles_per_issue": None,
+                                  "by_class": _add_dicts([s.get("by_class") or {} for s in ssc])}
     static, seen = [], set()
     for x in L:  # static counts belong to a kernel's code: count each distinct kernel once
         if x.get("kernel") not in seen:
@@ -96,25 +165,20 @@ def merge_launches(launches: list[dict]) -> dict:
                                  if None not in pcts and sum(durs) else None)
     paths = list(dict.fromkeys(x.get("tensor_path") for x in L))
     merged["tensor_path"] = paths[0] if len(paths) == 1 else "+".join(str(p) for p in paths)
-    roofs = [x.get("roofline") or {} for x in L]
-    flops = _sum([r.get("flops") for r in roofs])
-    nbytes = {lv: _sum([(r.get("bytes") or {}).get(lv) for r in roofs]) for lv in LEVELS}
-    dur = merged["duration_ns"]
-    merged["roofline"] = {
-        "flops": flops,
-        "flops_by_path": _add_dicts([r.get("flops_by_path") for r in roofs]),
-        "bytes": nbytes,
-        "intensity": {lv: (flops / b if flops is not None and b else None) for lv, b in nbytes.items()},
-        "achieved_tflops": (flops / dur / 1e3 if flops is not None and dur else None),
-        "ceilings": roofs[0].get("ceilings"),
-    }
-    who = _regroup([x.get("who_waits") for x in L], ("class", "reason"), total)
+    merged["tensor_inst"] = _sum_keys([x.get("tensor_inst") for x in L], ("hmma", "hgmma"))
+    merged["roofline"] = rl = _roofline([x.get("roofline") or {} for x in L], merged["duration_ns"])
+    dense = (rl["ceilings"] or {}).get("tensor_dense_tflops")
+    merged["tensor_roof_pct"] = (100.0 * rl["achieved_tensor_tflops"] / dense
+                                 if rl["achieved_tensor_tflops"] is not None and dense else None)
+    who = _ints(_regroup([x.get("who_waits") for x in L], ("class", "reason"), total,
+                         carry=("top_opcode", "top_address", "top_sass")))
+    merged["opcode_waits"] = _top_reason(_ints(_regroup([x.get("opcode_waits") for x in L], ("class",), total)), who)
     merged["who_waits"] = who
-    merged["opcode_waits"] = _regroup([x.get("opcode_waits") for x in L], ("class",), total, top_reason_from=who)
-    tops = []
-    for x in L:
-        for t in x.get("top_instructions") or []:
-            tops.append({**t, "kernel": x.get("kernel")})
+    merged["waits_on"] = _regroup([x.get("waits_on") for x in L],
+                                  ("class", "opcode", "reason", "producer_class", "producer_opcode"), total)
+    merged["waits_on_unresolved"] = dict(_add_dicts([{k: float(v) for k, v in (x.get("waits_on_unresolved") or {}).items()}
+                                                     for x in L]) or {})
+    tops = [{**t, "kernel": t.get("kernel") or x.get("kernel")} for x in L for t in x.get("top_instructions") or []]
     merged["top_instructions"] = sorted(tops, key=lambda t: -(t.get("samples") or 0))[:20]
     regs: dict = {}
     for x in L:  # by (name, source): declared and inferred regions are never added together
@@ -137,4 +201,4 @@ def merge_launches(launches: list[dict]) -> dict:
         for m in x.get("missing") or []:
             missing[(m.get("field"), m.get("section"))] = m
     merged["missing"] = list(missing.values())
-    return merged
+    return validate_summary(merged)

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from profiler.compare import stats
+from profiler.names import LEVELS, PATH_COUNTER
 from profiler.compare.diff import diff, records, top_waiter, total_samples
 
-LEVELS = ("l1", "l2", "dram", "smem")
 
 
 @dataclass
@@ -32,7 +32,9 @@ class Migration:
       top_producer (for a scoreboard stall: the base opcode of the instruction most of them wait on,
       e.g. LDSM; None otherwise),
       top_share, top_lo, top_hi (Wilson interval),
-      tensor_path, tensor_pipe_pct, ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem,
+      tensor_path, tensor_pipe_pct (% of the path's own peak), tensor_roof_pct (% of the GPU's dense
+      tensor roof at the report's clock: one scale for every path), compute_roof_tflops (the roof of
+      the pipe carrying most FLOPs), ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem,
       title, change, expected_bottleneck (from the sidecar; empty for external subjects:
       the hypothesis to hold against top_class/top_reason), step (the sentence
       of the step that led to this version; empty for the first).
@@ -76,7 +78,7 @@ class Migration:
         return out
 
 
-PATH_CEILING = {"hmma": "tensor_hmma_tflops", "gmma": "tensor_hgmma_tflops", "hgmma": "tensor_hgmma_tflops"}
+PATH_CEILING = {path: f"tensor_{counter}_tflops" for path, counter in PATH_COUNTER.items()}
 """Which ceiling of ``roofline.ceilings`` is the roof of each tensor path (other paths:
 ``compute_tflops``, the analysis' ceiling for the mix of FLOPs the kernel ran)."""
 
@@ -159,6 +161,8 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "top_producer": top.get("producer") if top else None,
             "top_share": top["share"] if top else None, "top_lo": lo, "top_hi": hi,
             "tensor_path": s.get("tensor_path"), "tensor_pipe_pct": s.get("tensor_pipe_pct"),
+            "tensor_roof_pct": s.get("tensor_roof_pct"),
+            "compute_roof_tflops": ((roof.get("ceilings") or {}).get("compute_tflops")),
             "ssc_share": (ssc / n if ssc is not None and n else None),
             **{f"intensity_{lv}": inten.get(lv) for lv in LEVELS},
             "title": meta.get("title") or "", "change": meta.get("change") or "",

@@ -1,0 +1,85 @@
+"""Regenerate the README's ladder table from one bench run: ``python -m kernels.readme_table DATE``.
+
+Reads ``reports/h200/bench/<DATE>-<shape>.json`` for the two target shapes and rewrites the block between
+``<!-- ladder-table`` and ``<!-- /ladder-table -->`` in README.md (tests/test_readme.py checks it against
+the same JSON): one row per ladder version in the run, then the SDPA flash and cuDNN baselines; the best
+ladder version of each column in bold. The one-line change of each row is ``CHANGES`` below.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = ("b1_h64_s1024_d128_fp16", "b4_h16_s4096_d128_fp16")
+CHANGES = {
+    "v01_naive": "CUDA cores, global memory, online softmax",
+    "v02_smem_tiling": "K/V tiles in shared memory (CUDA cores)",
+    "v03_tensor_cores": "mma.sync m16n8k16 + ldmatrix, FA2 warp layout",
+    "v04_swizzle_cp_async": "XOR-swizzled shared memory + cp.async",
+    "v05_double_buffer": "K/V double buffering, eager loads",
+    "v06_softmax_fusion": "exp2 with the scale in one FFMA, 1/l at the end, first rescale skipped",
+    "v07_tuned": "the auto-tuner's best config of v06 (128×64 tiles, 4 warps, 2 stages)",
+    "v08_tma_mbarrier": "TMA loads into a 2-stage mbarrier ring (full/empty barriers), mma.sync unchanged",
+    "v09_wgmma": "wgmma: QKᵀ SS + PV RS, 2 warpgroups × 64 rows, 128×128 tiles",
+    "sdpa-flash": "torch SDPA, FlashAttention-2 backend",
+    "sdpa-cudnn": "torch SDPA, cuDNN backend (wgmma)",
+}
+
+
+def table(date: str) -> str:
+    benches = []
+    for shape in SHAPES:
+        data = json.loads((ROOT / "reports/h200/bench" / f"{date}-{shape}.json").read_text())
+        benches.append({r["implementation"]: r for r in data["rows"]})
+    versions = sorted(v for v in benches[0] if re.match(r"v\d\d_", v))
+    names = versions + ["sdpa-flash", "sdpa-cudnn"]
+    cells = {n: [] for n in names}
+    for bench in benches:
+        flash, cudnn = bench["sdpa-flash"]["tflops"], bench["sdpa-cudnn"]["tflops"]
+        for n in names:
+            t = bench[n]["tflops"]
+            cells[n].append([t, 100 * t / flash, 100 * t / cudnn])
+    best = [max(cells[v][s][c] for v in versions) for s in range(len(SHAPES)) for c in range(3)]
+    lines = [
+        f"<!-- ladder-table: generated from reports/h200/bench/{date}-*.json by python -m kernels.readme_table "
+        f"{date}; tests/test_readme.py checks it -->",
+        "| version | change | TFLOPS b1_h64_s1024 | % SDPA flash | % cuDNN | TFLOPS b4_h16_s4096 | % SDPA flash | % cuDNN |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for n in names:
+        row = []
+        for s in range(len(SHAPES)):
+            for c in range(3):
+                v = cells[n][s][c]
+                text = f"{v:.1f}"
+                row.append(f"**{text}**" if n in versions and v == best[3 * s + c] and (c < 2 or v > 100) else text)
+        lines.append(f"| {n} | {CHANGES.get(n, '')} | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1 or not re.fullmatch(r"\d{4}-\d\d-\d\d", argv[0]):
+        print("usage: python -m kernels.readme_table YYYY-MM-DD (the bench run's date prefix)", file=sys.stderr)
+        return 2
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    head, rest = text.split("<!-- ladder-table", 1)
+    _, tail = rest.split("<!-- /ladder-table -->", 1)
+    try:
+        new = head + table(argv[0]) + "<!-- /ladder-table -->" + tail
+    except FileNotFoundError as err:
+        print(f"kernels.readme_table: error: no bench file {err.filename}", file=sys.stderr)
+        return 2
+    tmp = readme.with_suffix(".md.tmp")
+    tmp.write_text(new)
+    tmp.replace(readme)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

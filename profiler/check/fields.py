@@ -1,0 +1,61 @@
+"""Read the fields the gate checks from a summary (DESIGN.md's ``show`` object), by their contract names.
+
+The one place that knows where a field sits in a summary: ``stall_share``, ``who_waits``,
+``waits_on``, ``roofline.smem.ldsm.ways`` and ``missing``. Each reader returns ``(value, note)``;
+``value`` is None when the summary cannot say (the note says why), never a silent 0.
+"""
+
+from __future__ import annotations
+
+from profiler.check.policy import ShareKey
+from profiler.compare.diff import total_samples
+
+WAITS_ON_ROWS = 20
+"""``summarize`` keeps the first 20 ``waits_on`` rows (by samples): an edge missing from a full list
+is at most as large as its last row."""
+
+
+def share(summary: dict, key: ShareKey) -> tuple[float | None, str]:
+    """The share of all stall samples that ``key`` names (a fraction), with a note."""
+    n = total_samples(summary)
+    if not n:
+        return None, "no stall samples in the report (collect WarpStateStats/SourceCounters)"
+    if key.cls is None:
+        shares = summary.get("stall_share")
+        if not isinstance(shares, dict):
+            return None, "stall_share absent from the summary"
+        value = shares.get(key.reason)
+        return (0.0 if value is None else float(value)), ""
+    if key.producer is None:
+        rows = summary.get("who_waits")
+        if rows is None:
+            return None, "who_waits absent from the summary"
+        got = sum(r.get("samples") or 0 for r in rows if r.get("class") == key.cls and r.get("reason") == key.reason)
+        return got / n, ""
+    rows = summary.get("waits_on")
+    if rows is None:
+        return None, "waits_on absent from the summary (merged launches have none)"
+    hits = [r for r in rows if (r.get("class"), r.get("reason"), r.get("producer_opcode"))
+            == (key.cls, key.reason, key.producer)]
+    if hits:
+        return sum(r.get("samples") or 0 for r in hits) / n, ""
+    if len(rows) >= WAITS_ON_ROWS:
+        bound = min(r.get("samples") or 0 for r in rows) / n
+        return bound, f"edge not among the top {WAITS_ON_ROWS} waits_on rows: at most {100 * bound:.1f}%"
+    return 0.0, ""
+
+
+def bank_conflict_ways(summary: dict) -> tuple[float | None, str]:
+    """``roofline.smem.ldsm.ways`` (LDSM wavefronts per request); 1 with no ldmatrix executed."""
+    ldsm = (((summary.get("roofline") or {}).get("smem") or {}).get("ldsm")) or {}
+    ways = ldsm.get("ways")
+    if ways is not None:
+        return float(ways), ""
+    if ldsm.get("wavefronts") == 0:
+        return 1.0, "no ldmatrix executed"
+    return None, "roofline.smem.ldsm absent (the report lacks the WhowaitsPipes section)"
+
+
+def missing(summary: dict) -> list[str]:
+    """The summary's ``missing`` entries as ``field (section)`` strings."""
+    return [f"{m.get('field')} ({m.get('section')})" for m in summary.get("missing") or []]

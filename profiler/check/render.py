@@ -1,0 +1,90 @@
+"""Render a :class:`~profiler.check.evaluate.CheckReport`: JSON, JUnit XML, GitHub workflow commands,
+or the rows of a table (the CLI draws it with rich). Pure functions returning text."""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from profiler.check.evaluate import CheckReport
+
+TABLE_COLUMNS = ("verdict", "rule", "subject", "check", "value", "limit")
+
+
+def to_json(report: CheckReport) -> str:
+    return json.dumps(report.as_dict(), indent=1, default=str)
+
+
+def table_rows(report: CheckReport) -> list[dict]:
+    """One dict per result with :data:`TABLE_COLUMNS` (plus ``message``)."""
+    return [{"verdict": r.verdict.upper() if r.verdict != "pass" else "pass", "rule": str(r.rule),
+             "subject": r.subject, "check": r.check, "value": r.value_text, "limit": f"{r.op} {r.limit_text}",
+             "message": r.message} for r in report.results]
+
+
+def summary_line(report: CheckReport) -> str:
+    c = report.counts
+    head = "whowaits check: " + ("passed" if report.exit_code == 0 else "FAILED" if report.exit_code == 1
+                                 else "could not judge everything")
+    base = f"; baseline {report.baseline}" if report.baseline else ""
+    return f"{head} ({c['pass']} passed, {c['fail']} failed, {c['error']} errors; policy {report.policy}{base})"
+
+
+def to_junit(report: CheckReport) -> str:
+    """JUnit XML: one ``testsuite``, one ``testcase`` per result (``failure`` / ``error`` children)."""
+    c = report.counts
+    suites = ET.Element("testsuites", name="whowaits check", tests=str(len(report.results)),
+                        failures=str(c["fail"]), errors=str(c["error"]))
+    suite = ET.SubElement(suites, "testsuite", name="whowaits check", tests=str(len(report.results)),
+                          failures=str(c["fail"]), errors=str(c["error"]), skipped="0")
+    props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="policy", value=report.policy)
+    if report.baseline:
+        ET.SubElement(props, "property", name="baseline", value=report.baseline)
+    for r in report.results:
+        case = ET.SubElement(suite, "testcase", classname=r.subject.replace(" @ ", "."), name=r.check,
+                             file=report.policy)
+        if r.line:
+            case.set("line", str(r.line))
+        if r.verdict == "fail":
+            ET.SubElement(case, "failure", message=r.message, type=r.check).text = r.message
+        elif r.verdict == "error":
+            ET.SubElement(case, "error", message=r.message, type=r.check).text = r.message
+        else:
+            ET.SubElement(case, "system-out").text = r.message
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode")
+
+
+def _escape_data(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_prop(s: str) -> str:
+    return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def _rel(path: str) -> str:
+    try:
+        return os.path.relpath(Path(path).resolve(), Path.cwd())
+    except ValueError:
+        return path
+
+
+def to_github(report: CheckReport) -> str:
+    """GitHub Actions workflow commands: ``::error file=…,line=…,title=…::message`` per failed or
+    unjudged result (pointing at the rule in the policy file), then the summary line."""
+    out = []
+    for r in report.results:
+        if r.verdict == "pass":
+            continue
+        props = f"file={_escape_prop(_rel(report.policy))}"
+        if r.line:
+            props += f",line={r.line}"
+        title = f"whowaits check {r.check}" + (" (could not judge)" if r.verdict == "error" else "")
+        props += f",title={_escape_prop(title)}"
+        out.append(f"::error {props}::{_escape_data(r.message)}")
+    out.append(summary_line(report))
+    return "\n".join(out)

@@ -1,0 +1,266 @@
+"""The summary of a launch: one typed schema for a single launch and for merged launches.
+
+:class:`Summary` (a ``TypedDict``: the summary stays a plain dict, which is what ``whowaits show --format json``
+prints, DESIGN.md's contract) is produced by :func:`profiler.analyze.summarize_launch` for one launch and by
+:func:`profiler.compare.merge.merge_launches` for several; both give every key below, with the same types
+(``tests/test_schema.py`` holds them equal on real reports). A value a report cannot give is ``None`` and is
+named in ``missing``; a merged summary has ``None`` where a per-launch value does not add up
+(``launch_index``, ``launch``, ``stall_cycles_per_issue``, ``short_scoreboard.cycles_per_issue``).
+
+:func:`validate_summary` checks an object against these types (the summary cache calls it before trusting
+an entry); it raises :class:`SchemaError` naming the first offending path. Keys beyond the schema are
+allowed (views added later, e.g. ``regions``), keys of the schema are required.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+import typing
+from typing import Any, Optional, TypedDict, Union
+
+from profiler.errors import WhowaitsError
+
+Num = Union[int, float]
+
+
+class SchemaError(WhowaitsError, ValueError):
+    """A summary that does not match :class:`Summary`; the message names the path (``roofline.bytes.l1``)."""
+
+
+# --- records ----------------------------------------------------------------------------------------------
+class ShortScoreboard(TypedDict):
+    samples: Optional[int]
+    share: Optional[float]
+    cycles_per_issue: Optional[float]
+    by_class: dict[str, int]  # opcode class -> SSC samples
+
+
+class Barriers(TypedDict):
+    static: Optional[dict[str, int]]  # opcode -> instructions in the SASS
+    executed: Optional[dict[str, Optional[int]]]  # opcode -> warp-level executions
+
+
+class TensorInst(TypedDict):
+    hmma: Optional[int]
+    hgmma: Optional[int]
+
+
+class FlopsByPath(TypedDict):
+    tensor_hmma: Optional[float]
+    tensor_hgmma: Optional[float]
+    fp32: Optional[float]
+    fp16: Optional[float]
+
+
+class Levels(TypedDict):
+    l1: Optional[float]
+    l2: Optional[float]
+    dram: Optional[float]
+    smem: Optional[float]
+
+
+class Clocks(TypedDict):
+    sm: Optional[float]  # compute roofs
+    l1: Optional[float]
+    l2: Optional[float]
+    dram: Optional[float]
+    smem: Optional[float]
+
+
+class Ceilings(TypedDict):
+    tensor_hmma_tflops: Optional[float]
+    tensor_hgmma_tflops: Optional[float]
+    fp32_tflops: Optional[float]
+    fp16_tflops: Optional[float]
+    compute_tflops: Optional[float]  # the roof of the compute pipe (no blend of pipes)
+    tensor_tflops: Optional[float]  # the dense roof of the tensor path used
+    tensor_dense_tflops: Optional[float]  # the GPU's dense tensor roof (wgmma on Hopper)
+    bandwidth_bytes_per_s: Levels
+    clock_hz: Clocks  # the clock each roof uses
+
+
+class SmemOps(TypedDict):
+    ld: Optional[float]
+    st: Optional[float]
+    ldsm: Optional[float]
+    stsm: Optional[float]
+    ldgsts: Optional[float]
+    gmma: Optional[float]
+    atom: Optional[float]
+
+
+class Ldsm(TypedDict):
+    wavefronts: Optional[float]
+    bank_conflicts: Optional[float]
+    ways: Optional[float]  # wavefronts / (wavefronts - conflicts): 1 = conflict-free
+
+
+class Smem(TypedDict):
+    bytes_by_op: SmemOps
+    ldsm: Ldsm
+
+
+class Roofline(TypedDict):
+    flops: Optional[float]
+    flops_by_path: Optional[FlopsByPath]
+    bytes: Levels
+    intensity: Levels
+    achieved_tflops: Optional[float]
+    flops_tensor: Optional[float]
+    intensity_tensor: Levels  # tensor FLOPs / bytes (ncu's roofline)
+    achieved_tensor_tflops: Optional[float]
+    compute_pipe: Optional[str]  # tensor | fp32 | fp16: the pipe carrying most FLOPs
+    attainable_tflops: Levels
+    ceilings: Optional[Ceilings]
+    smem: Smem
+
+
+ClassRow = TypedDict("ClassRow", {"class": str, "samples": int, "share": float, "top_reason": Optional[str]})
+WhoWaitsRow = TypedDict("WhoWaitsRow", {
+    "class": str, "reason": str, "samples": int, "share": float,
+    "top_opcode": Optional[str], "top_address": Optional[int], "top_sass": Optional[str]})
+WaitsOnRow = TypedDict("WaitsOnRow", {
+    "class": str, "opcode": str, "reason": str, "producer_class": str, "producer_opcode": str,
+    "samples": float, "share": float})
+TopInstruction = TypedDict("TopInstruction", {
+    "address": int, "offset": int, "sass": str, "class": str, "samples": int, "top_reason": Optional[str],
+    "kernel": Optional[str]})
+
+
+class Launch(TypedDict):
+    index: int
+    grid: Optional[list[int]]
+    block: Optional[list[int]]
+    cluster: Optional[list[int]]
+    registers_per_thread: Optional[int]
+    shared_mem_bytes: Optional[int]
+    waves_per_sm: Optional[float]
+    achieved_occupancy_pct: Optional[float]
+
+
+class Device(TypedDict):
+    name: Optional[str]
+    cc: Optional[str]
+    sm_count: Optional[int]
+
+
+class Missing(TypedDict):
+    field: str
+    section: str
+
+
+class Summary(TypedDict):
+    """One launch, or several merged (DESIGN.md's ``show`` object)."""
+
+    report: Optional[str]
+    launch_index: Optional[int]  # None when merged
+    launch_indices: list[int]  # [launch_index] for one launch
+    kernel: Optional[str]  # demangled; merged: distinct names joined by " + "
+    duration_ns: Optional[float]
+    stall_samples: Optional[dict[str, Optional[int]]]
+    stall_share: Optional[dict[str, Optional[float]]]
+    stall_cycles_per_issue: Optional[dict[str, Optional[float]]]
+    short_scoreboard: ShortScoreboard
+    barriers: Barriers
+    tensor_pipe_pct: Optional[float]  # % of the tensor path's own peak
+    tensor_roof_pct: Optional[float]  # achieved tensor FLOP/s, % of the GPU's dense tensor roof (same clock)
+    tensor_path: Optional[str]  # hmma | gmma | mixed | none | a+b (merged)
+    tensor_inst: TensorInst
+    roofline: Roofline
+    opcode_waits: list[ClassRow]
+    who_waits: list[WhoWaitsRow]
+    waits_on: list[WaitsOnRow]  # every row, never truncated
+    waits_on_unresolved: dict[str, float]
+    top_instructions: list[TopInstruction]
+    launch: Optional[Launch]  # None when merged (launches may differ)
+    device: Optional[Device]
+    missing: list[Missing]
+
+
+# --- validation -------------------------------------------------------------------------------------------
+def _is_typeddict(tp) -> bool:
+    return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__required_keys__")
+
+
+def _check(value: Any, tp, path: str) -> None:
+    origin = typing.get_origin(tp)
+    if origin is Union or isinstance(tp, types.UnionType):
+        arms = typing.get_args(tp)
+        if value is None and type(None) in arms:
+            return
+        errors = []
+        for arm in (a for a in arms if a is not type(None)):
+            try:
+                _check(value, arm, path)
+                return
+            except SchemaError as err:
+                errors.append(str(err))
+        raise SchemaError(errors[0] if errors else f"summary {path}: expected one of {arms}")
+    if tp is type(None):
+        if value is not None:
+            raise SchemaError(f"summary {path}: expected null, got {type(value).__name__}")
+        return
+    if tp is Any:
+        return
+    if _is_typeddict(tp):
+        if not isinstance(value, dict):
+            raise SchemaError(f"summary {path or '(top)'}: expected an object, got {type(value).__name__}")
+        hints = typing.get_type_hints(tp)
+        for key in (k for k in hints if k in tp.__required_keys__):  # declaration order
+            if key not in value:
+                raise SchemaError(f"summary {path + '.' if path else ''}{key}: missing")
+            _check(value[key], hints[key], f"{path + '.' if path else ''}{key}")
+        return
+    if origin is dict:
+        kt, vt = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise SchemaError(f"summary {path}: expected an object, got {type(value).__name__}")
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise SchemaError(f"summary {path}: key {k!r} is not a string")
+            _check(v, vt, f"{path}.{k}")
+        return
+    if origin is list:
+        (it,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise SchemaError(f"summary {path}: expected a list, got {type(value).__name__}")
+        for i, v in enumerate(value):
+            _check(v, it, f"{path}[{i}]")
+        return
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                isinstance(value, float) and not math.isfinite(value)):
+            raise SchemaError(f"summary {path}: expected a finite number, got {value!r:.40}")
+        return
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SchemaError(f"summary {path}: expected an integer, got {value!r:.40}")
+        return
+    if tp is str:
+        if not isinstance(value, str):
+            raise SchemaError(f"summary {path}: expected a string, got {type(value).__name__}")
+        return
+    raise TypeError(f"schema type {tp!r} at {path} is not supported")  # a bug in this module
+
+
+def validate_summary(obj: Any) -> Summary:
+    """``obj`` if it is a :class:`Summary` (every key, every type), else :class:`SchemaError` naming the
+    first path that is wrong (e.g. ``summary roofline.bytes.l1: expected a finite number, got 'x'``)."""
+    _check(obj, Summary, "")
+    return obj
+
+
+def validate_summaries(objs: Any) -> list[Summary]:
+    """A list of summaries (one per launch, as :func:`profiler.analyze.summarize` returns)."""
+    if not isinstance(objs, list):
+        raise SchemaError(f"summaries: expected a list, got {type(objs).__name__}")
+    for i, o in enumerate(objs):
+        try:
+            _check(o, Summary, "")
+        except SchemaError as err:
+            raise SchemaError(f"launch {i}: {err}") from None
+    return objs
+
+
+__all__ = ["SchemaError", "Summary", "validate_summaries", "validate_summary"]

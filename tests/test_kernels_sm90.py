@@ -1,0 +1,152 @@
+"""Ladder II without a GPU: config families, launch ABIs, config-only rungs, ptxas warnings as errors,
+and the static SASS facts of the Hopper rungs (real nvcc, real cubins).
+
+SASS facts checked by hand on the cubins built here (nvcc 13.0, sm_90a, default configs, 2026-12-01):
+v08 d128 fp16 has 10 UTMALDG (Q: 2 boxes, K and V: 2 boxes each, in the prologue and the refill path),
+256 HMMA, 80 LDSM, no LDGSTS; v09 d128 fp16 has 16 HGMMA (8 k16 steps of QK^T + 8 of PV), no HMMA/LDSM.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kernels import build, registry, sass
+from kernels.config import FAMILIES, FwdConfig, WgConfig
+from profiler.errors import WhowaitsError
+
+needs_nvcc = pytest.mark.skipif(
+    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="no nvcc"
+)
+
+
+def test_families_template_args_and_short_forms():
+    assert FAMILIES == {"fwd": FwdConfig, "wg": WgConfig}
+    w = WgConfig(128, 128, 128, 2, 2, False, "bf16")
+    assert w.template_args() == "__nv_bfloat16, 128, 128, 128, 2, 2, false"
+    assert w.short_form() == "d128_m128_n128_g2_s2_bf16"
+    assert w.threads == 256 and w.warp_count == 8
+    f = FwdConfig(128, 128, 64, 4, 2, True, "fp16")
+    assert f.short_form() == "d128_m128_n64_w4_s2_fp16_causal" and f.threads == 128
+    # tma_q_kv: the tiles plus 1 KB to align the base to the 1024-byte swizzle atom
+    assert w.smem_bytes("tma_q_kv") == (128 + 2 * 2 * 128) * 128 * 2 + 1024
+    with pytest.raises(WhowaitsError):
+        WgConfig(warpgroups=0)
+
+
+def test_same_name_parses_in_each_family():
+    name = "void whowaits::v09_wgmma::flash_fwd<__half, 128, 128, 128, 2, 2, false>(CUtensorMap, CUtensorMap, CUtensorMap, __half *, int, float)"
+    assert WgConfig.from_kernel_name(name) == ("v09_wgmma", WgConfig(128, 128, 128, 2, 2, False, "fp16"))
+    # the registry picks the family from the version id: v09 is `wg`, v07 is `fwd`
+    assert registry.parse_kernel_name(name) == ("v09_wgmma", WgConfig(128, 128, 128, 2, 2, False, "fp16"))
+    v07 = "whowaits::v07_tuned::flash_fwd<__half, (int)128, (int)128, (int)64, (int)4, (int)2, (bool)0>"
+    assert registry.parse_kernel_name(v07) == ("v07_tuned", FwdConfig(128, 128, 64, 4, 2, False, "fp16"))
+    shown = "void flash_fwd<__half, 128, 32, 16, 8, 1, 0>(const T1 *, const T1 *, const T1 *, T1 *, int, float)"
+    assert registry.parse_kernel_name(shown) == (None, FwdConfig(128, 32, 16, 8, 1, False, "fp16"))
+
+
+def test_registry_declares_family_abi_source():
+    v07, v08, v09 = registry.get("v07"), registry.get("v08"), registry.get("v09")
+    assert (v07.family, v07.abi, v07.source_version) == ("fwd", "pointers", "v06_softmax_fusion")
+    assert v07.source == registry.get("v06").source  # config-only rung: v06's kernel.cu, v07's namespace
+    assert (v08.family, v08.abi, v08.smem_layout) == ("fwd", "tensor_maps", "tma_q_kv")
+    assert (v09.family, v09.abi, v09.smem_layout) == ("wg", "tensor_maps", "tma_q_kv")
+    assert isinstance(v09.config, WgConfig) and v09.tunable_fields == ("block_m", "block_n", "warpgroups", "stages")
+    for v in registry.versions():
+        if v.number <= 6:
+            assert (v.family, v.abi, v.source_version) == ("fwd", "pointers", "")
+
+
+def _write(root: Path, vid: str, body: str, kernel: bool = True) -> None:
+    (root / vid).mkdir(parents=True)
+    if kernel:
+        (root / vid / "kernel.cu").write_text("// empty\n")
+    (root / vid / "version.toml").write_text(f'id = "{vid}"\n' + body)
+
+
+BODY = """parent = ""
+title = "t"
+change = "c"
+hypothesis = "h"
+expected_bottleneck = "b"
+arch = "sm_90a"
+smem_layout = "tma_q_kv"
+{extra}
+[config]
+head_dim = 128
+block_m = 128
+block_n = 128
+{unit}
+stages = 2
+"""
+
+
+def test_registry_rejects_bad_family_abi_source(tmp_path):
+    ok = tmp_path / "ok"
+    _write(ok, "v01_a", BODY.format(extra='family = "wg"\nabi = "tensor_maps"', unit="warpgroups = 2"))
+    _write(ok, "v02_b", BODY.format(extra='family = "wg"\nabi = "tensor_maps"\nsource = "v01_a"', unit="warpgroups = 2"),
+           kernel=False)
+    a, b = registry.versions(ok)
+    assert b.source == a.source and b.config == WgConfig(128, 128, 128, 2, 2)
+    cases = [
+        ('family = "xx"', "warps = 4", "family 'xx'"),
+        ('abi = "magic"', "warps = 4", "abi 'magic'"),
+        ('family = "wg"', "warps = 4", "unknown \\[config\\] field 'warps'"),
+        ('source = "v07_missing"', "warps = 4", "source 'v07_missing' has no kernel.cu"),
+    ]
+    for i, (extra, unit, msg) in enumerate(cases):
+        root = tmp_path / f"bad{i}"
+        _write(root, "v03_c", BODY.format(extra=extra, unit=unit), kernel="source" not in extra)
+        with pytest.raises(WhowaitsError, match=msg):
+            registry.versions(root)
+    both = tmp_path / "both"
+    _write(both, "v01_a", BODY.format(extra="", unit="warps = 4"))
+    _write(both, "v02_b", BODY.format(extra='source = "v01_a"', unit="warps = 4"))
+    with pytest.raises(WhowaitsError, match="must not have its own kernel.cu"):
+        registry.versions(both)
+
+
+def test_translation_unit_per_abi():
+    v07, v09 = registry.get("v07"), registry.get("v09")
+    tu7 = build.translation_unit(v07, v07.config)
+    assert '#define WHOWAITS_NAMESPACE v07_tuned\n#include "v06_softmax_fusion/kernel.cu"' in tu7
+    assert "const __half* __restrict__, const __half* __restrict__" in tu7
+    tu9 = build.translation_unit(v09, v09.config)
+    assert "flash_fwd<__half, 128, 128, 128, 2, 2, false>" in tu9
+    assert tu9.count("const __grid_constant__ CUtensorMap") == 3
+
+
+def test_fatal_ptxas_warnings():
+    log = (
+        "ptxas info    : Compiling entry function '_Z1fv' for 'sm_90a'\n"
+        "ptxas warning : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+        "the presence of Extern calls in the function '_Z1fv'.\n"
+        "ptxas warning : Registers are spilled\n"
+    )
+    assert build.fatal_warnings(log) == [log.splitlines()[1].strip()]
+    assert build.fatal_warnings("ptxas warning : (C7508) setmaxnreg ignored") != []
+    assert build.fatal_warnings("ptxas info : Used 12 registers") == []
+
+
+@needs_nvcc
+@pytest.mark.parametrize("vid,must,must_not", [
+    ("v08", ("UTMALDG", "SYNCS", "HMMA", "LDSM"), ("LDGSTS", "HGMMA")),
+    ("v09", ("UTMALDG", "SYNCS", "HGMMA"), ("HMMA", "LDSM", "LDGSTS")),
+])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_hopper_rungs_static_sass(vid, must, must_not, head_dim):
+    ver = registry.get(vid)
+    res = build.build(ver, ver.config_for(head_dim, "fp16", False))
+    ops = res.sass_opcodes
+    assert all(o in ops for o in must), sorted(ops)
+    assert not any(o in ops for o in must_not), sorted(ops)
+    assert res.spill_bytes == 0, res.ptxas_log[-300:]
+    assert build.fatal_warnings(res.ptxas_log) == []
+    (demangled,) = sass.demangle([res.entry])
+    assert registry.parse_kernel_name(demangled) == (ver.id, res.config)
+    assert registry.parse_kernel_name(res.entry) == (ver.id, res.config)
+    if vid == "v09":
+        # one HGMMA per k16 step: head_dim / 16 for QK^T, block_n / 16 for PV (16 at d128, 12 at d64)
+        assert ops["HGMMA"] == head_dim // 16 + res.config.block_n // 16

@@ -9,7 +9,7 @@ named in ``missing``; a merged summary has ``None`` where a per-launch value doe
 
 :func:`validate_summary` checks an object against these types (the summary cache calls it before trusting
 an entry); it raises :class:`SchemaError` naming the first offending path. Keys beyond the schema are
-allowed (views added later, e.g. ``regions``), keys of the schema are required.
+allowed (views added later), keys of the schema are required.
 """
 
 from __future__ import annotations
@@ -150,6 +150,32 @@ class Missing(TypedDict):
     section: str
 
 
+Region = TypedDict("Region", {
+    "name": str, "source": str, "stall_samples": dict[str, int], "samples": int, "share": float,
+    "inst_executed": int, "pcs": int, "inherited_samples": int})
+"""A source region (``profiler.analyze.regions``); ``source`` declared | inferred."""
+
+
+class Phase(TypedDict):
+    name: str  # ramp | steady | tail
+    share: float
+    duration_ns: float
+
+
+class Timeline(TypedDict):
+    """PM sampling of one launch (``profiler.analyze.timeline.brief``); nulls and ``missing`` without it."""
+
+    phases: Optional[list[Phase]]
+    steady_tensor_pct: Optional[float]
+    tail_share: Optional[float]
+    ramp_share: Optional[float]
+    duration_ns: Optional[float]
+    interval_ns: Optional[float]
+    activity: Optional[str]
+    curve: Optional[dict[str, Any]]
+    missing: list[Missing]
+
+
 class Summary(TypedDict):
     """One launch, or several merged (DESIGN.md's ``show`` object)."""
 
@@ -175,6 +201,8 @@ class Summary(TypedDict):
     top_instructions: list[TopInstruction]
     launch: Optional[Launch]  # None when merged (launches may differ)
     device: Optional[Device]
+    regions: list[Region]  # sum exactly to the stall samples; merged: by (name, source)
+    timeline: Optional[Timeline]  # None when merged (a timeline belongs to one launch)
     missing: list[Missing]
 
 

@@ -7,7 +7,8 @@ PC's line (``source_file``/``source_line`` of the sass frame, ncu's ``source_inf
 range, or in a shared helper / unmarked line, whose instructions take the region of the nearest earlier
 instruction (address order) whose own line is declared — the code the helper was inlined into. A launch
 whose sources hold no marker gets inferred regions (``source: "inferred"``) from its SASS alone, by the
-rules of ``data/regions.toml``. One launch is either all declared or all inferred: the two are never
+rules of ``data/regions.toml`` (so does a launch whose kernel file has no markers although headers it includes
+do). One launch is either all declared or all inferred: the two are never
 mixed. Every PC is in exactly one region, so the regions' stall samples, samples and executed
 instructions sum exactly to the kernel's.
 """
@@ -85,6 +86,13 @@ def _declared_by_pc(sass: pd.DataFrame, sources: dict) -> tuple[list[str | None]
     return own, ctx
 
 
+def _kernel_is_marked(sources: dict) -> bool:
+    """Whether the kernel's own source (a file defining a ``__global__`` function) declares regions; a line
+    table (already parsed sources) counts as marked."""
+    token = M.region_config()["markers"]["token"]
+    return any(isinstance(t, dict) or ("__global__" in t and token in t) for t in sources.values())
+
+
 def pc_regions(launch, sources: dict | None = None) -> tuple[list[str], str, list[bool]]:
     """(region of every PC of ``launch.sass``, ``"declared"``/``"inferred"``, inherited flags).
 
@@ -93,6 +101,8 @@ def pc_regions(launch, sources: dict | None = None) -> tuple[list[str], str, lis
     sass = launch.sass
     sources = launch.sources if sources is None else sources
     names = set(region_names())
+    if sources and not _kernel_is_marked(sources):
+        sources = {}  # only shared headers carry markers (e.g. a new rung on marked helpers): infer instead
     if sources:
         own, ctx = _declared_by_pc(sass, sources)
         unknown = sorted({r for r in own if r is not None and r not in names})

@@ -87,7 +87,7 @@ def test_unknown_region_name_is_one_error(tmp_path):
     la = _launch(LADDER[0])
     f = next(f for f in set(la.sass["source_file"].dropna()) if f.endswith("kernel.cu"))
     with pytest.raises(WhowaitsError, match="unknown source region.*softmx"):
-        pc_regions(la, {f: "\n".join(["// @region softmx"] + ["x;"] * 5000)})
+        pc_regions(la, {f: "\n".join(["__global__ void k();", "// @region softmx"] + ["x;"] * 5000)})
 
 
 MARKED = ["v01_naive", "v02_smem_tiling", "v03_tensor_cores", "v04_swizzle_cp_async", "v05_double_buffer",

@@ -42,7 +42,7 @@ def renumbered_sources(report_files) -> dict:
     for f in report_files:
         if "/kernels/" not in f:
             continue
-        rel = f.split("/kernels/")[-1]
+        rel = f[f.rfind("/kernels/") + len("/kernels/"):]
         if rel.startswith("common/") and not rel.startswith("common/sm"):
             rel = rel.replace("common/", "common/sm80/", 1)
         p = ROOT / "kernels" / rel
@@ -62,7 +62,12 @@ def renumbered_sources(report_files) -> dict:
 
 
 def _sources(la):
-    return la.sources or renumbered_sources(set(la.sass["source_file"].dropna()))
+    """The report's own marked sources when its kernel file is marked there, else the working tree's."""
+    from profiler.analyze.regions import _kernel_is_marked
+
+    if la.sources and _kernel_is_marked(la.sources):
+        return la.sources
+    return renumbered_sources(set(la.sass["source_file"].dropna()))
 
 
 # --- markers --------------------------------------------------------------------------------------
@@ -91,7 +96,7 @@ def test_unknown_region_name_is_one_error(tmp_path):
 
 
 MARKED = ["v01_naive", "v02_smem_tiling", "v03_tensor_cores", "v04_swizzle_cp_async", "v05_double_buffer",
-          "v06_softmax_fusion"]  # v07_tuned compiles v06's kernel.cu; the Hopper rungs (v08 on) are not marked yet
+          "v06_softmax_fusion", "v08_tma_mbarrier", "v09_wgmma"]  # v07_tuned compiles v06's kernel.cu
 
 
 @pytest.mark.parametrize("version", MARKED)
@@ -158,7 +163,7 @@ def _b_from_transposed_ldsm(la) -> list[str]:
 
 
 @pytest.mark.parametrize("version", ["v03_tensor_cores", "v04_swizzle_cp_async", "v05_double_buffer",
-                                     "v06_softmax_fusion", "v07_tuned"])
+                                     "v06_softmax_fusion", "v07_tuned", "v08_tma_mbarrier"])
 def test_declared_regions_put_every_mma_where_its_v_or_k_fragment_says(version):
     la = _launch(ROOT / f"reports/h200/{version}/{SHAPE}.ncu-rep")
     names, source, inherited = pc_regions(la, _sources(la))
@@ -166,6 +171,17 @@ def test_declared_regions_put_every_mma_where_its_v_or_k_fragment_says(version):
     hmma = [n for n, op in zip(names, la.sass["opcode"]) if op.startswith("HMMA")]
     assert hmma == _b_from_transposed_ldsm(la)
     assert hmma.count("qk") == hmma.count("pv") > 0
+
+
+def test_declared_wgmma_regions_follow_the_operand_rule():
+    """v09 (wgmma): the SS products are qk, the RS products (P from registers) pv, as the inference rule says."""
+    la = _launch(ROOT / f"reports/h200/v09_wgmma/{SHAPE}.ncu-rep")
+    names, source, _ = pc_regions(la, _sources(la))
+    assert source == "declared"
+    for text, name in zip(la.sass["sass"], names):
+        if text.lstrip("@!UP0123456789 ").startswith("HGMMA"):
+            a = text.split(",")[1].strip()
+            assert name == ("qk" if a.startswith("gdesc") else "pv"), text
 
 
 def test_declared_v01_waits_in_the_products_on_global_loads():

@@ -47,6 +47,7 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
     __shared__ KVPipeline<kStages> pipe;
     __shared__ uint64_t q_full;
 
+    // @region other
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wg = warp >> 2, warp_in_wg = warp & 3;
     const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest (causal) blocks first
@@ -64,22 +65,25 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
         pipe.init(kWarpgroups * 4);  // one release per consumer warp
         mbar_fence_init();
     }
-    __syncthreads();
+    __syncthreads();  // @region sync
 
+    // @region load_kv
     auto produce = [&](int t) {
         const auto prod = PipeState<kStages>::at(t);
-        pipe.producer_acquire(prod);
+        pipe.producer_acquire(prod);  // @region sync
         tma_load_tile<kBlockN, kHeadDim>(sK + prod.index * kBlockN * kHeadDim, &tmap_k,
                                          pipe.producer_arm_k(prod, kTileBytes), t * kBlockN, bh);
         tma_load_tile<kBlockN, kHeadDim>(sV + prod.index * kBlockN * kHeadDim, &tmap_v,
                                          pipe.producer_arm_v(prod, kTileBytes), t * kBlockN, bh);
     };
+    // @region load_q
     if (tid == 0) {
         mbar_arrive_expect_tx(&q_full, kQBytes);
         tma_load_tile<kBlockM, kHeadDim>(sQ, &tmap_q, &q_full, cta_row0, bh);
-        for (int t = 0; t < kStages && t < n_blocks; ++t) produce(t);
+        for (int t = 0; t < kStages && t < n_blocks; ++t) produce(t);  // @region load_kv
     }
 
+    // @region other
     // Descriptors: Q rows of this warpgroup (K-major), K stage (K-major), V stage (N-major).
     const uint32_t q_base = smem_addr(sQ) + wg * 64 * 128;
     const uint32_t k_base = smem_addr(sK), v_base = smem_addr(sV);
@@ -94,28 +98,31 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
     row_max[0] = row_max[1] = -CUDART_INF_F;
     row_sum[0] = row_sum[1] = 0.f;
 
-    mbar_wait(&q_full, 0);
+    mbar_wait(&q_full, 0);  // @region sync
+    // @region other
     for (int n = 0; n < n_blocks; ++n) {
         const int key0 = n * kBlockN;
         const auto cons = PipeState<kStages>::at(n);
-        if (tid == 0 && n > 0 && n + kStages - 1 < n_blocks) produce(n + kStages - 1);
+        if (tid == 0 && n > 0 && n + kStages - 1 < n_blocks) produce(n + kStages - 1);  // @region load_kv
         const uint32_t k_stage = k_base + cons.index * kTileBytes;
         const uint32_t v_stage = v_base + cons.index * kTileBytes;
 
+        // @region qk
         // S = Q K^T (SS), one wgmma group.
         float s[1][kNTiles][4];
-        pipe.consumer_wait_k(cons);
-        wgmma_fence();
+        pipe.consumer_wait_k(cons);  // @region sync
+        wgmma_fence();  // @region sync
 #pragma unroll
         for (int kk = 0; kk < kHeadDim / 16; ++kk) {
             const uint64_t da = make_desc_sw128(q_base + (kk >> 2) * kBlockM * 128 + (kk & 3) * 32, 16, 1024);
             const uint64_t db = make_desc_sw128(k_stage + (kk >> 2) * kBlockN * 128 + (kk & 3) * 32, 16, 1024);
             WgmmaSS<Element, kBlockN>::run(s[0], da, db, kk > 0 ? 1 : 0);
         }
-        wgmma_commit();
-        wgmma_wait<0>();
+        wgmma_commit();  // @region sync
+        wgmma_wait<0>();  // @region sync
         fence_operands(s[0]);
 
+        // @region softmax
         // Online softmax (v06's fused form) on the warp's 16 rows: rows g and g + 8 of each quad.
         if (tile_needs_mask<kBlockM, kBlockN, kCausal>(key0, cta_row0, seqlen))
             apply_mask<kBlockN, 1, kCausal>(s, key0, cta_row0 + warp_row0, seqlen, lane);
@@ -154,22 +161,24 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
             pa[kk][3] = pack2<Element>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
         }
 
+        // @region pv
         // O += P V (RS, V N-major), one wgmma group; then the stage goes back to the producer.
-        pipe.consumer_wait_v(cons);
+        pipe.consumer_wait_v(cons);  // @region sync
         fence_operands(acc_o);
-        wgmma_fence();
+        wgmma_fence();  // @region sync
 #pragma unroll
         for (int kk = 0; kk < kBlockN / 16; ++kk) {
             const uint64_t dv = make_desc_sw128(v_stage + kk * 16 * 128, kBlockN * 128, 1024);
             WgmmaRS<Element, kHeadDim, true>::run(acc_o, pa[kk], dv, 1);
         }
-        wgmma_commit();
-        wgmma_wait<0>();
+        wgmma_commit();  // @region sync
+        wgmma_wait<0>();  // @region sync
         fence_operands(acc_o);
-        __syncwarp();
-        if (lane == 0) pipe.consumer_release(cons);
+        __syncwarp();  // @region sync
+        if (lane == 0) pipe.consumer_release(cons);  // @region sync
     }
 
+    // @region epilogue
     // O *= 1/l; each thread stores its pairs straight to global memory (rows below seqlen).
     o += static_cast<size_t>(bh) * seqlen * kHeadDim;
     const int g = lane >> 2, t = lane & 3;

@@ -148,7 +148,41 @@ def _inherit(sass: pd.DataFrame, own: list[str | None], ctx: list[str | None]) -
         if b in producers:
             for reg in parse(t).writes:
                 writer[reg] = region
+    _vote_groups(sass, out, set(mk["group_opcodes"]))
     return out, inherited
+
+
+def _vote_groups(sass: pd.DataFrame, regions: list[str], group_ops: set) -> None:
+    """The instructions of one asynchronous MMA group (the ``HGMMA`` s with one accumulator up to the one
+    that commits the group, ``gsb0``) take the region most of them have: ptxas gives the committing
+    instruction the line of whatever code follows it."""
+    texts = sass["sass"].tolist()
+    members = [i for i, b in enumerate(sass["base"].tolist()) if b in group_ops]
+    group: list[int] = []
+    acc = None
+    for i in members + [None]:
+        ins = parse(texts[i]) if i is not None else None
+        if group and (ins is None or ins.dsts[:1] != acc):
+            _vote(regions, group)
+            group = []
+        if ins is None:
+            break
+        group.append(i)
+        acc = ins.dsts[:1]
+        if "gsb0" in texts[i]:
+            _vote(regions, group)
+            group = []
+
+
+def _vote(regions: list[str], group: list[int]) -> None:
+    if len(group) < 2:
+        return
+    votes: dict[str, int] = {}
+    for i in group:
+        votes[regions[i]] = votes.get(regions[i], 0) + 1
+    top = max(votes, key=lambda r: (votes[r], r in ("qk", "pv")))
+    for i in group:
+        regions[i] = top
 
 
 def _main_loop(addresses, texts, bases, tensor) -> tuple[int, int] | None:

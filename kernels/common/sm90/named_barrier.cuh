@@ -6,6 +6,7 @@
 
 namespace whowaits { namespace sm90 {
 
+// @region sync
 __device__ __forceinline__ void named_bar_sync(uint32_t id, uint32_t threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }

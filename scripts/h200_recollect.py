@@ -10,10 +10,10 @@ sources ncu imports, `--import-source yes`, are found: a cubin's line table name
    without it. Written to $OUT/ws_probe.json.
 2. Every ladder version and the runner's external subjects (torch SDPA flash, cuDNN): one ncu session per
    subject (each report holds only its own process's modules), into $OUT/reports.tgz (h200/<subject>/<shape>.*).
-3. ncu's own source page (`--page source --csv --print-source cuda,sass`) of every new ladder report, gzipped,
+3. ncu's own source page (`--page source --csv --print-source cuda,sass`) of the new v03, v07 and v09 reports, gzipped,
    for the golden line test: $OUT/source_pages.tgz.
-4. scripts/collection_cost.py (LaunchStats only / whowaits / full, interleaved) into $OUT/collection-cost.json,
-   when --budget seconds allow.
+4. scripts/collection_cost.py on v07_tuned (LaunchStats only / whowaits / full, interleaved, up to --cost-repeat
+   rounds as --budget seconds allow) into $OUT/collection-cost.json.
 The section folder that was used goes back as $OUT/sections.tgz.
 """
 
@@ -126,7 +126,7 @@ def main() -> int:
     with tarfile.open(out / "reports.tgz", "w:gz") as tf:
         tf.add(root / "h200", arcname="h200")
     pages = Path(tempfile.mkdtemp(prefix="pages-"))
-    for v in versions:
+    for v in [v for v in versions if v in ("v03_tensor_cores", "v07_tuned", "v09_wgmma")]:
         rep = root / "h200" / v / f"{args.shape}.ncu-rep"
         if rep.is_file():
             cp = subprocess.run([ncu, "--import", str(rep), "--page", "source", "--csv", "--print-source",
@@ -136,14 +136,15 @@ def main() -> int:
         tf.add(pages, arcname="pages")
     (out / "recollect.json").write_text(json.dumps(summary, indent=1))
     left = args.budget - (time.perf_counter() - T0)
-    need = 3 * 12 * args.cost_repeat + 10
-    if left > need:
-        log(f"collection cost ({left:.0f} s left)")
-        subprocess.run([sys.executable, "scripts/collection_cost.py", "--version", "v07_tuned", "--shape", args.shape, "--repeat",
-                        str(args.cost_repeat), "--out", str(out / "collection-cost.json")], cwd=REPO,
+    per_round = 3 * 11  # baseline + whowaits + full, one process start each (~7-11 s on the H200)
+    repeat = min(args.cost_repeat, int((left - 10) // per_round))
+    if repeat >= 1:
+        log(f"collection cost, {repeat} round(s) ({left:.0f} s left)")
+        subprocess.run([sys.executable, "scripts/collection_cost.py", "--version", "v07_tuned", "--shape", args.shape,
+                        "--repeat", str(repeat), "--out", str(out / "collection-cost.json")], cwd=REPO,
                        timeout=max(60, int(left - 5)))
     else:
-        log(f"collection cost skipped: {left:.0f} s left, it needs ~{need}")
+        log(f"collection cost skipped: {left:.0f} s left, one round needs ~{per_round} s")
     log("done")
     return 0
 

@@ -194,12 +194,17 @@ def _render_migration(m, console) -> None:
             rt.add_row(v, "/".join(sorted(set(sub["source"]))) or "—", *[_pct(got.get(n)) for n in names])
         console.print(rt)
     if m.table["tail_share"].notna().any():
+        from profiler.cli.timeline import sparkline  # noqa: PLC0415
+
         ph = Table(title="Phases per version (PM sampling: share of the kernel's time)", title_justify="left")
-        for c in ("version", "ramp", "steady", "tail", "steady tensor pipe"):
-            ph.add_column(c, justify="left" if c == "version" else "right")
+        for c in ("version", "ramp", "steady", "tail", "steady tensor pipe", "tensor pipe over normalised time"):
+            ph.add_column(c, justify="left" if c in ("version", "tensor pipe over normalised time") else "right",
+                          no_wrap=True)
+        tl = m.timelines
         for r in m.table.to_dict(orient="records"):
+            vals = tl[(tl["version"] == r["version"]) & (tl["series"] == "tensor_pct")]["value"].tolist() if len(tl) else []
             ph.add_row(r["version"], _pct(r["ramp_share"]), _pct(r["steady_share"]), _pct(r["tail_share"]),
-                       _num(r["steady_tensor_pct"], "{:.1f}%"))
+                       _num(r["steady_tensor_pct"], "{:.1f}%"), sparkline(vals, 40, 100.0) if vals else "—")
         console.print(ph)
     if len(m.steps):
         console.print("[bold]Path of the top waiter[/bold]")

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from kernels.config import Shape
 from profiler.errors import WhowaitsError
+from profiler.paths import reports_root
 from profiler.provenance import git_state, gpu_slug
 
 BASELINES = ("sdpa-auto", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math", "torch-unfused")
@@ -270,7 +271,7 @@ def run(names: list[str] | None, shapes: list[str], *, baselines: bool = True, r
         names += [b for b in BASELINES if b not in names]
     prov = provenance(reps, warmup)
     prov["repeat"] = repeat
-    out_dir = out_dir or REPO / "reports" / gpu_slug(prov["gpu"]) / "bench"
+    out_dir = out_dir or reports_root() / gpu_slug(prov["gpu"]) / "bench"  # never inside site-packages
     date = prov["time"][:10]
     results = []
     for shape in parsed:

@@ -26,6 +26,7 @@ from kernels import registry
 from kernels.build import BuildResult, build_many
 from kernels.config import TUNABLE_FIELDS, FwdConfig, Shape
 from profiler.errors import WhowaitsError
+from profiler.paths import reports_root
 from profiler.provenance import gpu_slug
 
 DEFAULT_SPACE: dict[str, list[int]] = {
@@ -200,7 +201,7 @@ def tune(version_id: str, shape_key: str, *, space_text: str | None = None, buil
     rows = sort_rows(rows)
     prov = bench.provenance(reps, 3)
     prov["version"], prov["shape"] = version.id, shape.key
-    out_dir = out_dir or bench.REPO / "reports" / gpu_slug(prov["gpu"]) / "tune"
+    out_dir = out_dir or reports_root() / gpu_slug(prov["gpu"]) / "tune"  # never inside site-packages
     path, _ = bench.write_result(out_dir, f"{version.id}-{shape.key}", prov,
                                  [bench._finite(asdict(r)) for r in rows], force=force, columns=COLUMNS)
     return rows, path

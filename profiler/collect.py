@@ -9,7 +9,8 @@ subject such as torch SDPA's flash kernel), exactly one measured launch each, an
 - :meth:`Session.ncu_argv`: the exact ncu command line (``whowaits profile --dry-run`` prints it).
 - :func:`run_session`: run one session, check ncu's output, write the reports + sidecars atomically.
 - :func:`parse_ncu_output`: passes per kernel and the error, if any, from ncu's own messages.
-- :func:`section_files` / :func:`set_metrics`: the ``whowaits`` section set and the metric names it collects.
+
+The section set itself (which files, which metrics) is :mod:`profiler.sections`.
 
 How one measured launch is pinned down: ladder versions run in ``python -m kernels.runner``, which launches
 each version N warm-up times and then once inside the NVTX push/pop range ``whowaits:<version>``; ncu takes
@@ -19,7 +20,7 @@ plus ``--launch-skip`` (the warm-up launches of that kernel) and ``--launch-coun
 
 ncu always runs with ``--clock-control none`` (the card's clocks are left alone), ``--cache-control all``
 and ``--import-source yes`` (ladder builds carry ``-lineinfo``, see ``kernels/build.py``). With the
-``whowaits`` set, ncu's section search path is replaced by this repo's ``sections/`` folder, so only our
+``whowaits`` set, ncu's section search path is replaced by the package's ``profiler/data/sections/`` folder, so only our
 six sections are collected (no built-in section or rule runs).
 
 A session writes into a temporary folder beside the destination and renames each finished file into
@@ -42,15 +43,32 @@ from pathlib import Path
 from typing import Callable
 
 from profiler import provenance
-from profiler.errors import WhowaitsError
+from profiler.errors import (
+    CounterPermission,
+    LaunchCount,
+    NcuError,
+    NcuFailed,
+    NcuNotFound,
+    NoGpu,
+    NothingProfiled,
+    ProgramFailed,
+    WhowaitsError,
+)
+from profiler.sections import (  # noqa: F401 - section_files/section_metrics/set_metrics: moved, kept for callers
+    DEFAULT_SET,
+    SECTION_SCHEMA,
+    SECTIONS_DIR,
+    section_files,
+    section_metrics,
+    set_metrics,
+)
 from profiler.names import EXT_RUNNER_TITLES
 
-REPO = Path(__file__).resolve().parents[1]
-SECTIONS_DIR = REPO / "sections"
-REPORTS_DIR = REPO / "reports"
-SECTION_SCHEMA = SECTIONS_DIR / "section-schema.textproto"
+from profiler import paths as _paths
+
+REPO = _paths.checkout() or Path(__file__).resolve().parents[1]  # installed: the folder holding profiler/ and kernels/
+REPORTS_DIR = _paths.reports_root()  # at import; `whowaits profile` resolves it again per call
 DEFAULT_SHAPE = "b1_h64_s1024_d128_fp16"
-DEFAULT_SET = "whowaits"
 DEFAULT_WARMUP = 3
 CLOCK_CONTROL = "none"
 CACHE_CONTROL = "all"
@@ -210,7 +228,19 @@ def plan_command(command: str | list[str], kernel_regex: str, name: str, shape: 
     if launch_skip < 0:
         raise WhowaitsError("--launch-skip must be >= 0")
     target = Target(_check_name(name), kernel_regex, nvtx_range)
-    return Session([target], argv, _shape_key(shape), section_set, launch_skip=launch_skip)
+    return Session([target], argv, _any_shape_key(shape), section_set, launch_skip=launch_skip)
+
+
+def _any_shape_key(shape: str) -> str:
+    """``--shape`` for any program: an attention shape key (normalised), or any plain key of the user's
+    own problem (``m4096_n4096_k4096``), the report's file name."""
+    try:
+        return _shape_key(shape)
+    except WhowaitsError:
+        if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", shape or ""):
+            return shape
+        raise WhowaitsError(f"--shape {shape!r}: give a plain key (letters, digits, '.', '_', '-'), "
+                            "e.g. m4096_n4096_k4096") from None
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -220,11 +250,11 @@ def find_ncu() -> str:
     env = os.environ.get("WHOWAITS_NCU")
     if env:
         if not (Path(env).is_file() and os.access(env, os.X_OK)):
-            raise WhowaitsError(f"WHOWAITS_NCU={env} is not an executable file")
+            raise NcuNotFound(f"WHOWAITS_NCU={env} is not an executable file")
         return env
     path = shutil.which("ncu")
     if not path:
-        raise WhowaitsError(
+        raise NcuNotFound(
             "ncu (Nsight Compute CLI) not found on PATH: install Nsight Compute (it ships with the CUDA toolkit, "
             "e.g. /usr/local/cuda/bin) or set WHOWAITS_NCU"
         )
@@ -246,24 +276,25 @@ def ncu_version(ncu: str) -> str | None:
     return m.group(1) if m else None
 
 
-def gpu_info() -> tuple[str | None, str | None]:
-    """(GPU name, driver version) of GPU 0 from nvidia-smi; (None, None) when nvidia-smi is not installed.
+def gpu_info(device: str | None = None) -> tuple[str | None, str | None]:
+    """(GPU name, driver version) of GPU 0 (or of ``device``: an nvidia-smi index or UUID, as a sweep pins its
+    sessions) from nvidia-smi; (None, None) when nvidia-smi is not installed.
 
-    Raises :class:`WhowaitsError` when nvidia-smi is there but finds no GPU (no driver, no device): ncu
+    Raises :class:`NoGpu` when nvidia-smi is there but finds no GPU (no driver, no device): ncu
     could only fail later, after starting the program.
     """
     smi = shutil.which("nvidia-smi")
     if not smi:
         return None, None
     try:
-        cp = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                            capture_output=True, text=True, timeout=60)
+        cp = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader",
+                             *([f"--id={device}"] if device else [])], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as err:
-        raise WhowaitsError(f"no usable NVIDIA GPU: nvidia-smi did not run ({err})") from None
+        raise NoGpu(f"no usable NVIDIA GPU: nvidia-smi did not run ({err})") from None
     out = cp.stdout.strip()
     if cp.returncode != 0 or not out:
         why = (cp.stdout + cp.stderr).strip().splitlines()
-        raise WhowaitsError("no usable NVIDIA GPU: nvidia-smi: " + (why[0] if why else f"exit code {cp.returncode}"))
+        raise NoGpu("no usable NVIDIA GPU: nvidia-smi: " + (why[0] if why else f"exit code {cp.returncode}"))
     name, _, driver = out.splitlines()[0].partition(",")
     return name.strip() or None, driver.strip() or None
 
@@ -306,6 +337,12 @@ class NcuOutcome:
 
     profiled: list[tuple[str, int]]  # (kernel name as ncu printed it, replay passes), in order
     error: str | None  # one line for the user, or None
+    kind: type[NcuError] | None = None  # the error's kind (None when all is well)
+
+    def exception(self) -> NcuError:
+        """The error as an exception of its kind (only when ``error`` is set)."""
+        assert self.error is not None and self.kind is not None
+        return self.kind(self.error)
 
 
 def _last_program_line(text: str) -> str:
@@ -317,27 +354,33 @@ def _last_program_line(text: str) -> str:
 
 
 def parse_ncu_output(text: str, returncode: int = 0) -> NcuOutcome:
-    """Passes per profiled kernel and the first problem ncu reports, as one line (None when all is well)."""
+    """Passes per profiled kernel and the first problem ncu reports, as one line and its kind (an
+    :class:`~profiler.errors.NcuError` subclass); both None when all is well."""
     profiled = [(m.group("kernel"), int(m.group("passes"))) for m in _PASSES_RE.finditer(text)]
     low = text.lower()
-    error = None
+    error, kind = None, None
     if "err_nvgpuctrperm" in low:
+        kind = CounterPermission
         error = ("ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM): run as root or enable "
                  "counter access for all users (NVreg_RestrictProfilingToAdminUsers=0), see "
                  "https://developer.nvidia.com/ERR_NVGPUCTRPERM")
     elif any(p in low for p in _NO_DEVICE_PATTERNS):
+        kind = NoGpu
         error = "no usable NVIDIA GPU: " + (_ncu_error_line(text) or _last_program_line(text) or "no device found")
     elif (m := _APP_ERR_RE.search(text)) is not None:
         last = _last_program_line(text)
+        kind = ProgramFailed
         error = f"the profiled program failed with exit code {m.group('code')}" + (f": {last}" if last else "")
     elif "no kernels were profiled" in low:
+        kind = NothingProfiled
         error = "the kernel filter matched no kernel launch (ncu: No kernels were profiled)"
         seen = _available_kernels(text)
         if seen:
             error += "; the program launched: " + ", ".join(seen[:12]) + (" ..." if len(seen) > 12 else "")
     elif returncode != 0:
+        kind = NcuFailed
         error = f"ncu failed with exit code {returncode}: " + (_ncu_error_line(text) or _last_program_line(text) or "no message")
-    return NcuOutcome(profiled, error)
+    return NcuOutcome(profiled, error, kind)
 
 
 def _available_kernels(text: str) -> list[str]:
@@ -372,6 +415,7 @@ class TargetResult:
     passes: int | None = None
     kernel: str | None = None
     error: str | None = None
+    error_kind: type[WhowaitsError] | None = None  # NothingProfiled, ProgramFailed, … (profiler.errors)
 
     @property
     def ok(self) -> bool:
@@ -403,7 +447,7 @@ def _stream(argv: list[str], cwd: Path, env: dict, on_line: Callable[[str], None
         proc = subprocess.Popen(argv, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, errors="replace", bufsize=1)
     except OSError as err:
-        raise WhowaitsError(f"could not start {argv[0]}: {err.strerror}") from None
+        raise NcuFailed(f"could not start {argv[0]}: {err.strerror}") from None
     assert proc.stdout is not None
     for line in proc.stdout:
         lines.append(line)
@@ -422,7 +466,11 @@ def subject_provenance(target: Target, shape: str) -> dict:
     from kernels import registry
     from kernels.config import Shape
 
-    s = Shape.parse(shape)
+    try:
+        s = Shape.parse(shape)
+    except WhowaitsError:  # a key of the user's own problem (profile --cmd --shape m4096_n4096_k4096)
+        return {"problem_flops": None, "build_hash": None, "ladder_order": None, "title": None,
+                "change": None, "expected_bottleneck": None}
     out = {"problem_flops": s.flops(), "build_hash": None, "ladder_order": None, "title": None,
            "change": None, "expected_bottleneck": None}
     ladder = {v.id: v for v in registry.versions()}
@@ -460,14 +508,16 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
                 on_target_done: Callable[[TargetResult], None] | None = None) -> SessionResult:
     """Run the session under ncu and write one report + sidecar per target that ncu profiled.
 
-    Raises :class:`WhowaitsError` for what makes profiling impossible (no ncu, no GPU, counter permission,
-    an existing report without ``force``, a filter that matched nothing) and, for a one-target session, for
-    a crashed program. With several targets a version that fails (does not build, crashes the runner, is
+    Raises what makes profiling impossible, each of its kind (:mod:`profiler.errors`): :class:`NcuNotFound`,
+    :class:`NoGpu`, :class:`CounterPermission`, :class:`NothingProfiled` (a filter that matched nothing),
+    :class:`NcuFailed`, a plain :class:`WhowaitsError` for an existing report without ``force``, and, for a
+    one-target session, :class:`ProgramFailed` for a crashed program. With several targets a version that fails (does not build, crashes the runner, is
     not profiled) is recorded in the result's ``failures`` and the others go on: after a crash a new ncu
     session resumes with the targets after the failing one. No file is left behind for a failed target.
     """
     ncu = find_ncu()
-    gpu_name, driver = gpu_info()
+    pinned = session.env.get("CUDA_VISIBLE_DEVICES", "")
+    gpu_name, driver = gpu_info(pinned if pinned and "," not in pinned else None)  # a sweep's GPU, not GPU 0
     slug = gpu or provenance.gpu_slug(gpu_name)
     dests = {t.name: report_path(out_root, slug, t.name, session.shape) for t in session.targets}
     if not force:
@@ -477,8 +527,9 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
 
     results = {t.name: TargetResult(t) for t in session.targets}
 
-    def fail(t: Target, msg: str) -> None:
+    def fail(t: Target, msg: str, kind: type[WhowaitsError] = WhowaitsError) -> None:
         results[t.name].error = msg
+        results[t.name].error_kind = kind
         if on_target_done:
             on_target_done(results[t.name])
 
@@ -510,11 +561,11 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
             logs.append(log)
             outcome = parse_ncu_output(log, code)
             rep = stem.with_name(stem.name + ".ncu-rep")
-            crashed = outcome.error is not None and outcome.error.startswith("the profiled program failed")
+            crashed = outcome.kind is ProgramFailed
             if outcome.error and not (crashed and len(session.targets) > 1):
-                raise WhowaitsError(outcome.error)
+                raise outcome.exception()
             if not rep.is_file() and not crashed:
-                raise WhowaitsError(f"ncu exited {code} but wrote no report: "
+                raise NcuFailed(f"ncu exited {code} but wrote no report: "
                                     + (_ncu_error_line(log) or _last_program_line(log) or "no message"))
             k = len(outcome.profiled)
             # Launches come in target order (one per NVTX range), so the i-th 'Profiling' line is the i-th
@@ -522,14 +573,15 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
             candidates = pending[:k] if crashed else pending
             resume = pending[k + 1:] if crashed else []
             if crashed and k < len(pending):
-                fail(pending[k], outcome.error)
+                fail(pending[k], outcome.error, ProgramFailed)
             passes = {t.name: outcome.profiled[i][1] for i, t in enumerate(candidates)} \
                 if len(candidates) == k else {}
-            parts = _parts(ncu, rep, candidates, tmpdir) if rep.is_file() else {t.name: "no report" for t in candidates}
+            parts = _parts(ncu, rep, candidates, tmpdir) if rep.is_file() else {
+                t.name: NcuFailed("no report") for t in candidates}
             for t in candidates:
                 part = parts[t.name]
-                if isinstance(part, str):
-                    fail(t, part)
+                if isinstance(part, NcuError):
+                    fail(t, str(part), type(part))
                     continue
                 r = results[t.name]
                 r.passes = passes.get(t.name)
@@ -570,18 +622,21 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
                 pass
 
 
-def _parts(ncu: str, rep: Path, targets: list[Target], tmpdir: Path) -> dict[str, Path | str]:
+def _parts(ncu: str, rep: Path, targets: list[Target], tmpdir: Path) -> dict[str, Path | NcuError]:
     """Each target's own report: the session report itself for one target, else split out of it by the
-    target's kernel regex (ncu --import ... --export, run in parallel). {name: path, or why there is none}."""
+    target's kernel regex (ncu --import ... --export, run in parallel). {name: path, or the error of its
+    kind saying why there is none}."""
+    if not targets:  # the program died before its first measured launch
+        return {}
     if len(targets) == 1:
         return {targets[0].name: rep}
     from concurrent.futures import ThreadPoolExecutor
 
-    def one(t: Target) -> Path | str:
+    def one(t: Target) -> Path | NcuError:
         try:
             return split_report(ncu, rep, t, tmpdir / f"{t.name}.ncu-rep")
-        except WhowaitsError as err:
-            return str(err)
+        except NcuError as err:
+            return err
 
     with ThreadPoolExecutor(max_workers=min(8, len(targets))) as pool:
         return dict(zip([t.name for t in targets], pool.map(one, targets)))
@@ -601,69 +656,23 @@ _EXPORTED_RE = re.compile(r'==PROF== Exported launch "(?P<kernel>[^"]*)"')
 
 
 def split_report(ncu: str, combined: Path, target: Target, out: Path) -> Path:
-    """Write ``target``'s one launch of ``combined`` to ``out``; WhowaitsError unless exactly one launch matched."""
+    """Write ``target``'s one launch of ``combined`` to ``out``.
+
+    Raises :class:`NothingProfiled` when no launch matched, :class:`LaunchCount` when several did, and
+    the kind ncu's output names (:class:`NcuFailed` …) when the split itself failed; ``out`` is then
+    removed."""
     argv = split_command(ncu, combined, target, out)
     code, log = _stream(argv, REPO, {}, None)
     outcome = parse_ncu_output(log, code)
     exported = _EXPORTED_RE.findall(log)
     if outcome.error and not exported:
-        if "no kernels were profiled" in (outcome.error or "").lower() or "matched no kernel" in outcome.error:
-            raise WhowaitsError("not profiled: no launch of its kernel in the session report")
-        raise WhowaitsError(f"could not split it out of the session report: {outcome.error}")
+        out.unlink(missing_ok=True)
+        if outcome.kind is NothingProfiled:
+            raise NothingProfiled("not profiled: no launch of its kernel in the session report")
+        raise outcome.kind(f"could not split it out of the session report: {outcome.error}")
     if len(exported) != 1 or not out.is_file():
         out.unlink(missing_ok=True)
         if not exported:
-            raise WhowaitsError("not profiled: no launch of its kernel in the session report")
-        raise WhowaitsError(f"its kernel regex matched {len(exported)} launches of the session report, not 1")
+            raise NothingProfiled("not profiled: no launch of its kernel in the session report")
+        raise LaunchCount(f"its kernel regex matched {len(exported)} launches of the session report, not 1")
     return out
-
-
-# --------------------------------------------------------------------------------------------------------
-# the section set
-def _section_class():
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
-
-    fdp = text_format.Parse(SECTION_SCHEMA.read_text(), descriptor_pb2.FileDescriptorProto())
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("whowaits.section.ProfilerSection"))
-
-
-def section_files(folder: Path = SECTIONS_DIR, set_name: str = DEFAULT_SET) -> dict[Path, object]:
-    """Every ``*.section`` in ``folder`` that belongs to ``set_name``, parsed against sections/section-schema.textproto."""
-    from google.protobuf import text_format
-
-    cls = _section_class()
-    out = {}
-    for p in sorted(Path(folder).glob("*.section")):
-        try:
-            msg = text_format.Parse(p.read_text(), cls())
-        except text_format.ParseError as err:
-            raise WhowaitsError(f"{p}: {err}") from None
-        if any(s.Identifier == set_name for s in msg.Sets):
-            out[p] = msg
-    return out
-
-
-def _walk_metrics(msg, found: list) -> None:
-    for fd, value in msg.ListFields():
-        if fd.message_type is None:
-            continue
-        repeated = fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED
-        items = value if repeated else [value]
-        for item in items:
-            if fd.message_type.name == "Metric":
-                found.append(item)
-            _walk_metrics(item, found)
-
-
-def section_metrics(msg) -> list:
-    """Every ``Metric`` message in a parsed section (header, body, metrics, source metrics)."""
-    found: list = []
-    _walk_metrics(msg, found)
-    return found
-
-
-def set_metrics(folder: Path = SECTIONS_DIR, set_name: str = DEFAULT_SET) -> set[str]:
-    """Names of every metric the set collects, as written in the section files (``group:`` names included)."""
-    return {m.Name for msg in section_files(folder, set_name).values() for m in section_metrics(msg) if m.Name}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html as _html
 import os
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -65,6 +66,12 @@ def _e(x) -> str:
     return _html.escape("" if x is None else str(x))
 
 
+def _anchor(label) -> str:
+    """A label as an element id / link target: characters other than letters, digits, ``_ . -`` become
+    ``-`` (a user's label may hold spaces: ``4 stages``)."""
+    return re.sub(r"[^A-Za-z0-9_.\-]", "-", str(label))
+
+
 def _num(x, fmt: str = "{:.3g}") -> str:
     if x is None or (isinstance(x, float) and x != x):
         return "—"
@@ -97,36 +104,43 @@ def _ladder_table(m) -> str:
     from profiler.compare.diff import fmt_ns  # noqa: PLC0415
 
     rows = []
-    for r in m.table.to_dict(orient="records"):
+    recs = m.table.to_dict(orient="records")
+    extra = [k for k in ("gbps", "hypothesis", "verdict")
+             if any((isinstance(r.get(k), str) and r.get(k)) or (isinstance(r.get(k), float) and r[k] == r[k])
+                    for r in recs)]
+    for r in recs:
         top = f"{_e(r['top_class'])}·{_e(r['top_reason'])}" if r.get("top_class") else "—"
         if isinstance(r.get("top_producer"), str):
             top += f" ← {_e(r['top_producer'])}"
         if r.get("top_opcode"):
             top += f" <span class='note'>on {_e(r['top_opcode'])}</span>"
-        rows.append([f"<a href='#v-{_e(r['version'])}'>{_e(r['version'])}</a>", _e(r.get("title")),
-                     _e(r.get("change")), _e(fmt_ns(r.get("duration_ns"))), _num(r.get("tflops"), "{:.0f}"),
+        rows.append([f"<a href='#v-{_anchor(r['version'])}'>{_e(r['version'])}</a>", _e(r.get("title")),
+                     _e(r.get("change")), _e(fmt_ns(r.get("duration_ns"))), _num(r.get("tflops"), "{:.3g}"),
                      _num(r.get("speedup_prev"), "{:.2f}x"), top,
                      f"{_pct(r.get('top_share'))} <span class='note'>[{_pct(r.get('top_lo'))}, "
                      f"{_pct(r.get('top_hi'))}]</span>",
                      _e(r.get("expected_bottleneck")),
                      _e(r.get("tensor_path")), _num(r.get("tensor_pipe_pct"), "{:.1f}%"),
-                     _num(r.get("tensor_roof_pct"), "{:.1f}%")])
+                     _num(r.get("tensor_roof_pct"), "{:.1f}%")]
+                    + [_num(r.get(k), "{:.0f}") if k == "gbps" else _e(r.get(k)) for k in extra])
+    names = {"gbps": "GB/s", "hypothesis": "hypothesis", "verdict": "verdict"}
+    num = {3, 4, 5, 7, 10, 11} | ({12} if extra[:1] == ["gbps"] else set())
     return _table(["version", "title", "change", "duration", "TFLOPS", "vs prev", "top waiter", "share [95%]",
-                   "expected bottleneck", "tensor path", "tensor pipe (own peak)", "tensor roof (dense)"],
-                  rows, {3, 4, 5, 7, 10, 11})
+                   "expected bottleneck", "tensor path", "tensor pipe (own peak)", "tensor roof (dense)"]
+                  + [names[k] for k in extra], rows, num)
 
 
-def _version_section(p, m) -> str:
+def _version_section(p, m, verbose: bool = False) -> str:
     from profiler import plots  # noqa: PLC0415
 
     s = p.summary
     label = p.label
     shares = m.stall_shares[m.stall_shares["version"] == label]
-    n = sum((s.get("stall_samples") or {}).values())
+    n = sum(v for v in (s.get("stall_samples") or {}).values() if isinstance(v, (int, float)) and v == v)
     waits = pd.DataFrame(s.get("who_waits") or [], columns=["class", "reason", "samples", "share"])
     if n and len(waits):
         waits = waits.assign(share=waits["samples"] / n)
-    parts = [f"<section id='v-{_e(label)}'><h3>{_e(label)}</h3>",
+    parts = [f"<section id='v-{_anchor(label)}'><h3>{_e(label)}</h3>",
              f"<p class='meta'>kernel <code>{_e(s.get('kernel'))}</code> · {_e(p.subject.path)}"
              f"{' · ' + str(p.launches) + ' launches merged' if p.launches > 1 else ''}</p>"]
     parts.append(_fig(plots.stall_breakdown(shares, title=f"{label}: stall reasons (95% intervals)")))
@@ -147,10 +161,11 @@ def _version_section(p, m) -> str:
                  _e(t.get("top_reason"))] for t in tops[:10]]
         parts.append("<h4>Top instructions by stall samples</h4>"
                      + _table(["address", "SASS", "class", "samples", "top reason"], rows, {3}))
-    missing = s.get("missing") or []
-    if missing:
-        parts.append("<p class='note'>Missing: " + "; ".join(
-            f"{_e(x.get('field'))} (section {_e(x.get('section'))})" for x in missing) + "</p>")
+    from profiler.compare.gaps import gap_line  # noqa: PLC0415
+
+    lines = gap_line(label, s, verbose=verbose)
+    if lines:
+        parts.append("<p class='note'>" + "<br>".join(_e(x) for x in lines) + "</p>")
     parts.append("</section>")
     return "".join(parts)
 
@@ -170,7 +185,7 @@ def _diff_section(d) -> str:
                      "significant" if r["significant"] else "noise"])
     table = _table(["reason", f"samples {d.a}", f"samples {d.b}", f"share {d.a}", f"share {d.b}", "Δ", "interval",
                     ""], rows, {1, 2, 3, 4, 5, 6})
-    return (f"<section id='d-{_e(d.a)}-{_e(d.b)}'><h3>{_e(d.a)} → {_e(d.b)}</h3>"
+    return (f"<section id='d-{_anchor(d.a)}-{_anchor(d.b)}'><h3>{_e(d.a)} → {_e(d.b)}</h3>"
             + _warnings(d.warnings)
             + f"<p class='verdict'>{_e(d.verdict)}</p>" + table
             + _fig(plots.diff_deltas(d.classes, key="class",
@@ -217,7 +232,8 @@ def _diff_when_where(d) -> str:
     return "".join(out)
 
 
-def render_report(m, profiled: list, diffs: list, title: str = "whowaits: who waits on whom, version by version") -> str:
+def render_report(m, profiled: list, diffs: list, title: str = "whowaits: who waits on whom, version by version",
+                  verbose: bool = False) -> str:
     """The whole page as a string (see the module docstring for its sections)."""
     from plotly.offline import get_plotlyjs  # noqa: PLC0415
 
@@ -246,7 +262,7 @@ def render_report(m, profiled: list, diffs: list, title: str = "whowaits: who wa
         "<h3 id='where'>Where: source regions</h3>",
         _fig(plots.region_bars(m.regions)),
         "".join(f"<p class='note'>{_e(n)}</p>" for n in dict.fromkeys(m.notes)),
-        "<h2 id='versions'>Versions</h2>", "".join(_version_section(p, m) for p in profiled),
+        "<h2 id='versions'>Versions</h2>", "".join(_version_section(p, m, verbose) for p in profiled),
         "<h2 id='diffs'>Consecutive diffs</h2>",
         "".join(_diff_section(d) for d in diffs) or "<p class='note'>one version: nothing to diff.</p>",
     ]

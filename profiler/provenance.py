@@ -27,14 +27,21 @@ value that cannot be known is ``null``)::
     build_hash       a ladder version's build cache key (``kernels.build``'s key over its sources, the
                      shared headers, nvcc's version and flags) for the config profiled; null for others
     problem_flops    the problem's FLOPs for one call at ``shape`` (attention forward: 4·B·H·S²·D, halved
-                     when causal), so views get TFLOPS without knowing the problem; null if unknown
-    ladder_order     a ladder version's number (v03 -> 3): the order of views; null for external subjects
+                     when causal; ``profile --cmd --problem-flops N`` for a user's kernel), so views get
+                     TFLOPS without knowing the problem; null if unknown
+    ladder_order     a ladder version's number (v03 -> 3): the order of views; for ``profile --cmd
+                     --versions`` the version's place in the list (0, 1, …); null for external subjects
     title            a one-line title (the version's, or the external subject's)
     change           a ladder version's one-line change (its version.toml), null otherwise
     expected_bottleneck  the version's hypothesis of its bottleneck, written before measuring
 
 Views (``profiler.compare``) read these and never the ``kernels`` package; a report without a sidecar
 still works, without TFLOPS, titles or ladder order.
+
+Optional keys (:data:`OPTIONAL_SIDECAR_KEYS`), written only when known::
+
+    problem_bytes    bytes one call of the problem must move (``profile --cmd --problem-bytes N``; fills a
+                     GB/s column)
 
 Writes are atomic (a temporary file in the same folder, then ``os.replace``).
 """
@@ -142,17 +149,22 @@ def read_sidecar(report_path: str | os.PathLike) -> dict | None:
     return {k: data.get(k) for k in SIDECAR_KEYS} | {k: v for k, v in data.items() if k not in SIDECAR_KEYS}
 
 
+OPTIONAL_SIDECAR_KEYS: tuple[str, ...] = ("problem_bytes",)
+
+
 def make_sidecar(**fields) -> dict:
-    """A sidecar dict: every key of :data:`SIDECAR_KEYS` (unknown ones ``None``); unknown keywords are an error."""
-    extra = set(fields) - set(SIDECAR_KEYS)
+    """A sidecar dict: every key of :data:`SIDECAR_KEYS` (unknown ones ``None``), plus the optional keys
+    given with a value; unknown keywords are an error."""
+    extra = set(fields) - set(SIDECAR_KEYS) - set(OPTIONAL_SIDECAR_KEYS)
     if extra:
         raise ValueError(f"unknown sidecar keys: {sorted(extra)}")
-    return {k: fields.get(k) for k in SIDECAR_KEYS}
+    return {k: fields.get(k) for k in SIDECAR_KEYS} | {
+        k: fields[k] for k in OPTIONAL_SIDECAR_KEYS if fields.get(k) is not None}
 
 
 def write_sidecar(report_path: str | os.PathLike, sidecar: dict) -> Path:
     """Write the sidecar of ``report_path`` atomically; ``report_sha256`` is filled in from the report if unset."""
-    data = make_sidecar(**{k: v for k, v in sidecar.items() if k in SIDECAR_KEYS})
+    data = make_sidecar(**{k: v for k, v in sidecar.items() if k in SIDECAR_KEYS or k in OPTIONAL_SIDECAR_KEYS})
     if data["report_sha256"] is None and Path(report_path).is_file():
         data["report_sha256"] = sha256_file(report_path)
     return write_json_atomic(sidecar_path(report_path), data)

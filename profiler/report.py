@@ -115,7 +115,10 @@ class Launch:
         ``metrics.sampled_reasons()`` order (reasons the report does not sample are left out).
         Computed once per launch."""
         if self._stalls is None:
-            cols = [(c[len("stall_"):], c) for c in self.sass.columns if c.startswith("stall_")]
+            # A column ncu left as NaN (a launch it could not sample: the H800 public report's 2nd and
+            # 4th launches) holds no samples; as int64 it would read as -2**63 per PC.
+            cols = [(c[len("stall_"):], c) for c in self.sass.columns
+                    if c.startswith("stall_") and not self.sass[c].isna().any()]
             reasons = [r for r, _ in cols]
             if cols:
                 mat = np.column_stack([self.sass[c].to_numpy(dtype=np.int64) for _, c in cols])

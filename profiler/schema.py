@@ -128,6 +128,17 @@ TopInstruction = TypedDict("TopInstruction", {
     "kernel": Optional[str]})
 
 
+class Region(TypedDict):
+    name: str  # load_q, load_kv, qk, softmax, pv, epilogue, sync, other (DESIGN.md)
+    source: str  # declared | inferred
+    stall_samples: dict[str, int]
+    samples: int
+    share: float
+    inst_executed: int
+    pcs: int
+    inherited_samples: int
+
+
 class Launch(TypedDict):
     index: int
     grid: Optional[list[int]]
@@ -148,12 +159,6 @@ class Device(TypedDict):
 class Missing(TypedDict):
     field: str
     section: str
-
-
-Region = TypedDict("Region", {
-    "name": str, "source": str, "stall_samples": dict[str, int], "samples": int, "share": float,
-    "inst_executed": int, "pcs": int, "inherited_samples": int})
-"""A source region (``profiler.analyze.regions``); ``source`` declared | inferred."""
 
 
 class Phase(TypedDict):
@@ -201,7 +206,7 @@ class Summary(TypedDict):
     top_instructions: list[TopInstruction]
     launch: Optional[Launch]  # None when merged (launches may differ)
     device: Optional[Device]
-    regions: list[Region]  # sum exactly to the stall samples; merged: by (name, source)
+    regions: list[Region]  # sum exactly to the kernel's samples; [] without per-PC data; merged: by (name, source)
     timeline: Optional[Timeline]  # None when merged (a timeline belongs to one launch)
     missing: list[Missing]
 

@@ -11,7 +11,7 @@ Each step below drops more of what no analysis reads (profiler/data/metrics.toml
 covers metrics.toml. scripts/h200_final_profile.sh (in git history; scripts/h200_profile_dataset.sh now re-profiles
 the data set with the committed set) measured them and keeps the first with <= 15 passes
 (<= 0.4 x 38). Run on the 20-pass set of commit d0ae0ca it gave c1 14, c2 14, c3-c5 13 passes on the H200;
-c1 became sections/ (so running it again now trims the trimmed set).
+c1 became profiler/data/sections/ (so running it again now trims the trimmed set).
 """
 import re
 import shutil
@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from google.protobuf import text_format  # noqa: E402
 
-from profiler import collect  # noqa: E402
+from profiler import sections  # noqa: E402
 
 OUT = Path(".devcarry/candidates")
 STEPS = [
@@ -48,7 +48,7 @@ pats = []
 for name, more in STEPS:
     pats = pats + more
     d = OUT / name; d.mkdir(parents=True)
-    for f, msg in collect.section_files().items():
+    for f, msg in sections.section_files().items():
         m = type(msg)(); m.CopyFrom(msg); prune(m, pats)
         (d / f.name).write_text(text_format.MessageToString(m).replace("ShowInstances: true", "ShowInstances: 1"))
-    print(name, len(collect.set_metrics(d)))
+    print(name, len(sections.set_metrics(d)))

@@ -28,7 +28,7 @@ BENCH = REPO / "reports" / "h200" / "bench"
 REPORTS = REPO / "reports" / "h200"
 B1, B4 = "b1_h64_s1024_d128_fp16", "b4_h16_s4096_d128_fp16"
 LADDER = ["v01_naive", "v02_smem_tiling", "v03_tensor_cores", "v04_swizzle_cp_async", "v05_double_buffer",
-          "v06_softmax_fusion", "v07_tuned"]
+          "v06_softmax_fusion", "v07_tuned", "v08_tma_mbarrier", "v09_wgmma"]
 needs_nvcc = pytest.mark.skipif(
     shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="no nvcc")
 
@@ -54,15 +54,22 @@ def failures(report) -> dict[tuple[str, str, str], object]:
     return {(r.version, r.shape, r.check): r for r in report.results if r.verdict != "pass"}
 
 
-def bench_json(shape: str) -> Path:
-    return sorted(BENCH.glob(f"*-{shape}.json"))[-1]
+def bench_json(shape: str, version: str = "v07_tuned") -> Path:
+    """The newest committed bench file of ``shape`` with a row for ``version`` (the one the checks read)."""
+    return next(p for p in sorted(BENCH.glob(f"*-{shape}.json"), reverse=True)
+                if any(r["implementation"] == version for r in json.loads(p.read_text())["rows"]))
+
+
+def tflops(version: str, shape: str) -> float:
+    rows = json.loads(bench_json(shape, version).read_text())["rows"]
+    return next(r["tflops"] for r in rows if r["implementation"] == version)
 
 
 def planted_bench(tmp_path: Path, version: str, shape: str, factor: float) -> Path:
     """A copy of the committed bench folder in which ``version`` at ``shape`` runs ``factor``x longer."""
     out = tmp_path / "bench"
     shutil.copytree(BENCH, out)
-    p = out / bench_json(shape).name
+    p = out / bench_json(shape, version).name
     data = json.loads(p.read_text())
     for r in data["rows"]:
         if r["implementation"] == version:
@@ -139,8 +146,10 @@ def test_project_policy_holds():
             assert (v, shape, "min_tflops") in got
             assert (v, shape, "no_spills") in got and (v, shape, "sass") in got
         assert (v, B1, "no_missing") in got and any(c.startswith("max_share[") for (x, s, c) in got if x == v)
-    for v in LADDER[3:]:
+    for v in LADDER[3:8]:  # the ldmatrix rungs (v09 reads shared memory through wgmma, no LDSM)
         assert (v, B1, "max_bank_conflict_ways") in got
+    for v in LADDER[6:]:  # the rungs that beat SDPA's FlashAttention-2 in the same run
+        assert (v, B1, "min_ratio[sdpa-flash]") in got and (v, B4, "min_ratio[sdpa-flash]") in got
     # the values are the measured ones: v07's floor check reads the bench file's own TFLOPS
     row = next(r for r in json.loads(bench_json(B1).read_text())["rows"] if r["implementation"] == "v07_tuned")
     res = next(r for r in report.results if (r.version, r.shape, r.check) == ("v07_tuned", B1, "min_tflops"))
@@ -162,7 +171,8 @@ def test_policy_shape_of_committed_rules():
 # ----------------------------------------------------------------------------- planted regressions
 
 def test_lowered_tflops_fails_naming_rule_value_and_limit(tmp_path):
-    bench = planted_bench(tmp_path, "v07_tuned", B1, 1.25)  # 320.9 -> 256.7 TFLOPS
+    bench = planted_bench(tmp_path, "v07_tuned", B1, 1.25)  # 321.0 -> 256.8 TFLOPS
+    slow, flash = tflops("v07_tuned", B1) / 1.25, tflops("sdpa-flash", B1)
     pol = tmp_path / "whowaits.toml"
     pol.write_text(f'[check]\nreports = "{REPORTS}"\nbench = "{bench}"\n'
                    f'[[check.rule]]\nversion = "v07_tuned"\nshape = "{B1}"\nmin_tflops = 288\n'
@@ -173,15 +183,16 @@ def test_lowered_tflops_fails_naming_rule_value_and_limit(tmp_path):
     assert set(f) == {("v07_tuned", B1, "min_tflops"), ("v07_tuned", B1, "min_ratio[sdpa-flash]"),
                       ("v07_tuned", B1, "min_relative")}
     m = f[("v07_tuned", B1, "min_tflops")].message
-    assert "min_tflops" in m and "256.7 TFLOPS" in m and ">= 288 TFLOPS" in m, m
-    assert "= 0.834 (256.7 / 307.8 TFLOPS)" in f[("v07_tuned", B1, "min_ratio[sdpa-flash]")].message
+    assert "min_tflops" in m and f"= {slow:.1f} TFLOPS" in m and ">= 288 TFLOPS" in m, m
+    assert f"= {slow / flash:.3f} ({slow:.1f} / {flash:.1f} TFLOPS)" in f[("v07_tuned", B1, "min_ratio[sdpa-flash]")].message
     rel = f[("v07_tuned", B1, "min_relative")]
     assert rel.value == pytest.approx(1 / 1.25) and ">= 0.97" in rel.message
 
 
 @needs_nvcc
 def test_lowered_tflops_fails_the_project_policy_cli(tmp_path, capsys):
-    bench = planted_bench(tmp_path, "v04_swizzle_cp_async", B4, 1.2)  # 301.4 -> 251.2 < 271
+    bench = planted_bench(tmp_path, "v04_swizzle_cp_async", B4, 1.2)  # 294.7 -> 245.6 < 271
+    slow = tflops("v04_swizzle_cp_async", B4) / 1.2
     code, out, err = cli(capsys, "check", "--policy", str(POLICY), "--bench", str(bench), "--format", "github")
     assert code == 1, err
     lines = [ln for ln in out.splitlines() if ln.startswith("::error ")]
@@ -189,7 +200,7 @@ def test_lowered_tflops_fails_the_project_policy_cli(tmp_path, capsys):
     rule = next(r for r in load_policy(POLICY).rules if r.versions == ("v04_swizzle_cp_async",) and r.shape == B4)
     assert f",line={rule.lines['min_tflops']}," in lines[0]
     assert "file=" in lines[0] and "whowaits.toml" in lines[0]
-    assert "min_tflops" in lines[0] and "251.2 TFLOPS" in lines[0] and ">= 271 TFLOPS" in lines[0]
+    assert "min_tflops" in lines[0] and f"= {slow:.1f} TFLOPS" in lines[0] and ">= 271 TFLOPS" in lines[0]
     assert out.strip().splitlines()[-1].startswith("whowaits check: FAILED (")
 
 
@@ -315,7 +326,7 @@ def test_junit_and_json(tmp_path, capsys):
                    f'[[check.rule]]\nversion = ["v06_softmax_fusion", "v07_tuned"]\nshape = "{B1}"\nmin_tflops = 250\n'
                    'max_share = { "HMMA·wait" = 0.35 }\n')
     code, out, err = cli(capsys, "check", "--policy", str(pol), "--format", "junit")
-    assert code == 0, err  # 266.5 and 256.7 TFLOPS are both >= 250
+    assert code == 0, err  # v06 266.8 and v07 321.0 / 1.25 = 256.8 TFLOPS are both >= 250
     root = ET.fromstring(out)
     suite = root.find("testsuite")
     assert suite.get("tests") == "4" and suite.get("failures") == "0"
@@ -325,7 +336,9 @@ def test_junit_and_json(tmp_path, capsys):
     code, out, _ = cli(capsys, "check", "--policy", str(pol), "--format", "junit")
     assert code == 1
     fails = ET.fromstring(out).findall(".//failure")
-    assert len(fails) == 1 and "256.7 TFLOPS" in fails[0].get("message") and ">= 260 TFLOPS" in fails[0].get("message")
+    slow = tflops("v07_tuned", B1) / 1.25
+    assert len(fails) == 1 and f"= {slow:.1f} TFLOPS" in fails[0].get("message")
+    assert ">= 260 TFLOPS" in fails[0].get("message")
     code, out, _ = cli(capsys, "check", "--policy", str(pol), "--format", "json")
     data = json.loads(out)
     assert code == 1 and data["exit_code"] == 1 and data["counts"] == {"pass": 3, "fail": 1, "error": 0}
@@ -380,6 +393,12 @@ def test_missing_input_is_an_error_not_a_pass(tmp_path, capsys, rule, extra, wor
     code, out, err = cli(capsys, "check", "--policy", str(pol), *extra)
     assert code == 2, (out, err)
     assert err.count("\n") == 1 and words in err, err
+
+
+def test_input_error_as_github_annotation(tmp_path, capsys):
+    code, out, err = cli(capsys, "check", "--policy", str(POLICY), "--bench", str(tmp_path / "none"), "--format", "github")
+    assert code == 2 and err.startswith("whowaits: error: no such bench file or folder")
+    assert out.startswith("::error title=whowaits check%3A input error::no such bench file or folder")
 
 
 def test_missing_policy(tmp_path, capsys, monkeypatch):
@@ -468,20 +487,40 @@ def test_build_facts_fail_on_a_spilling_config_and_a_false_sass_claim(tmp_path, 
     assert "expected HGMMA absent" in by["sass"].message and "forbidden" not in by["sass"].value_text
 
 
-@pytest.mark.parametrize("content, words", [
-    ("{", "not a summary file (JSONDecodeError"),
-    ("[]", "not a summary file"),
-    ('[{"stall_samples": {"wait": "many"}}]', "stall_samples must map reasons"),
-    ('[{"stall_samples": {"wait": 3}, "who_waits": [{"class": "HMMA"}]}]', "who_waits must be a list"),
-    ('[{"stall_samples": {"wait": 3}, "missing": "none"}]', "missing must be a list"),
+@pytest.mark.parametrize("break_it, words", [
+    (lambda s: "{", "not a summary file (JSONDecodeError"),
+    (lambda s: [], "not a summary file"),
+    (lambda s: [{**s, "stall_samples": {**s["stall_samples"], "wait": "many"}}],
+     "summary stall_samples.wait: expected an integer"),
+    (lambda s: [{**s, "who_waits": [{"class": "HMMA"}]}], "summary who_waits[0].reason: missing"),
+    (lambda s: [{**s, "missing": "none"}], "summary missing: expected a list"),
+    (lambda s: [{k: v for k, v in s.items() if k != "waits_on"}], "summary waits_on: missing"),
+    (lambda s: [{**s, "stall_samples": {**s["stall_samples"], "wait": -5}}], "stall_samples.wait is negative"),
 ])
-def test_bad_summary_file_is_one_line_exit_2(tmp_path, capsys, content, words):
+def test_bad_summary_file_is_one_line_exit_2(tmp_path, capsys, break_it, words):
+    """A stand-in summary is checked against profiler.schema (plus non-negative counts) before use."""
+    real = load_summary(REPORTS / "v07_tuned" / f"{B1}.ncu-rep")
+    bad = break_it(real)
     (tmp_path / "v07_tuned").mkdir()
-    (tmp_path / "v07_tuned" / f"{B1}.summary.json").write_text(content)
+    (tmp_path / "v07_tuned" / f"{B1}.summary.json").write_text(bad if isinstance(bad, str) else json.dumps(bad))
     pol = tmp_path / "whowaits.toml"
     pol.write_text(f'[check]\nreports = "."\n[[check.rule]]\nversion = "v07_tuned"\nshape = "{B1}"\nno_missing = true\n')
     code, out, err = cli(capsys, "check", "--policy", str(pol))
     assert code == 2 and err.count("\n") == 1 and words in err, err
+
+
+def test_real_summary_file_stands_in_for_its_report(tmp_path):
+    """`whowaits show REPORT --format json` output passes the schema and gives the report's own values."""
+    real = load_summary(REPORTS / "v07_tuned" / f"{B1}.ncu-rep")
+    (tmp_path / "v07_tuned").mkdir()
+    (tmp_path / "v07_tuned" / f"{B1}.summary.json").write_text(json.dumps([real]))
+    pol = tmp_path / "whowaits.toml"
+    pol.write_text(f'[check]\nreports = "."\n[[check.rule]]\nversion = "v07_tuned"\nshape = "{B1}"\n'
+                   'max_share = { "HMMA·wait" = 1.0, "wait" = 1.0 }\n')
+    from_json = {r.check: r.value for r in check.run(policy=pol).results}
+    pol.write_text(pol.read_text().replace('reports = "."', f'reports = "{REPORTS}"'))
+    from_report = {r.check: r.value for r in check.run(policy=pol).results}
+    assert from_json == from_report and from_json["max_share[wait]"] == real["stall_share"]["wait"]
 
 
 def test_rule_with_only_inherited_checks_and_no_data_is_an_error(tmp_path, capsys):
@@ -503,11 +542,12 @@ def test_newest_bench_row_per_implementation(tmp_path):
     (bench / f"2099-01-01-{B1}.json").write_text(json.dumps(data))
     pol = tmp_path / "whowaits.toml"
     pol.write_text(f'[check]\nbench = "bench"\n[[check.rule]]\nversion = ["v06_softmax_fusion", "v07_tuned"]\n'
-                   f'shape = "{B1}"\nmin_tflops = 260\nmin_ratio = {{ sdpa-flash = 0.5 }}\n')  # v07 256.7, v06 266.5
+                   f'shape = "{B1}"\nmin_tflops = 260\nmin_ratio = {{ sdpa-flash = 0.5 }}\n')  # v07 256.8, v06 266.8
     res = {(r.version, r.check): r for r in check.run(policy=pol).results}
     assert res[("v07_tuned", "min_tflops")].verdict == "fail"
     assert res[("v07_tuned", "min_tflops")].source.endswith(f"2099-01-01-{B1}.json")
     assert res[("v06_softmax_fusion", "min_tflops")].verdict == "pass"
     assert res[("v06_softmax_fusion", "min_tflops")].source.endswith(bench_json(B1).name)
     # ratios stay within one run: v07's is against the new run's sdpa-flash row
-    assert res[("v07_tuned", "min_ratio[sdpa-flash]")].value == pytest.approx(1 / 1.25 * 320.9031 / 307.8388, rel=1e-5)
+    expect = tflops("v07_tuned", B1) / 1.25 / tflops("sdpa-flash", B1)
+    assert res[("v07_tuned", "min_ratio[sdpa-flash]")].value == pytest.approx(expect, rel=1e-12)

@@ -8,8 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from profiler import collect, provenance
-from profiler.errors import WhowaitsError
+from profiler import collect, provenance, sections
+from profiler.errors import (
+    CounterPermission,
+    LaunchCount,
+    NcuError,
+    NcuFailed,
+    NoGpu,
+    NothingProfiled,
+    ProgramFailed,
+    WhowaitsError,
+)
 
 RECORDED = Path(__file__).resolve().parent / "fake_ncu" / "recorded"
 SHAPE = "b1_h64_s1024_d128_fp16"
@@ -92,7 +101,7 @@ def test_unknown_version_is_a_user_error():
 
 def test_recorded_messages_parse():
     out = collect.parse_ncu_output((RECORDED / "profile-unfiltered.txt").read_text())
-    assert out.error is None and len(out.profiled) == 16 and {p for _, p in out.profiled} == {20}
+    assert out.error is None and out.kind is None and len(out.profiled) == 16 and {p for _, p in out.profiled} == {20}
     assert out.profiled[3][0] == "flash_fwd_kernel"
 
     combined = (RECORDED / "combined-and-split.txt").read_text()
@@ -103,16 +112,24 @@ def test_recorded_messages_parse():
 
     out = collect.parse_ncu_output((RECORDED / "no-kernels.txt").read_text(), 0)
     assert out.profiled == [] and out.error.startswith("the kernel filter matched no kernel launch")
+    assert out.kind is NothingProfiled and isinstance(out.exception(), NothingProfiled)
     assert "flash_fwd_kernel, fmha_cutlassF_f32_aligned_64x128_rf_sm80" in out.error
 
     out = collect.parse_ncu_output((RECORDED / "crash.txt").read_text(), 3)
-    assert out.error == "the profiled program failed with exit code 3: boom"
+    assert out.error == "the profiled program failed with exit code 3: boom" and out.kind is ProgramFailed
+    assert str(out.exception()) == out.error
 
 
 def test_other_messages():
     perm = "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters"
-    assert "ERR_NVGPUCTRPERM" in collect.parse_ncu_output(perm + "\n==WARNING== No kernels were profiled.\n").error
-    assert collect.parse_ncu_output("==ERROR== Something odd\n", 1).error == "ncu failed with exit code 1: Something odd"
+    out = collect.parse_ncu_output(perm + "\n==WARNING== No kernels were profiled.\n")
+    assert "ERR_NVGPUCTRPERM" in out.error and out.kind is CounterPermission
+    out = collect.parse_ncu_output("==ERROR== Something odd\n", 1)
+    assert out.error == "ncu failed with exit code 1: Something odd" and out.kind is NcuFailed
+    assert collect.parse_ncu_output("==ERROR== No CUDA-capable device is detected\n", 1).kind is NoGpu
+    # every kind is an NcuError, and so the CLI's one-line WhowaitsError
+    for kind in (CounterPermission, NcuFailed, NoGpu, NothingProfiled, ProgramFailed):
+        assert issubclass(kind, NcuError) and issubclass(kind, WhowaitsError)
     assert collect.parse_ncu_output('==PROF== Profiling "k" - 0: 0%....50%....100% - 1 pass\n').profiled == [("k", 1)]
 
 
@@ -123,7 +140,7 @@ def test_gpu_slug():
 
 
 def test_section_set_lists_what_it_collects():
-    names = collect.set_metrics()
+    names = sections.set_metrics()
     assert "group:smsp__pcsamp_warp_stall_reasons" in names and "gpu__time_duration.sum" in names
 
 
@@ -190,3 +207,51 @@ def test_whowaits_set_reports_have_nothing_missing(rep):
     rows = summarize(str(rep))
     assert len(rows) == 1 and rows[0]["missing"] == []
     assert rows[0]["stall_samples"] and rows[0]["roofline"]["flops"] > 0
+
+
+# --- error kinds, through the fake ncu (tests/fake_ncu: ncu's messages recorded on the H200) -----------
+FAKE_NCU = Path(__file__).resolve().parent / "fake_ncu"
+STARTER = Path(__file__).resolve().parents[1] / "reports/h200/ext-sdpa-flash-fullset/b1_h64_s1024_d128_fp16.ncu-rep"
+
+
+def _fake(monkeypatch, tmp_path, mode="ok", **env):
+    import os
+
+    monkeypatch.delenv("WHOWAITS_NCU", raising=False)
+    monkeypatch.setenv("PATH", f"{FAKE_NCU}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("FAKE_NCU_MODE", mode)
+    monkeypatch.setenv("FAKE_NCU_REPORT", str(STARTER))
+    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu-calls.log"))
+    for k in ("FAKE_NCU_KERNELS", "FAKE_NCU_SPLIT_MISS"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+
+
+@pytest.mark.parametrize("mode, kind", [
+    ("perm", CounterPermission), ("nokernel", NothingProfiled), ("crash", ProgramFailed), ("nogpu", NoGpu),
+])
+def test_run_session_raises_each_failure_as_its_kind(tmp_path, monkeypatch, mode, kind):
+    """collect.run_session tells ncu's failures apart by class, not by message text; nothing is written."""
+    _fake(monkeypatch, tmp_path, mode)
+    session = collect.plan_command("python3 scripts/sdpa_subject.py --backend flash", "flash_fwd_kernel",
+                                   "ext-sdpa-flash", SHAPE, launch_skip=3)
+    with pytest.raises(kind):
+        collect.run_session(session, out_root=tmp_path / "reports")
+    assert not (tmp_path / "reports").exists()
+
+
+def test_split_report_kinds(tmp_path, monkeypatch):
+    """A split that matches no launch is NothingProfiled, one that matches two is LaunchCount; no file is left."""
+    target = collect.Target("ext-x", "flash_fwd", None)
+    out = tmp_path / "part.ncu-rep"
+    _fake(monkeypatch, tmp_path, FAKE_NCU_KERNELS="flash_fwd_a,flash_fwd_b")
+    with pytest.raises(LaunchCount, match="matched 2 launches"):
+        collect.split_report("ncu", STARTER, target, out)
+    assert not out.exists()
+    _fake(monkeypatch, tmp_path, FAKE_NCU_KERNELS="flash_fwd_a", FAKE_NCU_SPLIT_MISS="flash")
+    with pytest.raises(NothingProfiled, match="not profiled"):
+        collect.split_report("ncu", STARTER, target, out)
+    assert not out.exists()
+    _fake(monkeypatch, tmp_path, FAKE_NCU_KERNELS="flash_fwd_a")
+    assert collect.split_report("ncu", STARTER, target, out) == out and out.is_file()

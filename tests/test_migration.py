@@ -105,6 +105,9 @@ def test_table_and_html(tmp_path):
     assert "Bottleneck migration" in proc.stdout and "Path of the top waiter" in proc.stdout
     text = out.read_text()
     assert text.startswith("<!DOCTYPE html>") and "ext-sdpa-cudnn" in text
+    # both tensor scales in the ladder table: the path's own peak and the GPU's dense tensor roof
+    assert "tensor pipe (own peak)" in text and "tensor roof (dense)" in text
+    assert "tensor roof" in proc.stdout
     before = out.stat().st_mtime_ns
     assert_user_error(run("migration", "--html", out), "exists", "--force")
     assert out.stat().st_mtime_ns == before

@@ -100,3 +100,15 @@ def test_merged_launches_keep_the_roof_share(summaries):
     assert m["tensor_roof_pct"] == pytest.approx(s["tensor_roof_pct"], rel=1e-9)
     assert m["roofline"]["compute_pipe"] == "tensor"
     assert m["roofline"]["intensity_tensor"] == pytest.approx(s["roofline"]["intensity_tensor"])
+
+
+def test_migration_shows_both_scales_and_both_intensities():
+    from profiler.compare import migrate
+
+    m = migrate(["v07_tuned", "ext-sdpa-cudnn"])
+    t = m.table.set_index("version")
+    for v in ("v07_tuned", "ext-sdpa-cudnn"):
+        assert t.loc[v, "tensor_roof_pct"] < t.loc[v, "tensor_pipe_pct"]
+        assert t.loc[v, "intensity_tensor_dram"] < t.loc[v, "intensity_dram"]  # tensor FLOPs < all FLOPs
+    assert t.loc["v07_tuned", "compute_roof_tflops"] == pytest.approx(625.8, abs=0.05)
+    assert t.loc["ext-sdpa-cudnn", "compute_roof_tflops"] == pytest.approx(903.1, abs=0.05)

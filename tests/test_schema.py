@@ -66,6 +66,10 @@ def test_single_and_merged_summaries_have_one_schema(singles):
         assert top_m["share"] == pytest.approx(top_s["share"])
         assert (top_m["top_opcode"], top_m["top_address"]) == (top_s["top_opcode"], top_s["top_address"])
         assert m["launch_indices"] == [0, 0] and m["launch_index"] is None and m["launch"] is None
+        # regions add up like the kernel totals (the same code counted once for pcs)
+        assert [(r["name"], r["samples"], r["pcs"]) for r in m["regions"]] == [
+            (r["name"], 2 * r["samples"], r["pcs"]) for r in s["regions"]]
+        assert sum(r["share"] for r in m["regions"]) == pytest.approx(1.0) if s["regions"] else True
 
 
 def test_waits_on_is_not_truncated(singles):

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from profiler import collect
+from profiler.sections import SECTIONS_DIR, section_files, section_metrics, set_metrics
 from profiler import metrics as M
-from profiler.errors import WhowaitsError
+from profiler.errors import SectionError, WhowaitsError
 
 DATA = Path(__file__).resolve().parents[1] / "profiler" / "data"
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -97,13 +97,13 @@ def name_problem(name: str, defined: set[str]) -> str | None:
 
 def set_problems(folder: Path) -> list[str]:
     problems = []
-    for path, msg in collect.section_files(folder).items():
+    for path, msg in section_files(folder).items():
         defined = {d.Name for d in msg.MetricDefinitions.MetricDefinitions}
         for d in msg.MetricDefinitions.MetricDefinitions:
             for ref in re.findall(r"[a-z][a-z0-9_]*__[a-z0-9_.]+", d.Expression):
                 if (p := name_problem(ref, defined)) is not None:
                     problems.append(f"{path.name}: expression of {d.Name}: {p}")
-        for m in collect.section_metrics(msg):
+        for m in section_metrics(msg):
             if m.HasField("Filter") and not _applies_to_cc90(m.Filter):
                 continue
             if not m.Name:
@@ -115,7 +115,7 @@ def set_problems(folder: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def sections():
-    return collect.section_files()
+    return section_files()
 
 
 def test_lists_are_loaded():
@@ -127,7 +127,7 @@ def test_lists_are_loaded():
 
 
 def test_every_section_file_parses_and_is_in_the_set(sections):
-    files = sorted(collect.SECTIONS_DIR.glob("*.section"))
+    files = sorted(SECTIONS_DIR.glob("*.section"))
     assert len(files) >= 5
     assert sorted(sections) == files  # every file belongs to the whowaits set
     ids = [m.Identifier for m in sections.values()]
@@ -144,16 +144,16 @@ def test_stalls_render_as_a_bar_chart(sections):
 
 
 def test_every_metric_name_is_a_gh100_metric():
-    assert set_problems(collect.SECTIONS_DIR) == []
+    assert set_problems(SECTIONS_DIR) == []
 
 
 def test_checker_rejects_bad_names_and_fields(tmp_path):
-    good = (collect.SECTIONS_DIR / "WhowaitsRoofline.section").read_text()
+    good = (SECTIONS_DIR / "WhowaitsRoofline.section").read_text()
     (tmp_path / "a.section").write_text(good.replace("dram__bytes.sum.per_second", "dram__bites.sum.per_second"))
     (tmp_path / "b.section").write_text(
         good.replace('Identifier: "WhowaitsRoofline"', 'Identifier: "B"').replace("dram__bytes_read.sum", "dram__bytes_read")
     )
-    pm = (collect.SECTIONS_DIR / "WhowaitsPmSampling.section").read_text()
+    pm = (SECTIONS_DIR / "WhowaitsPmSampling.section").read_text()
     (tmp_path / "d.section").write_text(
         pm.replace('Identifier: "WhowaitsPmSampling"', 'Identifier: "D"')
         .replace("TPC.TriageCompute.sm__pipe_tensor_cycles_active_realtime", "TPC.TriageCompute.sm__pipe_tensor_busy")
@@ -165,12 +165,13 @@ def test_checker_rejects_bad_names_and_fields(tmp_path):
     assert any("pmsampling:dramc__throughput.bogus.pct_of_peak_sustained_elapsed: bad rollup" in p for p in problems)
     assert any("dram__bytes_read: a Counter needs a rollup" in p for p in problems)
     (tmp_path / "c.section").write_text(good + '\nColour: "red"\n')
-    with pytest.raises(WhowaitsError, match="c.section"):
-        collect.section_files(tmp_path)
+    with pytest.raises(SectionError, match="c.section"):
+        section_files(tmp_path)
+    assert issubclass(SectionError, WhowaitsError)  # the CLI's one-line error, exit 2
 
 
 def test_set_covers_every_metric_the_analyses_read():
-    collected = collect.set_metrics()
+    collected = set_metrics()
     uncovered = []
     for canonical, spec in M.metric_specs().items():
         if spec.section == "(device attributes)":
@@ -199,7 +200,7 @@ def test_set_covers_every_metric_the_analyses_read():
 
 def test_set_covers_every_timeline_series():
     """Every series the timeline views read is PM-sampled by the set (tensor, issue, DRAM, L2, CTAs, SM active)."""
-    collected = collect.set_metrics()
+    collected = set_metrics()
     pm_bases = {M.pm_base_name(n) for n in collected if M.is_pm_metric(n)}
     missing = [s for s, bases in M.timeline_config()["series"].items() if not any(b in pm_bases for b in bases)]
     assert missing == []
@@ -208,4 +209,4 @@ def test_set_covers_every_timeline_series():
 def test_set_is_smaller_than_full(sections):
     # not a pass count (that is measured on the GPU, reports/h200/collection-cost.json) but a guard
     # against the set quietly growing into --set full: a few hundred names at most.
-    assert 50 < len(collect.set_metrics()) < 300
+    assert 50 < len(set_metrics()) < 300

@@ -50,7 +50,6 @@ Pure functions of a :class:`~profiler.report.Launch` (its ``sass`` frame) or of 
 from __future__ import annotations
 
 import heapq
-import re
 from functools import lru_cache
 
 import numpy as np
@@ -58,8 +57,7 @@ import pandas as pd
 
 from profiler import metrics as M
 from profiler.analyze._common import missing, with_missing
-from profiler.sass import Instruction, build_cfg, late_read_mask, parse
-from profiler.sass.instruction import GUARD
+from profiler.sass import build_cfg, late_read_mask, parse, scoreboard_of
 
 __all__ = [
     "parse_operands",
@@ -75,7 +73,6 @@ SCOREBOARD_REASONS = {"short_scoreboard": "short", "long_scoreboard": "long"}
 #: the operand parser, now :func:`profiler.sass.parse` (kept under its old name for callers)
 parse_operands = parse
 
-_GUARD = GUARD
 _GROUP_BIT: dict[str, int] = {}
 
 
@@ -99,7 +96,12 @@ def _group_bit(group: str | None) -> int:
     return b
 
 
-_DEPBAR = re.compile(r"^DEPBAR\.LE\s+SB(\d+)\s*,\s*(0x[0-9a-fA-F]+|\d+)")
+def _depbar_pending(text: str) -> int | None:
+    """k of a ``DEPBAR.LE SBn, k`` (wait until at most k cp.async groups are pending), else None."""
+    ins = parse(text)
+    if ins.opcode != "DEPBAR.LE" or not ins.barriers or ins.barriers[0].kind != "sb":
+        return None
+    return ins.barriers[0].count
 
 
 def _walk(c: int, preds):
@@ -118,101 +120,129 @@ def _walk(c: int, preds):
                 heapq.heappush(heap, (level + entry, dist + 1, p, i))
 
 
-def _find(c: int, kind: str, parsed: list, preds, texts, max_walk: int, dest_window: int = 1 << 30
-          ) -> list[tuple[int, str]]:
+@lru_cache(maxsize=65536)
+def _info(text: str) -> tuple[int, int, str | None, int]:
+    """What the walk needs of one SASS line: (read mask, write mask, scoreboard, in-order group bit)."""
+    ins = parse(text)
+    return ins.rmask, ins.wmask, ins.scoreboard, _group_bit(ins.in_order)
+
+
+def _producer_masks(texts, bases) -> dict[str, tuple[int, int]]:
+    """{scoreboard: (registers some producer on it writes, registers one writes or reads late)} in
+    the whole kernel: only these can ever give a candidate, so the walk follows no other."""
+    late = late_read_mask()
+    out: dict[str, tuple[int, int]] = {}
+    if bases is None:
+        bases = [M.base_opcode(t) for t in texts]
+    for t, b in zip(texts, bases):
+        kind = scoreboard_of(b)
+        if kind is not None:
+            rm, wm, _, _ = _info(t)
+            w, wl = out.get(kind, (0, 0))
+            out[kind] = (w | wm, wl | wm | (rm & late))
+    return out
+
+
+def _find(c: int, kind: str, info: list, preds, texts, max_walk: int, dest_window: int = 1 << 30,
+          masks: tuple[int, int] | None = None, single: list | None = None) -> list[tuple[int, str]]:
     """Candidate producers (index, dependency) of consumer ``c`` on scoreboard ``kind``, retired
-    ones left out (see the module docstring). ``parsed[i]`` is :func:`profiler.sass.parse` of
-    ``texts[i]``, or None until first needed (filled in here)."""
-    me = parsed[c]
+    ones left out (see the module docstring). ``info[i]`` is :func:`_info` of ``texts[i]``, or None
+    until first needed (filled in here); ``masks`` is :func:`_producer_masks` (None: follow every
+    register); ``single[i]`` is the one (predecessor, loop entry) of ``i``, or None (computed from
+    ``preds`` when not given)."""
+    me = info[c]
     if me is None:
-        me = parsed[c] = parse(texts[c])
+        me = info[c] = _info(texts[c])
     found: dict[int, tuple[int, str]] = {}  # index -> (level, dependency)
     # an explicit scoreboard wait (cp.async wait_group: DEPBAR.LE SBn, k) at or just before c
     for d in (c, c - 1):
-        m = _DEPBAR.match(_GUARD.sub("", texts[d].strip(), count=1)) if d >= 0 else None
-        if m and kind == "long":
-            dep = _depbar_group(d, int(m.group(2), 0), preds, texts, max_walk)
+        pending = _depbar_pending(texts[d]) if d >= 0 and kind == "long" else None
+        if pending is not None:
+            dep = _depbar_group(d, pending, preds, texts, max_walk)
             if dep:
                 return [(k, "depbar") for k in dep]
-    if not me.rmask and not me.wmask:
+    open_raw0, open_dst0 = me[0], me[1]
+    if masks is not None:  # a register no producer of this scoreboard touches can give no candidate
+        open_raw0 &= masks[0]
+        open_dst0 &= masks[1]
+    if not open_raw0 and not open_dst0:
         return []
-    # path state: registers still open (raw / destination), registers read (seen_r) and written
-    # (seen_w) by the instructions between here and the consumer, in-order groups whose earlier
-    # instructions are known complete (done: result written; rdone: operands read)
+    # Path state, besides the registers still open (raw / destination): registers read or written
+    # (seen) and late-read registers written (seen_wl) by the instructions between here and the
+    # consumer, and in-order groups whose earlier instructions are known complete (done: result
+    # written; rdone: operands read).
     late = late_read_mask()
-    heap = [(0, 0, c, me.rmask, me.wmask, 0, 0, 0, 0)]
+    heap = [(0, 0, c, open_raw0, open_dst0, 0, 0, 0, 0)]
     seen = {c}
     steps = 0
     best = None
     push, pop = heapq.heappush, heapq.heappop
+    single = [pr[0] if len(pr) == 1 else None for pr in preds] if single is None else single
     while heap:
-        level, dist, i, open_raw, open_dst, seen_r, seen_w, done, rdone = pop(heap)
+        level, dist, i, open_raw, open_dst, seen_any, seen_wl, done, rdone = pop(heap)
+        if best is not None and level > best:
+            break  # only candidates from the fewest loop entries are kept
         while True:  # follow a straight line without the heap while it has one predecessor
-            if best is not None and level > best:
-                heap = []
-                break
             if i != c:
                 steps += 1
                 if steps > max_walk:
                     heap = []
                     break
-                p = parsed[i]
+                p = info[i]
                 if p is None:
-                    p = parsed[i] = parse(texts[i])
-                wm = p.wmask
-                gb = _group_bit(p.in_order)
-                # completed before the consumer issued: consumed in between, or a later
-                # instruction of its in-order group was waited for
-                write_done = bool((seen_r | seen_w) & wm) or bool(done & gb)
-                read_done = write_done or bool(seen_w & p.rmask & late) or bool(rdone & gb)
-                is_prod = p.scoreboard == kind
+                    p = info[i] = _info(texts[i])
+                rm, wm, sb, gb = p
+                is_prod = sb == kind
                 dep = None
                 if open_raw:
                     hit = open_raw & wm
                     if hit:
-                        if is_prod and not write_done:
+                        # a producer is retired when it had completed: consumed in between, or a
+                        # later instruction of its in-order group was waited for
+                        if is_prod and not (seen_any & wm or done & gb):
                             dep = "raw"
                         open_raw &= ~hit
                     # an instruction in between already waited for these values
-                    open_raw &= ~p.rmask
+                    open_raw &= ~rm
                 if open_dst and dist > dest_window:
                     open_dst = 0
                 if open_dst:
                     hit = open_dst & wm
                     if hit:
-                        if is_prod and dep is None and not write_done:
+                        if is_prod and dep is None and not (seen_any & wm or done & gb):
                             dep = "waw"
                         open_dst &= ~hit
-                    elif is_prod and dep is None and open_dst & p.rmask & late and not read_done:
+                    elif (is_prod and dep is None and open_dst & rm & late
+                          and not (seen_any & wm or done & gb or seen_wl & rm or rdone & gb)):
                         dep = "war"  # a late operand read still pending
                 if dep is not None:
                     found.setdefault(i, (level, dep))
                     best = level if best is None else min(best, level)
                 if gb:  # earlier instructions of the group are complete when this one is
-                    if write_done or dep == "raw" or dep == "waw":
+                    if dep == "raw" or dep == "waw" or seen_any & wm or done & gb:
                         done |= gb
                         rdone |= gb
-                    elif read_done or dep == "war":
+                    elif dep == "war" or seen_wl & rm:
                         rdone |= gb
-                seen_r |= p.rmask
-                seen_w |= wm
+                seen_any |= rm | wm
+                seen_wl |= wm & late
                 if not open_raw and not open_dst:
                     break  # this path is settled: do not walk further along it
-            pr = preds[i]
-            if len(pr) == 1:
-                q, entry = pr[0]
+            sp = single[i]
+            if sp is not None:
+                q, entry = sp
                 if q in seen:
                     break
                 seen.add(q)
                 if not entry and (not heap or heap[0][0] >= level):
                     i, dist = q, dist + 1
                     continue
-                push(heap, (level + entry, dist + 1, q, open_raw, open_dst, seen_r, seen_w, done, rdone))
+                push(heap, (level + entry, dist + 1, q, open_raw, open_dst, seen_any, seen_wl, done, rdone))
                 break
-            for q, entry in pr:
+            for q, entry in preds[i]:
                 if q not in seen:
                     seen.add(q)
-                    push(heap, (level + entry, dist + 1, q, open_raw, open_dst, seen_r, seen_w, done, rdone))
+                    push(heap, (level + entry, dist + 1, q, open_raw, open_dst, seen_any, seen_wl, done, rdone))
             break
     return sorted((k, dep) for k, (lv, dep) in found.items() if lv == best)
 
@@ -227,12 +257,12 @@ def _depbar_group(d: int, pending: int, preds, texts, max_walk: int) -> list[int
         steps += 1
         if steps > max_walk or level > 0 and commits == 0:
             break
-        body = _GUARD.sub("", texts[k].strip(), count=1)
-        if body.startswith("LDGDEPBAR"):
+        base = parse(texts[k]).base
+        if base == "LDGDEPBAR":
             commits += 1
             if commits > pending + 1:
                 break
-        elif body.startswith("LDGSTS") and commits == pending + 1:
+        elif base == "LDGSTS" and commits == pending + 1:
             out.append(k)
     return sorted(out)
 
@@ -262,7 +292,8 @@ def producer_pcs(launch, reasons=tuple(SCOREBOARD_REASONS)) -> pd.DataFrame:
     ``attrs["missing"]`` names SourceCounters when the report has no per-PC samples.
     """
     sass = launch.sass
-    cols = [f"stall_{r}" for r in reasons if f"stall_{r}" in sass.columns]
+    # a column ncu left as NaN holds no samples (as in Launch.stall_matrix)
+    cols = [f"stall_{r}" for r in reasons if f"stall_{r}" in sass.columns and not sass[f"stall_{r}"].isna().any()]
     if len(sass) == 0 or not cols:
         return with_missing(
             pd.DataFrame(columns=_PC_COLS), [missing("waits_on", M.stall_config()["per_pc_section"])]
@@ -273,40 +304,47 @@ def producer_pcs(launch, reasons=tuple(SCOREBOARD_REASONS)) -> pd.DataFrame:
     offsets = sass["offset"].to_numpy()
     classes = sass["opcode_class"].to_numpy(dtype=object)
     opcodes = sass["opcode"].to_numpy(dtype=object)
-    parsed: list[Instruction | None] = [None] * len(texts)  # filled as the walks reach them
+    info: list[tuple | None] = [None] * len(texts)  # filled as the walks reach them
 
     bases = sass["base"].to_numpy(dtype=object) if "base" in sass.columns else None
     preds = build_cfg(addresses, texts, bases).preds
+    single = [pr[0] if len(pr) == 1 else None for pr in preds]
+    masks = _producer_masks(texts, bases)
     rows = []
     for col in cols:
         reason = col[len("stall_"):]
         kind = SCOREBOARD_REASONS[reason]
         vals = sass[col].to_numpy()
         for c in np.nonzero(vals)[0]:
+            c = int(c)
             n = float(vals[c])
-            cands = _find(int(c), kind, parsed, preds, texts, cfg["max_walk"], cfg["dest_window"])
-            head = (addresses[c], offsets[c], texts[c], classes[c], opcodes[c], reason)
+            cands = _find(c, kind, info, preds, texts, cfg["max_walk"], cfg["dest_window"],
+                          masks.get(kind, (0, 0)), single)
             if not cands:
-                rows.append(head + (n, 1.0, None, None, None, None, None, None))
+                rows.append((c, reason, n, 1.0, None, None))
                 continue
             w = 1.0 / len(cands)
             for k, dep in cands:
-                rows.append(
-                    head + (n * w, w, addresses[k], offsets[k], texts[k], classes[k],
-                            (parsed[k] or parse(texts[k])).base, dep)
-                )
-    df = pd.DataFrame(rows, columns=_PC_COLS)
-    df["address"] = df["address"].astype(np.uint64)
-    df["offset"] = df["offset"].astype(np.int64)
-    df["samples"] = df["samples"].astype(np.float64)
-    df["weight"] = df["weight"].astype(np.float64)
-    df["producer_address"] = pd.array(
-        [None if v is None or pd.isna(v) else int(v) for v in df["producer_address"]], dtype="UInt64"
-    )
-    df["producer_offset"] = pd.array(
-        [None if v is None or pd.isna(v) else int(v) for v in df["producer_offset"]], dtype="Int64"
-    )
-    df = df.sort_values(["address", "reason"], kind="stable").reset_index(drop=True)
+                rows.append((c, reason, n * w, w, k, dep))
+    rows.sort(key=lambda r: (r[0], r[1]))  # consumer address order, then reason (stable)
+    cs = [r[0] for r in rows]
+    ks = [r[4] for r in rows]
+    df = pd.DataFrame({
+        "address": addresses[cs].astype(np.uint64),
+        "offset": offsets[cs].astype(np.int64),
+        "sass": texts[cs],
+        "opcode_class": classes[cs],
+        "opcode": opcodes[cs],
+        "reason": [r[1] for r in rows],
+        "samples": np.array([r[2] for r in rows], dtype=np.float64),
+        "weight": np.array([r[3] for r in rows], dtype=np.float64),
+        "producer_address": pd.array([None if k is None else int(addresses[k]) for k in ks], dtype="UInt64"),
+        "producer_offset": pd.array([None if k is None else int(offsets[k]) for k in ks], dtype="Int64"),
+        "producer_sass": [None if k is None else texts[k] for k in ks],
+        "producer_class": [None if k is None else classes[k] for k in ks],
+        "producer_opcode": [None if k is None else parse(texts[k]).base for k in ks],
+        "dependency": [r[5] for r in rows],
+    }, columns=_PC_COLS)
     return with_missing(df, [])
 
 

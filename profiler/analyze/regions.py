@@ -271,7 +271,8 @@ def regions(launch, sources: dict | None = None) -> pd.DataFrame:
     inferred), and ``stall_<reason>`` (int) for every sampled reason. Empty (and ``attrs["missing"]``)
     without per-PC data."""
     sass = launch.sass
-    if sass.empty or "samples" not in sass.columns:
+    # per-PC samples ncu left as NaN (a launch it could not sample) are no samples, not -2**63 each
+    if sass.empty or "samples" not in sass.columns or sass["samples"].isna().any():
         frame = pd.DataFrame(columns=["region", "source", "samples", "share", "inst_executed", "pcs",
                                       "inherited_samples"])
         frame.attrs["missing"] = [{"field": "regions", "section": M.stall_config()["per_pc_section"]}]
@@ -283,7 +284,8 @@ def regions(launch, sources: dict | None = None) -> pd.DataFrame:
     key = np.fromiter((order[n] for n in names), dtype=np.int64, count=len(names))
     k = len(vocab)
     samples = sass["samples"].to_numpy(dtype=np.int64)
-    inst = sass["inst_executed"].to_numpy(dtype=np.int64) if "inst_executed" in sass else np.zeros(len(sass), np.int64)
+    inst = (sass["inst_executed"].fillna(0).to_numpy(dtype=np.int64) if "inst_executed" in sass
+            else np.zeros(len(sass), np.int64))
     inh = np.asarray(inherited, dtype=bool)
     s_sum = np.bincount(key, weights=samples, minlength=k).astype(np.int64)
     i_sum = np.bincount(key, weights=inst, minlength=k).astype(np.int64)

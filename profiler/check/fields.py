@@ -1,21 +1,18 @@
-"""Read the fields the gate checks from a summary (DESIGN.md's ``show`` object), by their contract names.
+"""Read the fields the gate checks from a summary (:class:`profiler.schema.Summary`), by their contract names.
 
-The one place that knows where a field sits in a summary: ``stall_share``, ``who_waits``,
-``waits_on``, ``roofline.smem.ldsm.ways`` and ``missing``. Each reader returns ``(value, note)``;
-``value`` is None when the summary cannot say (the note says why), never a silent 0.
+The one place that knows where a field sits in a summary: ``stall_share``, ``who_waits``, ``waits_on``
+(every producer edge, never truncated), ``roofline.smem.ldsm.ways`` and ``missing``. Each reader returns
+``(value, note)``; ``value`` is None when the summary cannot say (the note says why), never a silent 0.
 """
 
 from __future__ import annotations
 
 from profiler.check.policy import ShareKey
 from profiler.compare.diff import total_samples
-
-WAITS_ON_ROWS = 20
-"""``summarize`` keeps the first 20 ``waits_on`` rows (by samples): an edge missing from a full list
-is at most as large as its last row."""
+from profiler.schema import Summary
 
 
-def share(summary: dict, key: ShareKey) -> tuple[float | None, str]:
+def share(summary: Summary, key: ShareKey) -> tuple[float | None, str]:
     """The share of all stall samples that ``key`` names (a fraction), with a note."""
     n = total_samples(summary)
     if not n:
@@ -25,7 +22,9 @@ def share(summary: dict, key: ShareKey) -> tuple[float | None, str]:
         if not isinstance(shares, dict):
             return None, "stall_share absent from the summary"
         value = shares.get(key.reason)
-        return (0.0 if value is None else float(value)), ""
+        if value is None:
+            return None, f"the report does not sample stall reason {key.reason!r}"
+        return float(value), ""
     if key.producer is None:
         rows = summary.get("who_waits")
         if rows is None:
@@ -34,18 +33,13 @@ def share(summary: dict, key: ShareKey) -> tuple[float | None, str]:
         return got / n, ""
     rows = summary.get("waits_on")
     if rows is None:
-        return None, "waits_on absent from the summary (merged launches have none)"
-    hits = [r for r in rows if (r.get("class"), r.get("reason"), r.get("producer_opcode"))
-            == (key.cls, key.reason, key.producer)]
-    if hits:
-        return sum(r.get("samples") or 0 for r in hits) / n, ""
-    if len(rows) >= WAITS_ON_ROWS:
-        bound = min(r.get("samples") or 0 for r in rows) / n
-        return bound, f"edge not among the top {WAITS_ON_ROWS} waits_on rows: at most {100 * bound:.1f}%"
-    return 0.0, ""
+        return None, "waits_on absent from the summary"
+    got = sum(r.get("samples") or 0 for r in rows
+              if (r.get("class"), r.get("reason"), r.get("producer_opcode")) == (key.cls, key.reason, key.producer))
+    return got / n, ""
 
 
-def bank_conflict_ways(summary: dict) -> tuple[float | None, str]:
+def bank_conflict_ways(summary: Summary) -> tuple[float | None, str]:
     """``roofline.smem.ldsm.ways`` (LDSM wavefronts per request); 1 with no ldmatrix executed."""
     ldsm = (((summary.get("roofline") or {}).get("smem") or {}).get("ldsm")) or {}
     ways = ldsm.get("ways")
@@ -56,6 +50,6 @@ def bank_conflict_ways(summary: dict) -> tuple[float | None, str]:
     return None, "roofline.smem.ldsm absent (the report lacks the WhowaitsPipes section)"
 
 
-def missing(summary: dict) -> list[str]:
+def missing(summary: Summary) -> list[str]:
     """The summary's ``missing`` entries as ``field (section)`` strings."""
     return [f"{m.get('field')} ({m.get('section')})" for m in summary.get("missing") or []]

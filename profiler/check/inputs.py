@@ -27,6 +27,7 @@ from pathlib import Path
 
 from profiler.errors import WhowaitsError
 from profiler.names import EXT_PREFIX, is_external
+from profiler.schema import SchemaError, Summary, validate_summaries
 
 BENCH_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})-(b\d+_h\d+_s\d+_d\d+_[a-z0-9]+(?:_causal)?)\.json$")
 REPORT_SUFFIX = ".ncu-rep"
@@ -110,7 +111,7 @@ def report_shapes(reports: str | Path, version: str) -> list[str]:
     return sorted(out)
 
 
-def load_summary(path: str | Path) -> dict:
+def load_summary(path: str | Path) -> Summary:
     """One summary (launches merged) of a report or a ``.summary.json`` file."""
     from profiler.compare.merge import merge_launches  # noqa: PLC0415
 
@@ -124,10 +125,14 @@ def load_summary(path: str | Path) -> dict:
             launches = [launches]
         if not isinstance(launches, list) or not launches:
             raise WhowaitsError(f"{p}: not a summary file (expected whowaits show --format json output)")
+        try:
+            validate_summaries(launches)
+        except SchemaError as err:
+            raise WhowaitsError(f"{p}: not a summary of whowaits show --format json: {err}") from None
         for i, x in enumerate(launches):
-            bad = _summary_problem(x)
+            bad = _counts_problem(x)
             if bad:
-                raise WhowaitsError(f"{p}: launch {i}: {bad} (expected whowaits show --format json output)")
+                raise WhowaitsError(f"{p}: launch {i}: {bad}")
     else:
         from profiler.compare.cache import summaries  # noqa: PLC0415
 
@@ -137,30 +142,15 @@ def load_summary(path: str | Path) -> dict:
     return merge_launches(launches)
 
 
-def _count(v) -> bool:
-    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0)
-
-
-def _summary_problem(x) -> str | None:
-    """What makes ``x`` unusable as a summary for the gate's fields (None when it is usable)."""
-    if not isinstance(x, dict):
-        return "not an object"
-    ss = x.get("stall_samples")
-    if ss is not None and not (isinstance(ss, dict) and all(isinstance(k, str) and _count(v) for k, v in ss.items())):
-        return "stall_samples must map reasons to sample counts"
-    for key, need in (("who_waits", ("class", "reason")), ("waits_on", ("class", "reason", "producer_opcode")),
-                      ("opcode_waits", ("class",))):
-        rows = x.get(key)
-        if rows is None:
-            continue
-        if not isinstance(rows, list) or not all(
-                isinstance(r, dict) and all(isinstance(r.get(k), str) for k in need) and _count(r.get("samples"))
-                for r in rows):
-            return f"{key} must be a list of {{{', '.join(need)}, samples}}"
-    if not isinstance(x.get("missing", []), list) or not all(isinstance(m, dict) for m in x.get("missing") or []):
-        return "missing must be a list of {field, section}"
-    if x.get("roofline") is not None and not isinstance(x.get("roofline"), dict):
-        return "roofline must be an object"
+def _counts_problem(x: dict) -> str | None:
+    """Sample counts the schema's types allow but shares cannot come from (negative ones)."""
+    for reason, v in (x.get("stall_samples") or {}).items():
+        if v is not None and v < 0:
+            return f"stall_samples.{reason} is negative ({v})"
+    for key in ("who_waits", "waits_on", "opcode_waits"):
+        for i, r in enumerate(x.get(key) or []):
+            if (r.get("samples") or 0) < 0:
+                return f"{key}[{i}].samples is negative"
     return None
 
 

@@ -88,3 +88,8 @@ def to_github(report: CheckReport) -> str:
         out.append(f"::error {props}::{_escape_data(r.message)}")
     out.append(summary_line(report))
     return "\n".join(out)
+
+
+def github_error(message: str) -> str:
+    """An input error (exit 2) as a workflow command without a file."""
+    return f"::error title={_escape_prop('whowaits check: input error')}::{_escape_data(message)}"

@@ -36,8 +36,14 @@ def check_cmd(
     """Gate on speed and on where warps wait: every rule's value, limit and verdict (exit 0/1/2)."""
     from profiler import check
     from profiler.check import render
+    from profiler.errors import WhowaitsError
 
-    report = check.run(policy=policy, baseline=baseline, bench=bench, reports=reports)
+    try:
+        report = check.run(policy=policy, baseline=baseline, bench=bench, reports=reports)
+    except WhowaitsError as err:
+        if fmt == CheckFormat.github:  # the input error as an annotation too (the one stderr line follows)
+            typer.echo(render.github_error(str(err)))
+        raise
     if fmt == CheckFormat.json:
         typer.echo(render.to_json(report))
     elif fmt == CheckFormat.junit:

@@ -19,6 +19,28 @@ KERNEL_OPTION = typer.Option(None, "--kernel", "-k",
 ALL_SHAPE_OPTION = typer.Option(None, "--shape", help="Shape key; default: the one all named versions have, "
                                                       "or with no versions named, the one most versions have.")
 REPORTS_OPTION = typer.Option(None, "--reports", help="Folder of version folders (default: reports/h200).")
+LABEL_OPTION = typer.Option(None, "--label", "-l",
+                            help="Row name, once per version in order (default: the shortest distinct part "
+                                 "of the report names).")
+PROBLEM_FLOPS_OPTION = typer.Option(None, "--problem-flops", help="FLOPs of one call, the same problem for every "
+                                    "version (fills the TFLOPS column; a series file's or sidecar's own value wins).")
+PROBLEM_BYTES_OPTION = typer.Option(None, "--problem-bytes", help="Bytes one call must move, for every version "
+                                    "(fills a GB/s column).")
+VERBOSE_OPTION = typer.Option(False, "--verbose", "-v",
+                              help="List every field a report lacks (default: one line per report).")
+FROM_STORE_OPTION = typer.Option(None, "--from-store", help="Take the reports from the store (`whowaits index`): an SQL "
+                                                          "WHERE clause over `launches`, e.g. \"gpu = 'h200' AND shape = "
+                                                          "'b1_h64_s1024_d128_fp16'\".")
+STORE_DIR_OPTION = typer.Option(None, "--store", help="With --from-store: the store folder (default: ./.whowaits-store).")
+
+
+def _from_store(where: str, names, store, kernels):
+    """Profiled subjects chosen by the store's rows (ladder order), loaded like any others."""
+    from profiler import store as st  # noqa: PLC0415
+    from profiler.compare import load_many  # noqa: PLC0415
+
+    return load_many(st.subjects(where, names=list(names) if names else None, store=store),
+                     kernels=list(kernels) if kernels else None)
 
 
 def _console():
@@ -125,8 +147,10 @@ def _render_diff(d, console) -> None:
             curve = (tl or {}).get("curve") or {}
             if curve.get("tensor_pct"):
                 console.print(f"  tensor pipe over normalised time, {label:>12}: {sparkline(curve['tensor_pct'], 50, 100.0)}")
+    from rich.markup import escape  # noqa: PLC0415
+
     for n in dict.fromkeys(d.notes):
-        console.print(f"[dim]note: {n}")
+        console.print("[dim]note: " + escape(n))
     console.print(f"\n[bold]Verdict:[/bold] {d.verdict}")
 
 
@@ -141,45 +165,68 @@ def _emit(obj_dict: dict, long_frame, fmt: Format, render) -> None:
 
 @app.command("diff")
 def diff_cmd(
-    a: str = typer.Argument(..., help="Version id (in reports/h200/) or report path: the baseline."),
-    b: str = typer.Argument(..., help="Version id or report path: the one compared against A."),
+    a: str = typer.Argument(..., help="Version id (in reports/h200/), report path, or a --series label: the baseline."),
+    b: str = typer.Argument(..., help="Version id, report path or --series label: the one compared against A."),
     shape: Optional[str] = SHAPE_OPTION,
     kernel: Optional[List[str]] = KERNEL_OPTION,
     reports: Optional[Path] = REPORTS_OPTION,
+    label: Optional[List[str]] = LABEL_OPTION,
+    series: Optional[Path] = typer.Option(None, "--series", help="A series file (.toml): A and B are its labels."),
+    verbose: bool = VERBOSE_OPTION,
+    from_store: Optional[str] = FROM_STORE_OPTION,
+    store: Optional[Path] = STORE_DIR_OPTION,
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Diff two versions' stall breakdowns: who waits on whom, SSC, barriers, tensor pipe, roofline, time."""
     from profiler.compare import diff_versions  # noqa: PLC0415
 
-    d = diff_versions(a, b, shape=shape, kernels=kernel, reports=reports)
+    if from_store is not None:
+        from profiler.compare import confounds, diff  # noqa: PLC0415
+
+        pa, pb = _from_store(from_store, [a, b], store, kernel)
+        d = diff(pa.summary, pb.summary, pa.label, pb.label, warnings=confounds([pa, pb]))
+    else:
+        d = diff_versions(a, b, shape=shape, kernels=kernel, reports=reports, labels=label or None, verbose=verbose,
+                          series=series)
     if fmt != Format.table:
         _warn_stderr(d.warnings)
     _emit(d.to_dict(), d.long_frame(), fmt, lambda c: _render_diff(d, c))
 
 
 def _render_migration(m, console) -> None:
+    from rich.markup import escape  # noqa: PLC0415
     from rich.panel import Panel  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
     from profiler.compare.diff import fmt_ns  # noqa: PLC0415
 
     for w in m.warnings:
-        console.print(Panel(w["message"], title="confound", border_style="yellow"))
+        console.print(Panel(escape(w["message"]), title="confound", border_style="yellow"))
+    rows = m.table.to_dict(orient="records")
+    has = {k: any(isinstance(r.get(k), str) and r.get(k) or isinstance(r.get(k), float) and r[k] == r[k]
+                  for r in rows) for k in ("gbps", "change")}
     t = Table(title="Bottleneck migration", title_justify="left")
-    for c in ("version", "duration", "TFLOPS", "vs prev", "top waiter", "share [95%]", "tensor path", "tensor pipe",
-              "tensor roof", "SSC"):
-        t.add_column(c, justify="left" if c in ("version", "top waiter", "tensor path") else "right")
-    for r in m.table.to_dict(orient="records"):
-        top = f"{r['top_class']}·{r['top_reason']}" if r["top_class"] else "—"
+    cols = ["version", "duration", "TFLOPS"] + (["GB/s"] if has["gbps"] else []) + [
+        "vs prev", "top waiter", "share [95%]", "tensor path", "tensor pipe", "tensor roof", "SSC"] + (["change"] if has["change"] else [])
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("version", "top waiter", "tensor path", "change") else "right")
+    for r in rows:
+        top = f"{escape(str(r['top_class']))}·{escape(str(r['top_reason']))}" if r["top_class"] else "—"
         if isinstance(r.get("top_producer"), str):
-            top += f" ← {r['top_producer']}"
+            top += f" ← {escape(r['top_producer'])}"
         if r.get("top_opcode"):
-            top += f" [dim]({r['top_opcode']})"
-        t.add_row(r["version"], fmt_ns(r["duration_ns"]), _num(r["tflops"] if r["tflops"] is not None else r["tflops_counted"], "{:.0f}"),
-                  _num(r["speedup_prev"], "{:.2f}x"), top,
+            top += f" [dim]({escape(str(r['top_opcode']))})"
+        tf = r["tflops"] if r["tflops"] is not None and r["tflops"] == r["tflops"] else r["tflops_counted"]
+        cells = [escape(str(r["version"])), fmt_ns(r["duration_ns"]), _num(tf, "{:.3g}")]
+        if has["gbps"]:
+            cells.append(_num(r.get("gbps"), "{:.0f}"))
+        cells += [_num(r["speedup_prev"], "{:.2f}x"), top,
                   f"{_pct(r['top_share'])} [{_pct(r['top_lo'])}, {_pct(r['top_hi'])}]",
                   _num(r["tensor_path"]), _num(r["tensor_pipe_pct"], "{:.1f}%"),
-                  _num(r.get("tensor_roof_pct"), "{:.1f}%"), _pct(r["ssc_share"]))
+                  _num(r.get("tensor_roof_pct"), "{:.1f}%"), _pct(r["ssc_share"])]
+        if has["change"]:
+            cells.append(escape(r.get("change") or ""))
+        t.add_row(*cells)
     console.print(t)
     if len(m.regions):
         rt = Table(title="Source regions per version (share of samples)", title_justify="left")
@@ -208,62 +255,100 @@ def _render_migration(m, console) -> None:
         console.print(ph)
     if len(m.steps):
         console.print("[bold]Path of the top waiter[/bold]")
+        by = {r["version"]: r for r in rows}
         for s in m.steps.to_dict(orient="records"):
-            console.print(f"  {s['step']}. {s['sentence']}")
+            console.print(f"  {s['step']}. {escape(s['sentence'])}")
+            r = by.get(s["dst"], {})
+            for key in ("hypothesis", "verdict"):
+                if r.get(key):
+                    console.print(f"     [dim]{key}:[/dim] {escape(r[key])}")
     for n in dict.fromkeys(m.notes):
-        console.print(f"[dim]note: {n}")
+        console.print("[dim]note: " + escape(n))
 
 
-def _report(profiled, m, out: Path, force: bool) -> Path:
+def _with_problem(profiled, flops, nbytes):
+    """Give every version without its own problem size (series file, sidecar) ``flops``/``nbytes``."""
+    from profiler.errors import WhowaitsError  # noqa: PLC0415
+
+    for opt, v in (("--problem-flops", flops), ("--problem-bytes", nbytes)):
+        if v is not None and not v > 0:
+            raise WhowaitsError(f"{opt} must be a positive number")
+    for p in profiled:
+        for key, v in (("problem_flops", flops), ("problem_bytes", nbytes)):
+            if v is not None and not (p.meta or {}).get(key) and not (p.sidecar or {}).get(key):
+                p.meta[key] = float(v)
+    return profiled
+
+
+def _report(profiled, m, out: Path, force: bool, verbose: bool = False) -> Path:
     from profiler.compare import diff  # noqa: PLC0415
     from profiler.compare.confound import confounds  # noqa: PLC0415
     from profiler.html import render_report, write_html  # noqa: PLC0415
 
-    diffs = [diff(x.summary, y.summary, x.label, y.label, warnings=confounds([x, y]))
+    diffs = [diff(x.summary, y.summary, x.label, y.label, warnings=confounds([x, y]), verbose=verbose)
              for x, y in zip(profiled, profiled[1:])]
-    return write_html(out, render_report(m, profiled, diffs), force=force)
+    title = next((p.meta.get("series_title") for p in profiled if (p.meta or {}).get("series_title")), None)
+    kw = {"title": title} if title else {}
+    return write_html(out, render_report(m, profiled, diffs, verbose=verbose, **kw), force=force)
 
 
 @app.command("migration")
 def migration_cmd(
-    versions: Optional[List[str]] = typer.Argument(None, help="Versions or report paths, in order "
-                                                                "(default: every version with a report, ladder order)."),
+    versions: Optional[List[str]] = typer.Argument(None, help="Versions or report paths, in order, or one "
+                                                                "series file (.toml) (default: every version "
+                                                                "with a report, ladder order)."),
     shape: Optional[str] = ALL_SHAPE_OPTION,
     kernel: Optional[List[str]] = KERNEL_OPTION,
     reports: Optional[Path] = REPORTS_OPTION,
+    label: Optional[List[str]] = LABEL_OPTION,
     html: Optional[Path] = typer.Option(None, "--html", help="Also write the standalone HTML report here."),
     force: bool = typer.Option(False, "--force", help="Overwrite the --html file if it exists."),
+    problem_flops: Optional[float] = PROBLEM_FLOPS_OPTION,
+    problem_bytes: Optional[float] = PROBLEM_BYTES_OPTION,
+    verbose: bool = VERBOSE_OPTION,
+    from_store: Optional[str] = FROM_STORE_OPTION,
+    store: Optional[Path] = STORE_DIR_OPTION,
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Where the bottleneck goes across versions: top waiter, time, TFLOPS, one sentence per step."""
     from profiler.compare import load_versions, migrate  # noqa: PLC0415
 
     omitted: list[str] = []
-    profiled = load_versions(versions, shape=shape, kernels=kernel, reports=reports, omitted=omitted)
-    m = migrate(profiled=profiled, notes=omitted)
+    if from_store is not None:
+        profiled = _with_problem(_from_store(from_store, versions, store, kernel), problem_flops, problem_bytes)
+    else:
+        profiled = _with_problem(load_versions(versions, shape=shape, kernels=kernel, reports=reports,
+                                               omitted=omitted, labels=label or None), problem_flops, problem_bytes)
+    m = migrate(profiled=profiled, notes=omitted, verbose=verbose)
     if fmt != Format.table:
         _warn_stderr(m.warnings)
     _emit(m.to_dict(), m.table, fmt, lambda c: _render_migration(m, c))
     if html is not None:
-        written = _report(profiled, m, html, force)
+        written = _report(profiled, m, html, force, verbose=verbose)
         print(f"whowaits: wrote {written}", file=sys.stderr)
 
 
 @app.command("report")
 def report_cmd(
-    versions: Optional[List[str]] = typer.Argument(None, help="Versions or report paths (default: all, ladder order)."),
+    versions: Optional[List[str]] = typer.Argument(None, help="Versions or report paths, or one series file "
+                                                                "(.toml) (default: all, ladder order)."),
     html: Path = typer.Option(..., "--html", help="Where to write the self-contained HTML file."),
     shape: Optional[str] = ALL_SHAPE_OPTION,
     kernel: Optional[List[str]] = KERNEL_OPTION,
     reports: Optional[Path] = REPORTS_OPTION,
+    label: Optional[List[str]] = LABEL_OPTION,
     force: bool = typer.Option(False, "--force", help="Overwrite the HTML file if it exists."),
+    problem_flops: Optional[float] = PROBLEM_FLOPS_OPTION,
+    problem_bytes: Optional[float] = PROBLEM_BYTES_OPTION,
+    verbose: bool = VERBOSE_OPTION,
 ) -> None:
     """Write one self-contained HTML report: ladder, migration, each version, consecutive diffs."""
     from profiler.compare import load_versions, migrate  # noqa: PLC0415
 
     omitted: list[str] = []
-    profiled = load_versions(versions, shape=shape, kernels=kernel, reports=reports, omitted=omitted)
-    m = migrate(profiled=profiled, notes=omitted)
+    profiled = _with_problem(load_versions(versions, shape=shape, kernels=kernel, reports=reports, omitted=omitted,
+                                           labels=label or None), problem_flops, problem_bytes)
+    m = migrate(profiled=profiled, notes=omitted, verbose=verbose)
     _warn_stderr(m.warnings)
-    written = _report(profiled, m, html, force)
+    written = _report(profiled, m, html, force, verbose=verbose)
     print(f"wrote {written} ({written.stat().st_size / 1e6:.1f} MB, {len(profiled)} version(s))")

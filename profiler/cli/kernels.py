@@ -118,9 +118,14 @@ def bench_cmd(
     from profiler.check import inputs as check_inputs
     from profiler.check import timing
 
+    from profiler.errors import WhowaitsError
+
     prev = {}
     for path in compare or []:  # read before any GPU time: a missing file is an error, not a pass
         b = check_inputs.read_bench(path)
+        if b.shape not in shape:
+            raise WhowaitsError(f"--compare {path} holds shape {b.shape}, which this run does not bench "
+                                f"(--shape {' --shape '.join(shape)})")
         prev[b.shape] = b
     quiet = fmt != Format.table
     results = bench.run(names, shape, baselines=baselines, reps=reps, warmup=warmup,
@@ -139,7 +144,7 @@ def bench_cmd(
             for res in timing.compare_bench(list(b.rows.values()), cur):
                 for r in cur:
                     if r["implementation"] == res["implementation"]:
-                        r["vs_prev"] = timing.verdict_text(res) if fmt == Format.table else res
+                        r["vs_prev"] = res if fmt == Format.json else timing.verdict_text(res)
         columns.append("vs_prev")
     if fmt == Format.table:
         for r in rows:

@@ -21,6 +21,7 @@ def show(
     kernel: Optional[str] = typer.Option(None, "--kernel", "-k", help="Regex on the demangled kernel name."),
     fmt: Format = FORMAT_OPTION,
     top: int = typer.Option(10, "--top", min=1, help="How many top instructions (and who-waits cells) to list."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="List every field the report lacks, not one line."),
 ) -> None:
     """Show where one report's warps wait: stalls, who waits on whom, SSC, barriers, tensor
     cores, roofline and launch shape, per profiled launch."""
@@ -33,7 +34,7 @@ def show(
     elif fmt is Format.csv:
         write_csv(summaries, sys.stdout)
     else:
-        render_tables(summaries, top=top)
+        render_tables(summaries, top=top, verbose=verbose)
 
 
 # --- csv ----------------------------------------------------------------------------------------
@@ -164,7 +165,7 @@ def render_regions(con, s: dict) -> None:
     con.print(t)
 
 
-def render_tables(summaries: list[dict], top: int = 10) -> None:
+def render_tables(summaries: list[dict], top: int = 10, verbose: bool = False) -> None:
     """Rich tables for each launch summary (stdout)."""
     con = _console()
     for s in summaries:
@@ -278,8 +279,9 @@ def render_tables(summaries: list[dict], top: int = 10) -> None:
             t.add_row(f"{ins['offset']:#06x}", ins["class"], _num(ins["samples"]), ins["top_reason"], ins["sass"])
         con.print(t)
 
-        if s["missing"]:
-            con.print(
-                "[bold]Missing[/bold] (null in --format json): "
-                + "; ".join(f"{m['field']} ← section {m['section']}" for m in s["missing"])
-            )
+        from rich.markup import escape  # noqa: PLC0415
+
+        from profiler.compare.gaps import gap_line  # noqa: PLC0415
+
+        for line in gap_line(f"launch {s['launch_index']}", s, verbose=verbose):
+            con.print("[dim]note: " + escape(line), highlight=False)

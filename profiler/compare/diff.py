@@ -365,7 +365,8 @@ def verdict(label_a: str, label_b: str, sa: dict, sb: dict, top_a: dict | None, 
     return f"{head}; {tail}{extra}."
 
 
-def diff(a: Summary, b: Summary, label_a: str = "A", label_b: str = "B", warnings: list | None = None) -> Diff:
+def diff(a: Summary, b: Summary, label_a: str = "A", label_b: str = "B", warnings: list | None = None,
+         verbose: bool = False) -> Diff:
     """Compare summary ``b`` against summary ``a`` (one launch each, or merged launches).
 
     ``warnings`` (the confound guard's findings) are carried into the result untouched.
@@ -406,9 +407,6 @@ def diff(a: Summary, b: Summary, label_a: str = "A", label_b: str = "B", warning
             bar_rows.append({"kind": kind, "opcode": op, "a": va, "b": vb, "ratio": _ratio(va, vb),
                              # static counts are exact (the compiler's output); executed ones get the band
                              "significant": va != vb if kind == "static" else _beyond_noise(va, vb)})
-        for side, summ, label in (("a", a, label_a), ("b", b, label_b)):
-            if (summ.get("barriers") or {}).get(kind) is None:
-                notes.append(f"{label}: {kind} barrier counts unknown")
     barriers = pd.DataFrame(bar_rows, columns=["kind", "opcode", "a", "b", "ratio", "significant"])
 
     metrics = _metrics(a, b)
@@ -419,9 +417,9 @@ def diff(a: Summary, b: Summary, label_a: str = "A", label_b: str = "B", warning
     phases = _phase_frame(a, b)
     top_a, top_b = top_waiter(a), top_waiter(b)
     dur = stats.duration_change(a.get("duration_ns"), b.get("duration_ns"))
-    for side, summ, label in (("a", a, label_a), ("b", b, label_b)):
-        for m in summ.get("missing") or []:
-            notes.append(f"{label}: {m.get('field')} missing (needs section {m.get('section')})")
+    from profiler.compare.gaps import gap_lines  # noqa: PLC0415
+
+    notes += gap_lines([(label_a, a), (label_b, b)], verbose=verbose)  # one line per report (issue 17)
     return Diff(a=label_a, b=label_b, stalls=stalls, classes=classes, waits=waits, ssc=ssc, barriers=barriers,
                 metrics=metrics,
                 verdict=verdict(label_a, label_b, a, b, top_a, top_b, waits, regions, phases),

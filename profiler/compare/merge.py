@@ -117,6 +117,29 @@ def _roofline(roofs: list[dict], dur) -> dict:
     }
 
 
+def _regions(L: list[dict]) -> list[dict]:
+    """Regions summed by (name, source); ``pcs`` count each distinct kernel's code once; shares recomputed."""
+    acc: dict = {}
+    seen: set = set()
+    for x in L:
+        first = x.get("kernel") not in seen
+        seen.add(x.get("kernel"))
+        for r in x.get("regions") or []:
+            key = (r["name"], r["source"])
+            a = acc.setdefault(key, {"name": r["name"], "source": r["source"], "stall_samples": {}, "samples": 0,
+                                     "share": 0.0, "inst_executed": 0, "pcs": 0, "inherited_samples": 0})
+            for k, v in (r.get("stall_samples") or {}).items():
+                a["stall_samples"][k] = a["stall_samples"].get(k, 0) + v
+            for k in ("samples", "inst_executed", "inherited_samples"):
+                a[k] += r.get(k) or 0
+            if first:
+                a["pcs"] += r.get("pcs") or 0
+    total = sum(a["samples"] for a in acc.values())
+    for a in acc.values():
+        a["share"] = a["samples"] / total if total else 0.0
+    return list(acc.values())
+
+
 def merge_launches(launches: list[Summary]) -> Summary:
     """One summary standing for all ``launches`` (each a :class:`~profiler.schema.Summary`), itself a
     :class:`~profiler.schema.Summary`.
@@ -196,6 +219,7 @@ def merge_launches(launches: list[Summary]) -> Summary:
     merged["timeline"] = None
     merged["launch"] = None
     merged["device"] = L[0].get("device")
+    merged["regions"] = _regions(L)
     missing = {}
     for x in L:
         for m in x.get("missing") or []:

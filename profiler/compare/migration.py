@@ -34,15 +34,19 @@ class Migration:
       top_share, top_lo, top_hi (Wilson interval),
       tensor_path, tensor_pipe_pct (% of the path's own peak), tensor_roof_pct (% of the GPU's dense
       tensor roof at the report's clock: one scale for every path), compute_roof_tflops (the roof of
-      the pipe carrying most FLOPs), ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem,
+      the pipe carrying most FLOPs), ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem (total FLOPs / bytes),
+      intensity_tensor_<level> (tensor FLOPs / bytes, as ncu's roofline takes them),
       title, change, expected_bottleneck (from the sidecar; empty for external subjects:
-      the hypothesis to hold against top_class/top_reason), step (the sentence
+      the hypothesis to hold against top_class/top_reason), hypothesis and verdict (from a series
+      file), gbps (the problem's bytes over the duration, from a series file or sidecar), step (the sentence
       of the step that led to this version; empty for the first).
     - ``stall_shares``: version, reason, samples, share, lo, hi (long; every reason sampled anywhere).
     - ``waiters``: version, class, reason, samples, share: the class x reason rows that are the top
       waiter of at least one version, for every version (the path chart).
     - ``steps``: step, src, dst, speedup, top_src, top_dst, moved (bool), sentence.
-    - ``roofline``: version, level, intensity (FLOP/byte), tflops (achieved), path (tensor path).
+    - ``roofline``: version, level, intensity (FLOP/byte), tflops (achieved), path (tensor path),
+      intensity_tensor, tflops_tensor (tensor FLOPs only: the point ncu's tensor roofline plots),
+      compute_pipe (the pipe whose roof applies).
     - ``regions``: version, region, source (declared | inferred), samples, share (long; the summary's
       ``regions``).
     - ``timelines``: version, x (normalised time, 0..1], series (``tensor_pct``, ``issue_pct``,
@@ -121,16 +125,31 @@ def problem_tflops(problem_flops: float | None, duration_ns: float | None) -> fl
 def _meta(p, info: dict) -> dict:
     """Title, change, expected bottleneck, problem FLOPs of a subject: its sidecar, overridden by ``info``."""
     side = p.sidecar or {}
-    out = {k: side.get(k) for k in ("title", "change", "expected_bottleneck", "problem_flops")}
+    out = {k: side.get(k) for k in ("title", "change", "expected_bottleneck", "problem_flops", "problem_bytes")}
     out.update({k: v for k, v in (info.get(p.subject.version or "") or {}).items() if v is not None})
+    out.update({k: v for k, v in (p.meta or {}).items() if v})  # a series file's entry comes first
     return out
 
 
+def problem_rate(meta: dict, duration_ns) -> tuple[float | None, float | None]:
+    """(TFLOP/s, GB/s) of one call of the problem over ``duration_ns``: the problem's FLOPs and bytes
+    (``meta``: a series file's, else the sidecar's ``problem_flops``/``problem_bytes``). None where
+    either is unknown."""
+    if not duration_ns or duration_ns != duration_ns:
+        return None, None
+    nbytes = meta.get("problem_bytes")
+    gbps = float(nbytes) / float(duration_ns) if isinstance(nbytes, (int, float)) and nbytes > 0 else None
+    return problem_tflops(meta.get("problem_flops"), duration_ns), gbps
+
+
 def migration(profiled: list, info: dict | None = None, warnings: list | None = None,
-              notes: list | None = None) -> Migration:
+              notes: list | None = None, verbose: bool = False) -> Migration:
     """The migration over ``profiled`` (a list of :class:`~profiler.compare.subjects.Profiled`, in
     ladder order; one is enough). Titles, changes, expected bottlenecks and problem FLOPs come from
-    each subject's sidecar; ``info`` (version id -> {title, change, …}) overrides them where given."""
+    each subject's sidecar; ``info`` (version id -> {title, change, …}) overrides them where given, and
+    a version's own ``meta`` (from a series file: change, hypothesis, verdict, problem FLOPs/bytes)
+    overrides both. What a report lacks is one note per report (:func:`profiler.compare.gaps.gap_line`;
+    ``verbose``: every field)."""
     info = info or {}
     labels = [p.label for p in profiled]
     rows, shares, road, reg_rows, tl_rows = [], [], [], [], []
@@ -151,9 +170,10 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             lo, hi = float(lo_a), float(hi_a)
         ssc = (s.get("short_scoreboard") or {}).get("samples")
         meta = _meta(p, info)
+        tflops, gbps = problem_rate(meta, dur)
         rows.append({
             "version": p.label, "kernel": s.get("kernel"), "duration_ns": dur,
-            "tflops": problem_tflops(meta.get("problem_flops"), dur), "tflops_counted": roof.get("achieved_tflops"),
+            "tflops": tflops, "gbps": gbps, "tflops_counted": roof.get("achieved_tflops"),
             "speedup_prev": stats.duration_change(prev, dur)["speedup"] if prev else None,
             "speedup_first": stats.duration_change(first_dur, dur)["speedup"] if first_dur else None,
             "top_class": top["class"] if top else None, "top_reason": top["reason"] if top else None,
@@ -165,9 +185,11 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "compute_roof_tflops": ((roof.get("ceilings") or {}).get("compute_tflops")),
             "ssc_share": (ssc / n if ssc is not None and n else None),
             **{f"intensity_{lv}": inten.get(lv) for lv in LEVELS},
+            **{f"intensity_tensor_{lv}": (roof.get("intensity_tensor") or {}).get(lv) for lv in LEVELS},
             "title": meta.get("title") or "", "change": meta.get("change") or "",
             "expected_bottleneck": meta.get("expected_bottleneck") or "",
             **_phase_columns(s.get("timeline")),
+            "hypothesis": meta.get("hypothesis") or "", "verdict": meta.get("verdict") or "",
         })
         for r in s.get("regions") or []:
             reg_rows.append({"version": p.label, "region": r["name"], "source": r["source"],
@@ -182,7 +204,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
         prev = dur
         samples = s.get("stall_samples") or {}
         if n:
-            reasons = list(samples)
+            reasons = [r for r, v in samples.items() if v is not None]  # a reason the chip lacks is absent
             k = np.array([samples[r] or 0 for r in reasons], dtype=float)
             lo_r, hi_r = stats.wilson_interval(k, n)
             for r, kk, l, h in zip(reasons, k, lo_r, hi_r):
@@ -190,7 +212,10 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
                                "lo": float(l), "hi": float(h)})
         for lv in LEVELS:
             road.append({"version": p.label, "level": lv, "intensity": inten.get(lv),
-                         "tflops": roof.get("achieved_tflops"), "path": s.get("tensor_path")})
+                         "tflops": roof.get("achieved_tflops"), "path": s.get("tensor_path"),
+                         "intensity_tensor": (roof.get("intensity_tensor") or {}).get(lv),
+                         "tflops_tensor": roof.get("achieved_tensor_tflops"),
+                         "compute_pipe": roof.get("compute_pipe")})
 
     stall_shares = pd.DataFrame(shares, columns=["version", "reason", "samples", "share", "lo", "hi"])
     if len(stall_shares):  # every reason appears for every version (0 where unsampled), fixed order
@@ -223,7 +248,8 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
                       "moved": moved, "sentence": d.verdict})
     steps = pd.DataFrame(srows, columns=["step", "src", "dst", "speedup", "top_src", "top_dst", "moved", "sentence"])
 
-    roofline = pd.DataFrame(road, columns=["version", "level", "intensity", "tflops", "path"])
+    roofline = pd.DataFrame(road, columns=["version", "level", "intensity", "tflops", "path", "intensity_tensor",
+                                           "tflops_tensor", "compute_pipe"])
     imax = pd.to_numeric(roofline["intensity"], errors="coerce").max() if len(roofline) else np.nan
     imax = float(imax) if imax == imax else 1000.0
     roof_rows, seen = [], set()
@@ -236,10 +262,9 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
         for pt in _ceiling_points(r, path, imax):
             roof_rows.append({"path": path, **pt})
     roofs = pd.DataFrame(roof_rows, columns=["path", "level", "intensity", "tflops"])
-    notes = list(notes or [])
-    for p in profiled:
-        for m in p.summary.get("missing") or []:
-            notes.append(f"{p.label}: {m.get('field')} missing (needs section {m.get('section')})")
+    from profiler.compare.gaps import gap_lines  # noqa: PLC0415
+
+    notes = list(notes or []) + gap_lines([(p.label, p.summary) for p in profiled], verbose=verbose)
     table = pd.DataFrame(rows)
     table["step"] = [""] + list(steps["sentence"])
     return Migration(versions=labels, table=table, stall_shares=stall_shares, waiters=waiters,

@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from profiler import paths as _paths
 from profiler.errors import WhowaitsError
 from profiler.names import is_external
 
@@ -56,17 +57,8 @@ class Profiled:
 # ----------------------------------------------------------------------------- locating
 
 def reports_dir(gpu: str = DEFAULT_GPU, root: str | os.PathLike | None = None) -> Path:
-    """The folder holding one folder per version: ``$WHOWAITS_REPORTS_DIR``, else
-    ``./reports/<gpu>`` when it exists, else ``reports/<gpu>`` of the checkout this package lives in."""
-    if root is not None:
-        return Path(root)
-    env = os.environ.get("WHOWAITS_REPORTS_DIR")
-    if env:
-        return Path(env)
-    here = Path.cwd() / "reports" / gpu
-    if here.is_dir():
-        return here
-    return Path(__file__).resolve().parents[2] / "reports" / gpu
+    """The folder holding one folder per version (:func:`profiler.paths.reports_dir`)."""
+    return _paths.reports_dir(gpu, root)
 
 
 def _folder_sidecar(rdir: Path, version: str) -> dict:
@@ -123,18 +115,54 @@ def _looks_like_path(spec: str) -> bool:
     return spec.endswith(REPORT_SUFFIX) or os.sep in spec or "/" in spec
 
 
-def resolve(specs: list[str], shape: str | None = None, rdir: Path | None = None) -> list[Subject]:
-    """Turn version ids or report paths into subjects, all at one shape.
+def _elsewhere(spec: str, rdir: Path) -> Path | None:
+    """A version folder named ``spec`` under another GPU's folder beside ``rdir`` (``reports/rtx-4090/
+    mykernel-v1`` when ``rdir`` is ``reports/h200``): the one there is, or None (none, or several)."""
+    parent = rdir.parent
+    if not parent.is_dir():
+        return None
+    try:
+        hits = [d / spec for d in sorted(parent.iterdir())
+                if d != rdir and d.is_dir() and (d / spec).is_dir() and any((d / spec).glob(f"*{REPORT_SUFFIX}"))]
+    except OSError:
+        return None
+    return hits[0] if len(hits) == 1 else None
 
-    Version ids take ``shape`` when given, else the one shape every named version has.
+
+def resolve(specs: list[str], shape: str | None = None, rdir: Path | None = None,
+            labels: list[str] | None = None) -> list[Subject]:
+    """Turn version ids or report paths into subjects, all at one shape, in the order given.
+
+    Version ids take ``shape`` when given, else the one shape every named version has; a version id
+    not in ``rdir`` is also looked for under the other GPU folders beside it (``reports/<gpu>/``).
+    Report paths are labelled by the shortest part of their paths that tells them apart
+    (:func:`profiler.compare.series.distinct_labels`); ``labels`` (one per spec) replaces all labels.
     Raises :class:`WhowaitsError` for an unknown version (listing the known ones), a version
-    without a report at the shape, an ambiguous shape or a report path that does not exist.
+    without a report at the shape, an ambiguous shape, a report path that does not exist, or
+    labels that do not fit.
     """
+    from profiler.compare.series import distinct_labels  # noqa: PLC0415
+
     rdir = reports_dir() if rdir is None else rdir
+    if labels is not None:
+        labels = list(labels)
+        if len(labels) != len(specs):
+            raise WhowaitsError(f"give one --label per version ({len(specs)}), not {len(labels)}")
+        if any(not lb.strip() for lb in labels):
+            raise WhowaitsError("a --label is empty")
+        dup = sorted({lb for lb in labels if labels.count(lb) > 1})
+        if dup:
+            raise WhowaitsError(f"--label {dup[0]!r} is given twice; labels must tell the versions apart")
     known = known_versions(rdir)
     kinds: list[tuple[str, str]] = []
+    folders: dict[str, Path] = {}
     for spec in specs:
         p = Path(spec)
+        if p.is_dir() and not spec.endswith(REPORT_SUFFIX) and (spec in known or _looks_like_path(spec)):
+            if spec in known:
+                kinds.append(("version", spec))
+                continue
+            raise WhowaitsError(f"{spec} is a folder; give a report file (….ncu-rep) or a version id")
         if p.is_file():
             kinds.append(("path", spec))
         elif spec in known:
@@ -146,46 +174,67 @@ def resolve(specs: list[str], shape: str | None = None, rdir: Path | None = None
         elif (rdir / spec).is_dir():
             raise WhowaitsError(
                 f"version '{spec}' has no report in {rdir}/{spec}/; profile it first (whowaits profile {spec})")
+        elif (found := _elsewhere(spec, rdir)) is not None:
+            kinds.append(("version", spec))
+            folders[spec] = found
         else:
             listed = ", ".join(known) if known else "none"
             raise WhowaitsError(f"unknown version '{spec}'; known versions with reports in {rdir}: {listed}")
 
+    def folder(v: str) -> Path:
+        return folders.get(v, rdir / v)
+
+    def shapes(v: str) -> list[str]:
+        return sorted(p.name[: -len(REPORT_SUFFIX)] for p in folder(v).glob(f"*{REPORT_SUFFIX}"))
+
     versions = [s for k, s in kinds if k == "version"]
     if versions:
         if shape is None:
-            common = set(shapes_of(rdir, versions[0]))
+            common = set(shapes(versions[0]))
             for v in versions[1:]:
-                common &= set(shapes_of(rdir, v))
+                common &= set(shapes(v))
             if not common:
                 raise WhowaitsError(
                     "the versions share no shape: " + "; ".join(
-                        f"{v}: {', '.join(shapes_of(rdir, v))}" for v in versions) + " (use report paths)")
+                        f"{v}: {', '.join(shapes(v))}" for v in versions) + " (use report paths)")
             if len(common) > 1:
                 raise WhowaitsError(f"several shapes to choose from ({', '.join(sorted(common))}); pick one with --shape")
             shape = common.pop()
         else:
             for v in versions:
-                if shape not in shapes_of(rdir, v):
+                if shape not in shapes(v):
                     raise WhowaitsError(
-                        f"no report for version '{v}' at shape {shape} ({rdir / v / (shape + REPORT_SUFFIX)}); "
-                        f"it has: {', '.join(shapes_of(rdir, v))}")
+                        f"no report for version '{v}' at shape {shape} ({folder(v) / (shape + REPORT_SUFFIX)}); "
+                        f"it has: {', '.join(shapes(v))}")
 
+    path_specs = [s for k, s in kinds if k == "path"]
+    path_labels = dict(zip(path_specs, distinct_labels(path_specs))) if len(set(path_specs)) > 1 else {}
     out = []
     for kind, spec in kinds:
         if kind == "version":
-            out.append(Subject(label=spec, path=rdir / spec / f"{shape}{REPORT_SUFFIX}", version=spec, shape=shape))
+            out.append(Subject(label=spec, path=folder(spec) / f"{shape}{REPORT_SUFFIX}", version=spec, shape=shape))
         else:
             p = Path(spec)
             stem = p.name[: -len(REPORT_SUFFIX)] if p.name.endswith(REPORT_SUFFIX) else p.stem
             version = p.parent.name if p.parent.name else None
-            label = version if version and version not in ("", ".") else stem
+            label = path_labels.get(spec) or (version if version and version not in ("", ".") and SHAPE_RE.match(stem)
+                                              else stem)
             out.append(Subject(label=label, path=p, version=version,
                                shape=stem if SHAPE_RE.match(stem) else None))
-    # Two subjects may print the same label (two shapes of one version): make labels unique.
+    if labels is not None:
+        return [Subject(label=lb, path=s.path, version=s.version, shape=s.shape) for lb, s in zip(labels, out)]
+    # Two subjects may print the same label (two shapes of one version, one report named twice): number them.
     counts = Counter(s.label for s in out)
     if any(c > 1 for c in counts.values()):
-        out = [Subject(label=f"{s.label}/{s.path.name[: -len(REPORT_SUFFIX)]}" if counts[s.label] > 1 else s.label,
-                       path=s.path, version=s.version, shape=s.shape) for s in out]
+        seen: Counter = Counter()
+        fixed = []
+        for s in out:
+            lb = s.label
+            if counts[lb] > 1:
+                seen[lb] += 1
+                lb = f"{lb}#{seen[lb]}"
+            fixed.append(Subject(label=lb, path=s.path, version=s.version, shape=s.shape))
+        out = fixed
     return out
 
 

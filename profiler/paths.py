@@ -1,0 +1,81 @@
+"""Where whowaits finds its own data and the user's reports: one place, the same for a checkout and an
+installed wheel.
+
+- :func:`sections_dir`: the ``whowaits`` section set, shipped as package data (``profiler/data/sections``),
+  found through :mod:`importlib.resources`; ``whowaits profile`` hands this folder to ncu (``--section-folder``).
+- :func:`checkout`: the source checkout this package lives in (a folder with ``pyproject.toml`` and
+  ``profiler/`` side by side), or None for an installed wheel.
+- :func:`reports_root` / :func:`reports_dir`: where reports are read and written. In order: the option
+  the user gave (``--out`` / ``--reports``), ``$WHOWAITS_REPORTS_DIR``, ``./reports`` in the current
+  directory, the checkout's ``reports/`` (only when running from a checkout), else ``./reports``. Never
+  inside site-packages.
+
+Nothing here imports more than the standard library, so every command can use it at no cost.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+__all__ = ["DEFAULT_GPU", "REPORTS_ENV", "checkout", "reports_dir", "reports_root", "sections_dir"]
+
+#: the GPU folder under a reports root that views read unless told otherwise
+DEFAULT_GPU = "h200"
+#: environment variable naming the folder of version folders (``…/reports/<gpu>``)
+REPORTS_ENV = "WHOWAITS_REPORTS_DIR"
+
+
+def sections_dir() -> Path:
+    """The folder of the ``whowaits`` section set (``*.section`` + ``section-schema.textproto``)."""
+    from importlib.resources import files
+
+    return Path(str(files("profiler") / "data" / "sections"))
+
+
+@lru_cache(maxsize=1)
+def checkout() -> Path | None:
+    """The source checkout holding this package (editable install or PYTHONPATH), else None."""
+    root = Path(__file__).resolve().parents[1]
+    if (root / "pyproject.toml").is_file() and (root / "profiler" / "paths.py").is_file() \
+            and "site-packages" not in root.parts and "dist-packages" not in root.parts:
+        return root
+    return None
+
+
+def reports_root(out: str | os.PathLike | None = None) -> Path:
+    """The reports root (holding ``<gpu>/<subject>/<shape>.ncu-rep``) that ``whowaits profile`` writes to.
+
+    ``out`` when given; else the parent of ``$WHOWAITS_REPORTS_DIR``; else ``./reports`` when it exists;
+    else the checkout's ``reports/`` when running from one; else ``./reports`` (made when written to)."""
+    if out is not None:
+        return Path(out)
+    env = os.environ.get(REPORTS_ENV)
+    if env:
+        return Path(env).parent
+    here = Path.cwd() / "reports"
+    if here.is_dir():
+        return here
+    repo = checkout()
+    if repo is not None:
+        return repo / "reports"
+    return here
+
+
+def reports_dir(gpu: str = DEFAULT_GPU, root: str | os.PathLike | None = None) -> Path:
+    """The folder holding one folder per version: ``root`` when given, ``$WHOWAITS_REPORTS_DIR``, else
+    ``./reports/<gpu>`` when it exists, else the checkout's ``reports/<gpu>`` (from a checkout), else
+    ``./reports/<gpu>``."""
+    if root is not None:
+        return Path(root)
+    env = os.environ.get(REPORTS_ENV)
+    if env:
+        return Path(env)
+    here = Path.cwd() / "reports" / gpu
+    if here.is_dir():
+        return here
+    repo = checkout()
+    if repo is not None:
+        return repo / "reports" / gpu
+    return here

@@ -1,0 +1,99 @@
+"""Query the store with SQL (DuckDB, embedded): :func:`query` returns a pandas frame.
+
+The table is ``launches`` (:mod:`profiler.store.schema` documents every column). The database is opened
+read-only, so queries may run while nothing else writes; a store whose DuckDB file is missing or was built
+by another schema version is rebuilt from its parquet parts first.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from profiler.errors import WhowaitsError
+from profiler.store import build as _index
+
+#: a typical question: the top waiter per version at one shape, in ladder order
+TOP_WAITER_SQL = ("SELECT subject, top_waiter, round(top_share, 3) AS top_share, duration_ns "
+                  "FROM launches WHERE gpu = ? AND shape = ? ORDER BY ladder_order NULLS LAST, subject")
+
+
+def _ready(store: Path) -> Path:
+    store = Path(store)
+    if not (store / _index.DB_NAME).is_file() and not (store / _index.PARTS).is_dir():
+        raise WhowaitsError(f"no store at {store}: build it with `whowaits index` (or pass --store DIR)")
+    if not _index._db_ok(store, stamp=False):
+        _index.rebuild_db(store)
+    return store
+
+
+class Store:
+    """An open, read-only connection to a store, for many queries (the CLI and :func:`query` open one per call)."""
+
+    def __init__(self, store: Path | None = None):
+        self.path = _ready(Path(store or _index.default_store()))
+        self.con = _index.connect(self.path, read_only=True)
+
+    def query(self, sql: str, params: list | None = None):
+        import duckdb
+
+        try:
+            return self.con.execute(sql, params or []).df()
+        except duckdb.Error as err:
+            msg = " ".join(str(err).split())[:300]
+            raise WhowaitsError(f"query failed: {msg} (the table is `launches`; `whowaits query --schema` lists "
+                                "its columns)") from None
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def query(sql: str, store: Path | None = None, params: list | None = None):
+    """Run ``sql`` over the store's ``launches`` table; a pandas DataFrame."""
+    with Store(store) as s:
+        return s.query(sql, params)
+
+
+def launches(where: str | None = None, store: Path | None = None, params: list | None = None):
+    """Every column of the rows matching the SQL ``where`` clause (all rows without one)."""
+    sql = "SELECT * FROM launches" + (f" WHERE {where}" if where else "") + \
+          " ORDER BY gpu, shape, ladder_order NULLS LAST, subject, launch_index"
+    return query(sql, store, params)
+
+
+def subjects(where: str | None = None, names: list[str] | None = None, store: Path | None = None) -> list:
+    """The reports whose launches match ``where``, as :class:`profiler.compare.Subject`s in ladder order
+    (then by name, ``ext-*`` last), for ``migration`` and ``diff``. ``names`` picks subjects, in that order.
+    The reports themselves are read (through the summary cache), so they must still be where they were indexed."""
+    from profiler.compare.subjects import Subject
+
+    df = launches(where, store)
+    if df.empty:
+        raise WhowaitsError(f"no launch in the store matches {where!r}" if where else "the store is empty")
+    reps = df.drop_duplicates("report")
+    shapes = sorted(set(reps["shape"]))
+    if len(shapes) > 1 and not names:
+        raise WhowaitsError(f"the rows span several shapes ({', '.join(shapes)}): narrow the WHERE clause to one shape")
+    reps = reps.assign(_ext=reps["subject"].str.startswith("ext-"))
+    reps = reps.sort_values(["_ext", "ladder_order", "subject"], na_position="last")
+    if names:
+        picked = []
+        for n in names:
+            hit = reps[(reps["subject"] == n) | reps["subject"].str.startswith(n + "_")]
+            if len(hit) != 1:
+                what = "no" if hit.empty else f"{len(hit)}"
+                raise WhowaitsError(f"{what} report of '{n}' among the store rows matching the WHERE clause "
+                                    f"(subjects there: {', '.join(dict.fromkeys(reps['subject']))})")
+            picked.append(hit.iloc[0])
+        rows = picked
+    else:
+        rows = [r for _, r in reps.iterrows()]
+    missing = [r["report"] for r in rows if not Path(r["report"]).is_file()]
+    if missing:
+        raise WhowaitsError(f"indexed report no longer exists: {missing[0]} (run `whowaits index` again)")
+    return [Subject(label=r["subject"], path=Path(r["report"]), version=r["subject"], shape=r["shape"]) for r in rows]

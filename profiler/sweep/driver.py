@@ -1,0 +1,301 @@
+"""Run a sweep: plan the jobs, skip the done ones, hand batches to workers, retry transient failures, and
+keep a record of everything.
+
+Local backend (:func:`run_local`): one worker thread per visible GPU (:func:`profiler.sweep.gpus.visible_gpus`),
+each taking the next batch from one shared queue, so a fast GPU takes more batches. Before each batch a
+worker takes its GPU's lock (:class:`profiler.sweep.gpus.GpuLock`), re-checks which jobs are still to do
+(another sweep may have done them meanwhile), runs the batch in a job process pinned with
+``CUDA_VISIBLE_DEVICES`` (:func:`profiler.sweep.jobs.run_process`), and releases the lock. A failed job whose
+error kind is transient (:mod:`profiler.sweep.kinds`) is queued again, alone, after ``retry_delay_s``, up to
+``retries`` more times; any other failure is final for that job only: the other jobs of its batch and of
+the sweep go on (reports already written are never touched).
+
+Records under ``manifest.logs``: ``jobs/<kind>-<subject>-<shape>.log`` (every attempt's output), ``sweep.jsonl``
+(one event per line: start, lock, unlock, attempt, retry, job, end, with times and GPUs: the proof that no
+GPU ran two sessions at once), ``results.json`` (the summary table), written atomically at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from profiler.errors import WhowaitsError
+from profiler.sweep import jobs as J
+from profiler.sweep.gpus import Gpu, GpuLock, lock_dir, visible_gpus
+from profiler.sweep.kinds import transient
+
+
+@dataclass
+class SweepResult:
+    manifest: str
+    backend: str
+    gpus: list[str]
+    outcomes: list[J.Outcome]
+    wall_s: float
+    started: str
+    notes: list[str] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(1 for o in self.outcomes if o.status == status)
+
+    @property
+    def failed(self) -> list[J.Outcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+    def as_dict(self) -> dict:
+        return {"manifest": self.manifest, "backend": self.backend, "gpus": self.gpus, "started": self.started,
+                "wall_s": round(self.wall_s, 3), "done": self.count("done"), "skipped": self.count("skipped"),
+                "failed": self.count("failed"), "notes": self.notes, "jobs": [asdict(o) for o in self.outcomes]}
+
+
+class Record:
+    """The sweep's own log (``sweep.jsonl``) and per-job logs; thread-safe. ``on_event`` sees every event."""
+
+    def __init__(self, logs: Path, on_event: Callable[[dict], None] | None = None):
+        self.logs = Path(logs)
+        (self.logs / "jobs").mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._f = open(self.logs / "sweep.jsonl", "a", buffering=1)
+        self.on_event = on_event
+
+    def event(self, event: str, **kw) -> None:
+        rec = {"t": round(time.time(), 3), "event": event, **kw}
+        with self._lock:
+            self._f.write(json.dumps(rec) + "\n")
+        if self.on_event:
+            self.on_event(rec)
+
+    def job_log(self, batch: J.Batch, where: str):
+        """A function writing one line to the log of every job of ``batch`` (each attempt appends)."""
+        paths = [self.logs / "jobs" / f"{j.slug}.log" for j in batch.jobs]
+        files = [open(p, "a", buffering=1) for p in paths]
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+        head = (f"=== {stamp} UTC attempt {batch.attempt} on {where}; batch of {len(batch.jobs)}: "
+                f"{', '.join(j.id for j in batch.jobs)} ===")
+        lock = threading.Lock()
+
+        def write(line: str) -> None:
+            with lock:
+                for f in files:
+                    f.write(line + "\n")
+
+        write(head)
+        write.close = lambda: [f.close() for f in files]  # type: ignore[attr-defined]
+        write.paths = paths  # type: ignore[attr-defined]
+        return write
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def _slug(manifest, gpu: Gpu) -> str:
+    from profiler.provenance import gpu_slug
+
+    return manifest.gpu or gpu_slug(gpu.name)
+
+
+def prepare(manifest, force: bool, slugs: list[str]) -> tuple[list[J.Job], dict, list[J.Outcome]]:
+    """(jobs to run, expected build hashes, outcomes of jobs skipped as done on every GPU folder in ``slugs``)."""
+    from profiler.provenance import git_state
+
+    all_jobs = J.plan(manifest)
+    hashes = {j.id: J.expected_build_hash(j) for j in all_jobs if j.kind == "profile"}
+    commit = git_state(J.REPO)[0]
+    todo, skipped = [], []
+    for j in all_jobs:
+        if not force and slugs and all(J.status(j, manifest.out, s, hashes.get(j.id), manifest.logs, commit) == "done"
+                                       for s in slugs):
+            skipped.append(J.Outcome(j.id, "skipped", gpu=",".join(sorted(set(slugs))), note="done (same build hash)"))
+        else:
+            todo.append(j)
+    return todo, hashes, skipped
+
+
+def prebuild(jobs: list[J.Job]) -> None:
+    """Build every ladder rung the profile jobs need, in parallel, before any GPU is locked (a build inside
+    the job would hold its GPU idle); the cache makes the job's own build a lookup. A rung that does not
+    build is left to its job, which reports the compiler's error."""
+    pairs = {}
+    for j in jobs:
+        if j.kind == "profile" and j.runner_arg and not j.runner_arg.startswith("sdpa-"):
+            pairs.setdefault((j.runner_arg, j.shape), None)
+    if not pairs:
+        return
+    try:
+        from kernels import build, registry
+        from kernels.config import Shape
+
+        todo = []
+        for vid, shape in pairs:
+            try:
+                v, s = registry.get(vid), Shape.parse(shape)
+                todo.append((v, v.config_for(s.head_dim, s.dtype, s.causal)))
+            except WhowaitsError:
+                continue
+        build.build_many(todo)
+    except Exception:  # noqa: BLE001 - no nvcc here, ...: each job builds (and fails) on its own
+        pass
+
+
+class _Queue:
+    """Batches waiting to run; a worker blocks while the queue is empty but a batch in flight may still
+    come back for a retry."""
+
+    def __init__(self, batches: list[J.Batch]):
+        self.items = deque(batches)
+        self.in_flight = 0
+        self.cv = threading.Condition()
+
+    def take(self) -> J.Batch | None:
+        with self.cv:
+            while True:
+                now = time.monotonic()
+                due = next((b for b in self.items if b.not_before <= now), None)
+                if due is not None:
+                    self.items.remove(due)
+                    self.in_flight += 1
+                    return due
+                if not self.items and self.in_flight == 0:
+                    return None
+                wait = min((b.not_before for b in self.items), default=now + 1.0) - now
+                self.cv.wait(timeout=max(0.05, min(wait, 1.0)))
+
+    def finish(self, retry: J.Batch | None = None) -> None:
+        with self.cv:
+            if retry is not None:
+                self.items.append(retry)
+            self.in_flight -= 1
+            self.cv.notify_all()
+
+
+def _settle(manifest, batch: J.Batch, outs: list[J.Outcome], where: str, record: Record, final: dict,
+            lock: threading.Lock, log_paths: list[Path]) -> J.Batch | None:
+    """Record each outcome; return a batch of the transient failures to try again (None if there is none)."""
+    by_id = {j.id: j for j in batch.jobs}
+    paths = dict(zip([j.id for j in batch.jobs], log_paths))
+    again = []
+    for o in outs:
+        o.gpu, o.attempts, o.log = where, batch.attempt, str(paths.get(o.job, ""))
+        if o.status == "failed" and transient(o.error_kind or "") and batch.attempt <= manifest.retries:
+            again.append(by_id[o.job])
+            record.event("retry", job=o.job, gpu=where, attempt=batch.attempt, error_kind=o.error_kind, error=o.error)
+            continue
+        with lock:
+            final[o.job] = o
+        record.event("job", job=o.job, gpu=where, status=o.status, attempt=batch.attempt, error_kind=o.error_kind,
+                     error=o.error, report=o.report, wall_s=round(o.wall_s, 3))
+    if not again:
+        return None
+    return J.Batch(again, attempt=batch.attempt + 1, not_before=time.monotonic() + manifest.retry_delay_s)
+
+
+def run_local(manifest, *, force: bool = False, on_event: Callable[[dict], None] | None = None,
+              gpus: list[Gpu] | None = None) -> SweepResult:
+    """Run ``manifest`` on this host's visible GPUs (see the module docstring)."""
+    gpus = gpus or visible_gpus()
+    lock_dir(manifest.lock_dir)  # fail now, in one line, if the lock folder cannot exist
+    slugs = {g.pin: _slug(manifest, g) for g in gpus}
+    t0 = time.perf_counter()
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    todo, hashes, skipped = prepare(manifest, force, list(slugs.values()))
+    record = Record(manifest.logs, on_event)
+    prebuild(todo)
+    record.event("start", backend="local", manifest=str(manifest.path), gpus=[g.pin for g in gpus],
+                 jobs=len(todo) + len(skipped), skipped=[o.job for o in skipped], pid=os.getpid())
+    final: dict[str, J.Outcome] = {o.job: o for o in skipped}
+    flock = threading.Lock()
+    queue = _Queue(J.batches(todo, manifest.batch))
+    from profiler.provenance import git_state
+
+    commit = git_state(J.REPO)[0]
+
+    def worker(g: Gpu) -> None:
+        slug = slugs[g.pin]
+        lock = GpuLock(manifest.lock_dir, g)
+        where = f"{g.label} ({g.pin})"
+        while (batch := queue.take()) is not None:
+            retry = None
+            try:
+                run_jobs = [j for j in batch.jobs if force or batch.attempt > 1
+                            or J.status(j, manifest.out, slug, hashes.get(j.id), manifest.logs, commit) != "done"]
+                for j in batch.jobs:
+                    if j not in run_jobs:  # done meanwhile (by another sweep)
+                        with flock:
+                            final[j.id] = J.Outcome(j.id, "skipped", gpu=where, note="done meanwhile")
+                        record.event("job", job=j.id, gpu=where, status="skipped", attempt=batch.attempt)
+                if not run_jobs:
+                    continue
+                batch = J.Batch(run_jobs, batch.attempt)
+                log = record.job_log(batch, where)
+                try:
+                    try:
+                        waited = lock.acquire(manifest.lock_timeout_s, what=f"whowaits sweep {manifest.name}: "
+                                              f"{batch.describe()}", on_wait=lambda h: record.event(
+                                                  "lock_wait", gpu=where, holder=h))
+                    except WhowaitsError as err:
+                        from profiler.sweep.kinds import classify
+
+                        outs = [J.Outcome(j.id, "failed", error=str(err), error_kind=classify(err)) for j in run_jobs]
+                    else:
+                        record.event("lock", gpu=where, lock=str(lock.path), waited_s=round(waited, 3),
+                                     jobs=[j.id for j in run_jobs], attempt=batch.attempt)
+                        try:
+                            spec = J.spec_for(batch, manifest, manifest.out, slug, hashes)
+                            outs = J.run_process(spec, g.pin, timeout=manifest.timeout_s, log=log,
+                                                 workdir=manifest.logs / ".spec")
+                        finally:
+                            lock.release()
+                            record.event("unlock", gpu=where, jobs=[j.id for j in run_jobs])
+                    retry = _settle(manifest, batch, outs, where, record, final, flock, log.paths)
+                finally:
+                    log.close()
+            except Exception as err:  # noqa: BLE001 - a worker bug fails its batch, never the sweep
+                for j in batch.jobs:
+                    with flock:
+                        final.setdefault(j.id, J.Outcome(j.id, "failed", gpu=where, error_kind="internal",
+                                                         error=f"internal error: {type(err).__name__}: {err}"[:300],
+                                                         attempts=batch.attempt))
+            finally:
+                queue.finish(retry)
+
+    threads = [threading.Thread(target=worker, args=(g,), name=f"sweep-{g.label}", daemon=True) for g in gpus]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return _finish(manifest, "local", [g.pin for g in gpus], todo, skipped, final, record, t0, started)
+
+
+def _finish(manifest, backend, gpus, todo, skipped, final, record, t0, started) -> SweepResult:
+    order = [o.job for o in skipped] + [j.id for j in todo]
+    outs = [final.get(i) or J.Outcome(i, "failed", error="never ran (the sweep was interrupted)", error_kind="error")
+            for i in dict.fromkeys(order)]
+    res = SweepResult(str(manifest.path), backend, gpus, outs, time.perf_counter() - t0, started)
+    record.event("end", wall_s=round(res.wall_s, 3), done=res.count("done"), skipped=res.count("skipped"),
+                 failed=res.count("failed"))
+    record.close()
+    from profiler.io import write_json_atomic
+
+    write_json_atomic(Path(manifest.logs) / "results.json", res.as_dict())
+    return res
+
+
+def run_sweep(manifest, *, backend: str = "local", address: str | None = None, accelerator_type: str | None = None,
+              force: bool = False, on_event: Callable[[dict], None] | None = None) -> SweepResult:
+    """Run a loaded manifest on the chosen backend."""
+    if backend == "local":
+        if address or accelerator_type:
+            raise WhowaitsError("--address and --accelerator-type go with --backend ray")
+        return run_local(manifest, force=force, on_event=on_event)
+    if backend == "ray":
+        from profiler.sweep.ray_backend import run_ray
+
+        return run_ray(manifest, address=address, accelerator_type=accelerator_type, force=force, on_event=on_event)
+    raise WhowaitsError(f"unknown backend {backend!r}: use local or ray")

@@ -173,15 +173,16 @@ def test_declared_regions_put_every_mma_where_its_v_or_k_fragment_says(version):
     assert hmma.count("qk") == hmma.count("pv") > 0
 
 
-def test_declared_wgmma_regions_follow_the_operand_rule():
-    """v09 (wgmma): the SS products are qk, the RS products (P from registers) pv, as the inference rule says."""
+def test_declared_v09_wgmmas_are_where_their_operand_a_says():
+    """v09's markers (kernels/v09_wgmma/kernel.cu) against the SASS rule the inference uses for cuDNN: an
+    HGMMA with A from shared memory (``gdesc``) is Q K^T, one with A in registers (P) is P V."""
     la = _launch(ROOT / f"reports/h200/v09_wgmma/{SHAPE}.ncu-rep")
     names, source, _ = pc_regions(la, _sources(la))
     assert source == "declared"
-    for text, name in zip(la.sass["sass"], names):
-        if text.lstrip("@!UP0123456789 ").startswith("HGMMA"):
-            a = text.split(",")[1].strip()
-            assert name == ("qk" if a.startswith("gdesc") else "pv"), text
+    got = [(n, t.split(",")[1].strip().startswith("gdesc")) for n, t in zip(names, la.sass["sass"])
+           if t.lstrip("@!UP0123456789 ").startswith("HGMMA")]
+    assert got and all(n == ("qk" if smem_a else "pv") for n, smem_a in got), got
+    assert sum(smem_a for _, smem_a in got) == 8 == len(got) - 8  # 8 k16 steps each at D = 128
 
 
 def test_declared_v01_waits_in_the_products_on_global_loads():

@@ -30,7 +30,7 @@
 namespace whowaits { namespace WHOWAITS_NAMESPACE {
 
 // The sm80 warp GEMMs (common/sm80/warp_gemm.cuh), over any ldmatrix address type (here Sw128LdsmAddr).
-// @region inherit
+// @region load_q
 template <int kMTiles, class Addr>
 __device__ __forceinline__ void load_q_frag(uint32_t (&qa)[kMTiles][4], const Addr& qaddr, int kk) {
 #pragma unroll
@@ -97,6 +97,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
     constexpr uint32_t kTileBytes = kBlockN * kHeadDim * sizeof(Element);  // one K or V stage
 
+    // @region other
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // The 128-byte swizzle is a function of address bits 4-9: tiles start on 1024-byte boundaries.
     Element* sQ = reinterpret_cast<Element*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -105,7 +106,6 @@ __global__ void __launch_bounds__(kWarps * 32)
     __shared__ KVPipeline<kStages> pipe;
     __shared__ uint64_t q_full;
 
-    // @region other
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest (causal) blocks first
     const int bh = blockIdx.z * gridDim.y + blockIdx.y;
@@ -114,6 +114,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     int n_blocks = (seqlen + kBlockN - 1) / kBlockN;
     if (kCausal) n_blocks = min(n_blocks, (cta_row0 + kBlockM + kBlockN - 1) / kBlockN);
 
+    // @region sync
     if (tid == 0) {
         prefetch_tensor_map(&tmap_q);
         prefetch_tensor_map(&tmap_k);
@@ -122,7 +123,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         pipe.init(kWarps);  // one release per warp
         mbar_fence_init();
     }
-    __syncthreads();  // @region sync
+    __syncthreads();
 
     // @region load_kv
     // Producer (thread 0): tile t into stage t % kStages, once the stage's previous tile was released.
@@ -134,11 +135,10 @@ __global__ void __launch_bounds__(kWarps * 32)
         tma_load_tile<kBlockN, kHeadDim>(sV + prod.index * kBlockN * kHeadDim, &tmap_v,
                                          pipe.producer_arm_v(prod, kTileBytes), t * kBlockN, bh);
     };
-    // @region load_q
     if (tid == 0) {
-        mbar_arrive_expect_tx(&q_full, kQBytes);
-        tma_load_tile<kBlockM, kHeadDim>(sQ, &tmap_q, &q_full, cta_row0, bh);
-        for (int t = 0; t < kStages && t < n_blocks; ++t) produce(t);  // @region load_kv
+        mbar_arrive_expect_tx(&q_full, kQBytes);  // @region load_q
+        tma_load_tile<kBlockM, kHeadDim>(sQ, &tmap_q, &q_full, cta_row0, bh);  // @region load_q
+        for (int t = 0; t < kStages && t < n_blocks; ++t) produce(t);
     }
 
     // @region other
@@ -182,9 +182,9 @@ __global__ void __launch_bounds__(kWarps * 32)
         // Producer: the stage released at the end of iteration n-1 gets tile n-1+kStages.
         if (tid == 0 && n > 0 && n + kStages - 1 < n_blocks) produce(n + kStages - 1);  // @region load_kv
 
-        // @region qk
         // S = Q K^T
         pipe.consumer_wait_k(cons);  // @region sync
+        // @region qk
         float s[kMTiles][kNTiles][4];
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
@@ -240,12 +240,14 @@ __global__ void __launch_bounds__(kWarps * 32)
             }
         }
 
-        // @region pv
         // O += P V
         pipe.consumer_wait_v(cons);  // @region sync
+        // @region pv
         pv<Element, kHeadDim, kBlockN, kMTiles>(acc_o, s, v_addr);
-        __syncwarp();  // every lane's ldmatrix of this stage has completed  // @region sync
-        if (lane == 0) pipe.consumer_release(cons);  // @region sync
+        // @region sync
+        __syncwarp();  // every lane's ldmatrix of this stage has completed
+        if (lane == 0) pipe.consumer_release(cons);
+        // @region other
         const uint32_t delta = cons.index == kStages - 1 ? 0u - (kStages - 1) * kTileBytes : kTileBytes;
         k_addr = k_addr.shifted(delta);
         v_addr = v_addr.shifted(delta);

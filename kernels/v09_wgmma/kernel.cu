@@ -40,6 +40,7 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
     constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
     constexpr uint32_t kTileBytes = kBlockN * kHeadDim * sizeof(Element);
 
+    // @region other
     extern __shared__ __align__(128) unsigned char smem_raw[];
     Element* sQ = reinterpret_cast<Element*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     Element* sK = sQ + kBlockM * kHeadDim;
@@ -47,7 +48,6 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
     __shared__ KVPipeline<kStages> pipe;
     __shared__ uint64_t q_full;
 
-    // @region other
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wg = warp >> 2, warp_in_wg = warp & 3;
     const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest (causal) blocks first
@@ -57,6 +57,7 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
     int n_blocks = (seqlen + kBlockN - 1) / kBlockN;
     if (kCausal) n_blocks = min(n_blocks, (cta_row0 + kBlockM + kBlockN - 1) / kBlockN);
 
+    // @region sync
     if (tid == 0) {
         prefetch_tensor_map(&tmap_q);
         prefetch_tensor_map(&tmap_k);
@@ -65,7 +66,7 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
         pipe.init(kWarpgroups * 4);  // one release per consumer warp
         mbar_fence_init();
     }
-    __syncthreads();  // @region sync
+    __syncthreads();
 
     // @region load_kv
     auto produce = [&](int t) {
@@ -76,11 +77,10 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
         tma_load_tile<kBlockN, kHeadDim>(sV + prod.index * kBlockN * kHeadDim, &tmap_v,
                                          pipe.producer_arm_v(prod, kTileBytes), t * kBlockN, bh);
     };
-    // @region load_q
     if (tid == 0) {
-        mbar_arrive_expect_tx(&q_full, kQBytes);
-        tma_load_tile<kBlockM, kHeadDim>(sQ, &tmap_q, &q_full, cta_row0, bh);
-        for (int t = 0; t < kStages && t < n_blocks; ++t) produce(t);  // @region load_kv
+        mbar_arrive_expect_tx(&q_full, kQBytes);  // @region load_q
+        tma_load_tile<kBlockM, kHeadDim>(sQ, &tmap_q, &q_full, cta_row0, bh);  // @region load_q
+        for (int t = 0; t < kStages && t < n_blocks; ++t) produce(t);
     }
 
     // @region other
@@ -99,7 +99,6 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
     row_sum[0] = row_sum[1] = 0.f;
 
     mbar_wait(&q_full, 0);  // @region sync
-    // @region other
     for (int n = 0; n < n_blocks; ++n) {
         const int key0 = n * kBlockN;
         const auto cons = PipeState<kStages>::at(n);
@@ -111,15 +110,15 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
         // S = Q K^T (SS), one wgmma group.
         float s[1][kNTiles][4];
         pipe.consumer_wait_k(cons);  // @region sync
-        wgmma_fence();  // @region sync
+        wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < kHeadDim / 16; ++kk) {
             const uint64_t da = make_desc_sw128(q_base + (kk >> 2) * kBlockM * 128 + (kk & 3) * 32, 16, 1024);
             const uint64_t db = make_desc_sw128(k_stage + (kk >> 2) * kBlockN * 128 + (kk & 3) * 32, 16, 1024);
             WgmmaSS<Element, kBlockN>::run(s[0], da, db, kk > 0 ? 1 : 0);
         }
-        wgmma_commit();  // @region sync
-        wgmma_wait<0>();  // @region sync
+        wgmma_commit();
+        wgmma_wait<0>();
         fence_operands(s[0]);
 
         // @region softmax
@@ -165,14 +164,14 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
         // O += P V (RS, V N-major), one wgmma group; then the stage goes back to the producer.
         pipe.consumer_wait_v(cons);  // @region sync
         fence_operands(acc_o);
-        wgmma_fence();  // @region sync
+        wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < kBlockN / 16; ++kk) {
             const uint64_t dv = make_desc_sw128(v_stage + kk * 16 * 128, kBlockN * 128, 1024);
             WgmmaRS<Element, kHeadDim, true>::run(acc_o, pa[kk], dv, 1);
         }
-        wgmma_commit();  // @region sync
-        wgmma_wait<0>();  // @region sync
+        wgmma_commit();
+        wgmma_wait<0>();
         fence_operands(acc_o);
         __syncwarp();  // @region sync
         if (lane == 0) pipe.consumer_release(cons);  // @region sync

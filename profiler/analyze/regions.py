@@ -123,21 +123,33 @@ def _inherit(sass: pd.DataFrame, own: list[str | None], ctx: list[str | None]) -
     fragment: what tells Q K^T from P V when the compiler interleaves them with the softmax); any other
     instruction, and a tensor instruction whose B operand has no known producer, takes the region of the
     nearest earlier instruction whose line is declared — the region of the block that line sits in, so a
-    one-line ``sync`` marker does not capture the loads scheduled after it (``other`` before the first)."""
+    one-line ``sync`` marker does not capture the loads scheduled after it (``other`` before the first).
+    A tensor instruction on a line declared outside ``tensor_regions`` (qk, pv) counts as inheriting too, and
+    one whose B operand was not loaded by an LDSM/LDS counted in qk/pv (wgmma reads B through a descriptor;
+    ptxas may put an ldmatrix on a neighbouring softmax line) takes the region of the inference's A-operand
+    rule: A in shared memory (or loaded by LDSM/LDS) -> qk, A produced in registers (P) -> pv."""
     mk = M.region_config()["markers"]
     tensor = set(mk["tensor_opcodes"])
     producers = set(mk["operand_producers"])
+    gemm = set(mk.get("tensor_regions", ()))
+    by_a = [r for r in M.region_config()["infer"] if "a_operand" in r]  # the inference's operand-A rules
     writer: dict[str, str] = {}
+    written = smem = 0  # register bit sets for the A-operand rule: written so far / last by an LDSM/LDS
     out: list[str] = []
     inherited: list[bool] = []
     last = "other"
     for r, c, b, t in zip(own, ctx, sass["base"].tolist(), sass["sass"].tolist()):
-        if r is None:
+        if r is None or (gemm and b in tensor and r not in gemm):  # see tensor_regions in data/regions.toml
             region = last
             if b in tensor:
                 ins = parse(t)
-                if len(ins.srcs) > 1 and ins.srcs[1].regs:
-                    region = writer.get(ins.srcs[1].regs[0], last)
+                b_region = writer.get(ins.srcs[1].regs[0]) if len(ins.srcs) > 1 and ins.srcs[1].regs else None
+                if b_region is not None and (not gemm or b_region in gemm):
+                    region = b_region
+                elif gemm:  # no B fragment loaded in qk/pv (wgmma reads B through a descriptor; ptxas put the
+                    # ldmatrix on a neighbouring line): the A operand decides
+                    a = _a_operand(ins, written, smem)
+                    region = next((r["region"] for r in by_a if b in r["opcodes"] and r["a_operand"] == a), last)
             out.append(region)
             inherited.append(True)
         else:
@@ -148,6 +160,11 @@ def _inherit(sass: pd.DataFrame, own: list[str | None], ctx: list[str | None]) -
         if b in producers:
             for reg in parse(t).writes:
                 writer[reg] = region
+        if gemm and b not in _NO_WRITES:
+            w = parse(t).wmask
+            if w:
+                written |= w
+                smem = (smem | w) if b in producers else (smem & ~w)
     _vote_groups(sass, out, set(mk["group_opcodes"]))
     return out, inherited
 

@@ -264,7 +264,8 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
     roofs = pd.DataFrame(roof_rows, columns=["path", "level", "intensity", "tflops"])
     from profiler.compare.gaps import gap_lines  # noqa: PLC0415
 
-    notes = list(notes or []) + gap_lines([(p.label, p.summary) for p in profiled], verbose=verbose)
+    notes = (list(notes or []) + [n for p in profiled for n in (p.meta or {}).get("left_out", [])]
+             + gap_lines([(p.label, p.summary) for p in profiled], verbose=verbose))
     table = pd.DataFrame(rows)
     table["step"] = [""] + list(steps["sentence"])
     return Migration(versions=labels, table=table, stall_shares=stall_shares, waiters=waiters,

@@ -293,9 +293,24 @@ def _profiled(subject: Subject, kernel: str | None, launches: list[dict]) -> Pro
     if not launches:
         what = f" matching --kernel '{kernel}'" if kernel else ""
         raise WhowaitsError(f"no kernel launch{what} in {subject.path}")
+    # A launch ncu recorded no values for (its duration NaN while the others have one: the RTX 4070 and H800
+    # public reports) would make every merged sum unknown; it is left out, and said so.
+    empty = [la for la in launches if la.get("duration_ns") is None]
+    left_out = []
+    if empty and len(empty) < len(launches):
+        left_out = [f"{subject.label}: launch {la.get('launch_index')} ({_short(la.get('kernel'))}) left out: "
+                    "ncu recorded no values for it" for la in empty]
+        launches = [la for la in launches if la.get("duration_ns") is not None]
     summary = merge_launches(launches)
     return Profiled(subject=subject, summary=summary, launches=len(launches),
-                    sidecar=_read_sidecar(subject.path))
+                    sidecar=_read_sidecar(subject.path), meta={"left_out": left_out} if left_out else {})
+
+
+def _short(kernel) -> str:
+    """``void at::native::foo<…>(…)`` -> ``foo``: a kernel's name for a note."""
+    name = str(kernel or "?").replace("(anonymous namespace)", "").replace("<unnamed>", "")
+    name = re.split(r"[<(]", name)[0].split("::")[-1].split()
+    return name[-1] if name else "?"
 
 
 def load_many(subjects: list[Subject], kernels: list[str] | None = None) -> list[Profiled]:

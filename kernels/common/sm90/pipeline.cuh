@@ -21,6 +21,7 @@
 namespace whowaits { namespace sm90 {
 
 // @region inherit
+
 template <int kStages>
 struct PipeState {
     int index = 0;
@@ -46,7 +47,6 @@ struct PipeState {
     }
 };
 
-// @region sync
 template <int kStages>
 struct KVPipeline {
     uint64_t full_k[kStages];

@@ -33,6 +33,7 @@
 namespace whowaits { namespace sm90 {
 
 // @region inherit
+
 __device__ __forceinline__ uint64_t make_desc_sw128(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
     uint64_t d = static_cast<uint64_t>((smem_addr & 0x3FFFFu) >> 4);
     d |= static_cast<uint64_t>((lbo_bytes >> 4) & 0x3FFFu) << 16;
@@ -41,7 +42,6 @@ __device__ __forceinline__ uint64_t make_desc_sw128(uint32_t smem_addr, uint32_t
     return d;
 }
 
-// @region sync
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
@@ -58,13 +58,11 @@ __device__ __forceinline__ void fence_operands(float (&x)[kRows][kCols]) {
         for (int j = 0; j < kCols; ++j) fence_operand(x[i][j]);
 }
 
-// @region inherit
 // D[64 x N] (+)= A[64 x 16] (smem, K-major) * B[16 x N] (smem, K-major): scale_d = 0 overwrites D.
 template <typename Element, int N> struct WgmmaSS;
 // D[64 x N] += A[64 x 16] (registers) * B[16 x N] (smem; MN-major when kTransB)
 template <typename Element, int N, bool kTransB> struct WgmmaRS;
 
-// @region qk
 template <> struct WgmmaSS<__half, 64> {
     static __device__ __forceinline__ void run(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b, int scale_d) {
         asm volatile(
@@ -75,7 +73,6 @@ template <> struct WgmmaSS<__half, 64> {
     }
 };
 
-// @region pv
 template <> struct WgmmaRS<__half, 64, false> {
     static __device__ __forceinline__ void run(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
         asm volatile(
@@ -86,7 +83,6 @@ template <> struct WgmmaRS<__half, 64, false> {
     }
 };
 
-// @region pv
 template <> struct WgmmaRS<__half, 64, true> {
     static __device__ __forceinline__ void run(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
         asm volatile(
@@ -97,7 +93,6 @@ template <> struct WgmmaRS<__half, 64, true> {
     }
 };
 
-// @region qk
 template <> struct WgmmaSS<__nv_bfloat16, 64> {
     static __device__ __forceinline__ void run(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b, int scale_d) {
         asm volatile(
@@ -108,7 +103,6 @@ template <> struct WgmmaSS<__nv_bfloat16, 64> {
     }
 };
 
-// @region pv
 template <> struct WgmmaRS<__nv_bfloat16, 64, false> {
     static __device__ __forceinline__ void run(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
         asm volatile(
@@ -119,7 +113,6 @@ template <> struct WgmmaRS<__nv_bfloat16, 64, false> {
     }
 };
 
-// @region pv
 template <> struct WgmmaRS<__nv_bfloat16, 64, true> {
     static __device__ __forceinline__ void run(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
         asm volatile(
@@ -130,7 +123,6 @@ template <> struct WgmmaRS<__nv_bfloat16, 64, true> {
     }
 };
 
-// @region qk
 template <> struct WgmmaSS<__half, 128> {
     static __device__ __forceinline__ void run(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b, int scale_d) {
         asm volatile(
@@ -141,7 +133,6 @@ template <> struct WgmmaSS<__half, 128> {
     }
 };
 
-// @region pv
 template <> struct WgmmaRS<__half, 128, false> {
     static __device__ __forceinline__ void run(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
         asm volatile(
@@ -152,7 +143,6 @@ template <> struct WgmmaRS<__half, 128, false> {
     }
 };
 
-// @region pv
 template <> struct WgmmaRS<__half, 128, true> {
     static __device__ __forceinline__ void run(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
         asm volatile(
@@ -163,7 +153,6 @@ template <> struct WgmmaRS<__half, 128, true> {
     }
 };
 
-// @region qk
 template <> struct WgmmaSS<__nv_bfloat16, 128> {
     static __device__ __forceinline__ void run(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b, int scale_d) {
         asm volatile(
@@ -174,7 +163,6 @@ template <> struct WgmmaSS<__nv_bfloat16, 128> {
     }
 };
 
-// @region pv
 template <> struct WgmmaRS<__nv_bfloat16, 128, false> {
     static __device__ __forceinline__ void run(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
         asm volatile(
@@ -185,7 +173,6 @@ template <> struct WgmmaRS<__nv_bfloat16, 128, false> {
     }
 };
 
-// @region pv
 template <> struct WgmmaRS<__nv_bfloat16, 128, true> {
     static __device__ __forceinline__ void run(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
         asm volatile(
@@ -196,7 +183,6 @@ template <> struct WgmmaRS<__nv_bfloat16, 128, true> {
     }
 };
 
-// @endregion
 }}  // namespace whowaits::sm90
 
 // Generator of the wrappers above (kept here so they can be regenerated for other N):

@@ -170,6 +170,26 @@ class Missing(TypedDict):
     section: str
 
 
+class Phase(TypedDict):
+    name: str  # ramp | steady | tail
+    share: float
+    duration_ns: float
+
+
+class Timeline(TypedDict):
+    """PM sampling of one launch (``profiler.analyze.timeline.brief``); nulls and ``missing`` without it."""
+
+    phases: Optional[list[Phase]]
+    steady_tensor_pct: Optional[float]
+    tail_share: Optional[float]
+    ramp_share: Optional[float]
+    duration_ns: Optional[float]
+    interval_ns: Optional[float]
+    activity: Optional[str]
+    curve: Optional[dict[str, Any]]
+    missing: list[Missing]
+
+
 class Summary(TypedDict):
     """One launch, or several merged (DESIGN.md's ``show`` object)."""
 
@@ -195,8 +215,9 @@ class Summary(TypedDict):
     top_instructions: list[TopInstruction]
     launch: Optional[Launch]  # None when merged (launches may differ)
     device: Optional[Device]
-    regions: list[Region]  # sum exactly to the kernel's samples; [] without per-PC data
+    regions: list[Region]  # sum exactly to the kernel's samples; [] without per-PC data; merged: by (name, source)
     role_edges: list[RoleEdge]  # whowaits roles' edges with samples, heaviest first (profiler/analyze/roles.py)
+    timeline: Optional[Timeline]  # None when merged (a timeline belongs to one launch)
     missing: list[Missing]
 
 

@@ -48,6 +48,11 @@ class Migration:
     - ``roofline``: version, level, intensity (FLOP/byte), tflops (achieved), path (tensor path),
       intensity_tensor, tflops_tensor (tensor FLOPs only: the point ncu's tensor roofline plots),
       compute_pipe (the pipe whose roof applies).
+    - ``regions``: version, region, source (declared | inferred), samples, share (long; the summary's
+      ``regions``).
+    - ``timelines``: version, x (normalised time, 0..1], series (``tensor_pct``, ``issue_pct``,
+      ``warps_<reason>`` as a share of the sampled warp states), value (long; PM sampling, empty for
+      versions without it). ``table`` also has ramp_share, steady_share, tail_share, steady_tensor_pct.
     - ``roofs``: path, level, intensity, tflops: points of each roof (a bandwidth slope then the
       compute ceiling) for the tensor paths used, from ``roofline.ceilings`` of the summaries
       (:data:`PATH_CEILING`).
@@ -65,7 +70,11 @@ class Migration:
     warnings: list = field(default_factory=list)
     notes: list = field(default_factory=list)
 
-    TABLES = ("table", "steps", "stall_shares", "waiters", "roofline", "roofs")
+    regions: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["version", "region", "source", "samples", "share"]))
+    timelines: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["version", "x", "series", "value"]))
+
+    TABLES = ("table", "steps", "stall_shares", "waiters", "roofline", "roofs", "regions", "timelines")
 
     def to_dict(self) -> dict:
         out = {"versions": self.versions, "path": self.path, "warnings": self.warnings, "notes": self.notes}
@@ -153,7 +162,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
     ``verbose``: every field)."""
     info = info or {}
     labels = [p.label for p in profiled]
-    rows, shares, road = [], [], []
+    rows, shares, road, reg_rows, tl_rows = [], [], [], [], []
     first_dur = profiled[0].summary.get("duration_ns") if profiled else None
     prev = None
     tops = []
@@ -190,8 +199,19 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             **{f"intensity_tensor_{lv}": (roof.get("intensity_tensor") or {}).get(lv) for lv in LEVELS},
             "title": meta.get("title") or "", "change": meta.get("change") or "",
             "expected_bottleneck": meta.get("expected_bottleneck") or "",
+            **_phase_columns(s.get("timeline")),
             "hypothesis": meta.get("hypothesis") or "", "verdict": meta.get("verdict") or "",
         })
+        for r in s.get("regions") or []:
+            reg_rows.append({"version": p.label, "region": r["name"], "source": r["source"],
+                             "samples": r.get("samples"), "share": r.get("share")})
+        curve = (s.get("timeline") or {}).get("curve") or {}
+        for series in ("tensor_pct", "issue_pct"):
+            for x, v in zip(curve.get("x") or [], curve.get(series) or []):
+                tl_rows.append({"version": p.label, "x": x, "series": series, "value": v})
+        for reason, values in (curve.get("warps") or {}).items():
+            for x, v in zip(curve.get("x") or [], values):
+                tl_rows.append({"version": p.label, "x": x, "series": f"warps_{reason}", "value": v})
         prev = dur
         samples = s.get("stall_samples") or {}
         if n:
@@ -262,4 +282,13 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
     return Migration(versions=labels, table=table, stall_shares=stall_shares, waiters=waiters,
                      steps=steps, roofline=roofline, roofs=roofs,
                      path=[{"version": lb, **(t or {})} for lb, t in zip(labels, tops)],
-                     warnings=list(warnings or []), notes=notes)
+                     warnings=list(warnings or []), notes=notes,
+                     regions=pd.DataFrame(reg_rows, columns=["version", "region", "source", "samples", "share"]),
+                     timelines=pd.DataFrame(tl_rows, columns=["version", "x", "series", "value"]))
+
+
+def _phase_columns(tl: dict | None) -> dict:
+    """ramp_share, steady_share, tail_share, steady_tensor_pct of a summary's ``timeline`` (None without)."""
+    phases = {p["name"]: p["share"] for p in ((tl or {}).get("phases") or [])}
+    return {"ramp_share": phases.get("ramp"), "steady_share": phases.get("steady"),
+            "tail_share": phases.get("tail"), "steady_tensor_pct": (tl or {}).get("steady_tensor_pct")}

@@ -16,8 +16,9 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
 def test_the_notebooks_exist():
-    assert [p.name for p in NOTEBOOKS][:4] == ["01_profile_a_version.ipynb", "02_diff_two_versions.ipynb",
-                                              "03_bottleneck_migration.ipynb", "04_profile_live.ipynb"]
+    names = [p.name for p in NOTEBOOKS]
+    assert names[:3] == ["01_profile_a_version.ipynb", "02_diff_two_versions.ipynb", "03_bottleneck_migration.ipynb"]
+    assert "05_profile_live.ipynb" in names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

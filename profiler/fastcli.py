@@ -13,7 +13,8 @@ should cost neither. So :func:`main` looks the command line up first, importing 
   :func:`profiler.paths.reports_dir`) and of the folders named by the other arguments beside it
   (``<reports>/../*/<name>/``: a version under another GPU);
 * a hit writes the stored stdout and stderr back and exits 0; nothing else is imported;
-* a miss runs :func:`profiler.cli.main` with its output captured and passed on, and stores it only when
+* a miss runs :func:`profiler.cli.main` with file descriptors 1 and 2 on temporary files (its supervisor forks),
+  passes what it wrote on, and stores it only when
   the command exited 0 (an error is never replayed).
 
 Anything else (tables, csv, ``--html``, ``--help``, a series file, ``--from-store``, other commands) goes
@@ -24,9 +25,7 @@ miss. ``WHOWAITS_NO_RESULT_CACHE=1`` turns the replay off.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import json
 import os
 import sys
@@ -151,28 +150,61 @@ def main(argv: list[str] | None = None) -> None:
             return
     except (OSError, ValueError, KeyError, TypeError):
         pass  # a miss, or a damaged entry: computed again and rewritten
-    from profiler.cli import main as cli_main  # noqa: PLC0415
-
-    out_buf, err_buf = io.StringIO(), io.StringIO()
-    code: object = 0
-    try:
-        with contextlib.redirect_stdout(out_buf), contextlib.redirect_stderr(err_buf):
-            cli_main()
-    except SystemExit as done:
-        code = done.code
-    finally:
-        sys.stderr.write(err_buf.getvalue())
-        sys.stdout.write(out_buf.getvalue())
-        sys.stdout.flush()
+    code, out, err = _captured()
     if code in (0, None):
         try:
             from profiler.io import write_atomic  # noqa: PLC0415
 
-            write_atomic(path, json.dumps({"stdout": out_buf.getvalue(), "stderr": err_buf.getvalue()}))
+            write_atomic(path, json.dumps({"stdout": out, "stderr": err}))
         except OSError:
             pass  # a read-only cache folder costs speed, not correctness
     if code not in (0, None):
         sys.exit(code)
+
+
+def _captured() -> tuple[object, str, str]:
+    """Run :func:`profiler.cli.main` with file descriptors 1 and 2 on temporary files (the CLI runs in a
+    forked child that inherits them: see its supervisor), then pass what it wrote on; returns the exit code
+    and the text. In a forked child the exit goes straight up, untouched."""
+    import tempfile  # noqa: PLC0415
+
+    from profiler.cli import main as cli_main  # noqa: PLC0415
+
+    me = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    files = (tempfile.TemporaryFile(), tempfile.TemporaryFile())
+    saved = (os.dup(1), os.dup(2))
+    os.dup2(files[0].fileno(), 1)
+    os.dup2(files[1].fileno(), 2)
+    code: object = 0
+    try:
+        cli_main()
+    except SystemExit as done:
+        if os.getpid() != me:
+            raise  # the supervisor's child: its exit, not ours
+        code = done.code
+    finally:
+        if os.getpid() == me:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+    texts = []
+    for f, stream in zip(files, (sys.stdout, sys.stderr)):
+        f.seek(0)
+        data = f.read()
+        f.close()
+        stream.buffer.write(data)
+        stream.flush()
+        texts.append(data.decode("utf-8", "replace"))
+    sys.stderr.flush()
+    return code, texts[0], texts[1]
 
 
 if __name__ == "__main__":

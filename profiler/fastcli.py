@@ -144,9 +144,7 @@ def main(argv: list[str] | None = None) -> None:
         entry = json.loads(path.read_text())
         out, err = entry["stdout"], entry["stderr"]
         if isinstance(out, str) and isinstance(err, str):
-            sys.stderr.write(err)
-            sys.stdout.write(out)
-            sys.stdout.flush()
+            _write(err.encode(), out.encode())
             return
     except (OSError, ValueError, KeyError, TypeError):
         pass  # a miss, or a damaged entry: computed again and rewritten
@@ -195,16 +193,31 @@ def _captured() -> tuple[object, str, str]:
             os.dup2(saved[1], 2)
             for fd in saved:
                 os.close(fd)
-    texts = []
-    for f, stream in zip(files, (sys.stdout, sys.stderr)):
+    data = []
+    for f in files:
         f.seek(0)
-        data = f.read()
+        data.append(f.read())
         f.close()
-        stream.buffer.write(data)
-        stream.flush()
-        texts.append(data.decode("utf-8", "replace"))
-    sys.stderr.flush()
-    return code, texts[0], texts[1]
+    _write(data[1], data[0])
+    return code, data[0].decode("utf-8", "replace"), data[1].decode("utf-8", "replace")
+
+
+def _write(err: bytes, out: bytes) -> None:
+    """stderr, then stdout; a closed stdout (``… | head``) ends it silently with exit 141, as the CLI does."""
+    try:
+        sys.stderr.buffer.write(err)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    try:
+        sys.stdout.buffer.write(out)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        sys.exit(141)
 
 
 if __name__ == "__main__":

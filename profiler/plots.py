@@ -151,6 +151,11 @@ def ladder_speed(table: pd.DataFrame, title: str = "Achieved TFLOPS per version"
     return fig
 
 
+#: one colour per version in the roofline (hover names it, the legend lists it): no label drawn beside a point
+_ROOF_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                 "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd")
+
+
 def _log(x):
     return math.log10(x) if x and x > 0 else None
 
@@ -168,21 +173,29 @@ def roofline_trajectory(points: pd.DataFrame, roofs: pd.DataFrame,
     fig = make_subplots(rows=1, cols=len(levels), subplot_titles=[LEVEL_TITLES[lv] for lv in levels],
                         horizontal_spacing=0.06)
     dashes = ["solid", "dash", "dot", "dashdot"]
+    shown: set = set()  # versions already in the legend
+    rank = {v: i for i, v in enumerate(dict.fromkeys(points["version"]))} if len(points) else {}  # ladder order:
+    # a version's colour (the same in every panel) and its place in the legend
     for col, lv in enumerate(levels, start=1):
         r = roofs[roofs["level"] == lv]
         for i, (path, sub) in enumerate(r.groupby("path", sort=False, dropna=False)):
             fig.add_trace(go.Scatter(x=sub["intensity"], y=sub["tflops"], mode="lines",
                                      line=dict(color="#555555", dash=dashes[i % len(dashes)], width=1.5),
                                      name=f"roof ({path})", legendgroup=f"roof-{path}", showlegend=(col == 1),
+                                     legendrank=50,
                                      hovertemplate="roof " + str(path) + ": %{y:.0f} TFLOPS at %{x:.3g} FLOP/B"
                                                    "<extra></extra>"), row=1, col=col)
         p = points[(points["level"] == lv)].dropna(subset=["intensity", "tflops"])
         p = p[(p["intensity"] > 0) & (p["tflops"] > 0)]
-        fig.add_trace(go.Scatter(x=p["intensity"], y=p["tflops"], mode="markers+text", text=p["version"],
-                                 textposition="top center", marker=dict(size=9, color="#08519c"),
-                                 name="versions", showlegend=(col == 1), legendgroup="versions",
-                                 hovertemplate="%{text}: %{y:.0f} TFLOPS at %{x:.3g} FLOP/B<extra></extra>"),
-                      row=1, col=col)
+        for v, one in p.groupby("version", sort=False):  # no text beside the points: hover + one legend entry each
+            fig.add_trace(go.Scatter(x=one["intensity"], y=one["tflops"], mode="markers",
+                                     marker=dict(size=10, color=_ROOF_PALETTE[rank.get(v, 0) % len(_ROOF_PALETTE)],
+                                                 line=dict(width=1, color="#ffffff")),
+                                     name=str(v), legendgroup=f"v-{v}", showlegend=v not in shown,
+                                     legendrank=100 + rank.get(v, 0),
+                                     hovertemplate=f"{v}: " + "%{y:.0f} TFLOPS at %{x:.3g} FLOP/B<extra></extra>"),
+                          row=1, col=col)
+            shown.add(v)
         xs, ys = list(p["intensity"]), list(p["tflops"])
         axis = "" if col == 1 else str(col)
         for i in range(1, len(xs)):
@@ -193,7 +206,8 @@ def roofline_trajectory(points: pd.DataFrame, roofs: pd.DataFrame,
         fig.update_xaxes(type="log", title_text="FLOP / byte", row=1, col=col)
         fig.update_yaxes(type="log", row=1, col=col)
     fig.update_yaxes(title_text="TFLOPS", row=1, col=1)
-    fig.update_layout(template=_TEMPLATE, title=title, height=440)
+    fig.update_layout(template=_TEMPLATE, title=title, height=480,
+                      legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0))
     return fig
 
 

@@ -47,6 +47,8 @@ window.addEventListener('load', function () {
 </script>"""
 
 _CSS = """
+details.fold summary { cursor: pointer; } details.fold[open] summary { color: #666; }
+td details.fold { max-width: 28rem; }
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem auto; max-width: 1200px;
        color: #222; padding: 0 1rem; }
 h1 { margin-bottom: .2rem; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2rem; margin-top: 2.5rem; }
@@ -100,6 +102,28 @@ def _warnings(warnings: list[dict]) -> str:
     return "".join(f"<div class='warn'>⚠ {_e(w['message'])}</div>" for w in warnings)
 
 
+def _one_line(text: str, limit: int = 90) -> str:
+    """The first sentence of ``text`` when it fits ``limit`` characters, else its first words up to it, with '…'."""
+    t = " ".join(str(text).split())
+    for stop in (". ", "; "):
+        i = t.find(stop)
+        if 0 < i < limit:
+            return t[: i + 1].rstrip(";") + ("…" if i + 2 < len(t) else "")
+    if len(t) <= limit:
+        return t
+    return t[:limit].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+
+
+def _fold(text) -> str:
+    """A table cell of long text: one line, the whole text folded under it (``<details>``); short text as is."""
+    if not isinstance(text, str) or not text.strip():
+        return _e(text)
+    line = _one_line(text)
+    if line == " ".join(text.split()):
+        return _e(text)
+    return f"<details class='fold'><summary>{_e(line)}</summary>{_e(text)}</details>"
+
+
 def _ladder_table(m) -> str:
     from profiler.compare.diff import fmt_ns  # noqa: PLC0415
 
@@ -115,14 +139,14 @@ def _ladder_table(m) -> str:
         if r.get("top_opcode"):
             top += f" <span class='note'>on {_e(r['top_opcode'])}</span>"
         rows.append([f"<a href='#v-{_anchor(r['version'])}'>{_e(r['version'])}</a>", _e(r.get("title")),
-                     _e(r.get("change")), _e(fmt_ns(r.get("duration_ns"))), _num(r.get("tflops"), "{:.3g}"),
+                     _fold(r.get("change")), _e(fmt_ns(r.get("duration_ns"))), _num(r.get("tflops"), "{:.3g}"),
                      _num(r.get("speedup_prev"), "{:.2f}x"), top,
                      f"{_pct(r.get('top_share'))} <span class='note'>[{_pct(r.get('top_lo'))}, "
                      f"{_pct(r.get('top_hi'))}]</span>",
-                     _e(r.get("expected_bottleneck")),
+                     _fold(r.get("expected_bottleneck")),
                      _e(r.get("tensor_path")), _num(r.get("tensor_pipe_pct"), "{:.1f}%"),
                      _num(r.get("tensor_roof_pct"), "{:.1f}%")]
-                    + [_num(r.get(k), "{:.0f}") if k == "gbps" else _e(r.get(k)) for k in extra])
+                    + [_num(r.get(k), "{:.0f}") if k == "gbps" else _fold(r.get(k)) for k in extra])
     names = {"gbps": "GB/s", "hypothesis": "hypothesis", "verdict": "verdict"}
     num = {3, 4, 5, 7, 10, 11} | ({12} if extra[:1] == ["gbps"] else set())
     return _table(["version", "title", "change", "duration", "TFLOPS", "vs prev", "top waiter", "share [95%]",

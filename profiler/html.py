@@ -264,7 +264,12 @@ def render_report(m, profiled: list, diffs: list, title: str = "whowaits: who wa
     from profiler import plots  # noqa: PLC0415
 
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    steps = "".join(f"<li>{_e(s)}</li>" for s in m.steps["sentence"]) or "<li>one version: no step yet</li>"
+    beside = m.steps["beside"] if "beside" in m.steps else [False] * len(m.steps)
+    rungs = [s for s, b in zip(m.steps["sentence"], beside) if not b]
+    ext = [s for s, b in zip(m.steps["sentence"], beside) if b]
+    steps = "<ol>" + ("".join(f"<li>{_e(s)}</li>" for s in rungs) or "<li>one version: no step yet</li>") + "</ol>"
+    if ext:  # external subjects: set beside the top rung, not chained as steps
+        steps += "<h3>Beside the top rung</h3><ul>" + "".join(f"<li>{_e(s)}</li>" for s in ext) + "</ul>"
     body = [
         f"<h1>{_e(title)}</h1>",
         f"<p class='meta'>{len(m.versions)} version(s) · generated {when} by whowaits</p>",
@@ -274,7 +279,7 @@ def render_report(m, profiled: list, diffs: list, title: str = "whowaits: who wa
         _warnings(m.warnings),
         "<h2 id='ladder'>Ladder</h2>", _ladder_table(m),
         "<h2 id='migration'>Migration</h2>",
-        "<h3>Path of the top waiter</h3><ol>" + steps + "</ol>",
+        "<h3>Path of the top waiter</h3>" + steps,
         _fig(plots.migration_stalls(m.stall_shares)),
         _fig(plots.waiter_path(m.waiters, m.table)),
         _fig(plots.ladder_speed(m.table)),

@@ -77,8 +77,14 @@ def test_rows_match_the_reports(mig):
 
 def test_steps_say_what_moved(mig):
     table = mig["table"]
-    for step, (src, dst) in zip(mig["steps"], zip(table, table[1:])):
-        assert step["src"] == src["version"] and step["dst"] == dst["version"]
+    rows = {r["version"]: r for r in table}
+    ladder = [r["version"] for r in table if not r["version"].startswith("ext-")]
+    for step, dst in zip(mig["steps"], table[1:]):
+        # a rung of ours follows its predecessor; an external subject is set beside the top rung (not chained)
+        external = dst["version"].startswith("ext-")
+        src = rows[ladder[-1]] if external and ladder else table[table.index(dst) - 1]
+        assert step["src"] == src["version"] and step["dst"] == dst["version"] and dst["vs"] == src["version"]
+        assert step["beside"] == (external and bool(ladder))
         assert step["speedup"] == pytest.approx(src["duration_ns"] / dst["duration_ns"])
         assert step["sentence"].startswith(dst["version"])
         assert (f"from {step['top_src']}" in step["sentence"]) == step["moved"]

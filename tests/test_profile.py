@@ -75,6 +75,12 @@ def test_cmd_report_is_named_after_the_shape_only_when_given(tmp_path):
     cp = whowaits(CMD + ["--shape", "m4096_n4096_k4096"], tmp_path)
     assert cp.returncode == 0, cp.stderr
     assert (tmp_path / "reports" / "h200" / "ext-sdpa-flash" / "m4096_n4096_k4096.ncu-rep").is_file()
+    cp = whowaits(["--cmd", "python3 k.py {version}", "--versions", "a,b", "--kernel", "flash_fwd_kernel",
+                   "--name", "mine"], tmp_path)  # one stem for every version: migration lines them up
+    assert cp.returncode == 0, cp.stderr
+    assert [p for p in files_under(tmp_path / "reports") if p.startswith("h200/mine")] == [
+        "h200/mine-a", "h200/mine-a/mine.json", "h200/mine-a/mine.ncu-rep",
+        "h200/mine-b", "h200/mine-b/mine.json", "h200/mine-b/mine.ncu-rep"]
 
 
 def test_profile_writes_report_and_sidecar_and_refuses_to_overwrite(tmp_path):

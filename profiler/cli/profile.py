@@ -132,15 +132,15 @@ def _split_versions(text: str) -> list[str]:
 def _profile_versions(collect, cmd, cmd_versions, kernel, name, shape, launch_skip, section_set, nvtx, out, gpu,
                       force, dry_run, verbose, problem_flops, problem_bytes) -> None:
     """``--cmd "… {version} …" --versions v1,v2,v3``: one ncu session per version (the command differs),
-    each written to ``<gpu>/<name>-<version>/<shape>.ncu-rep`` (``<name>-<version>.ncu-rep`` without
-    ``--shape``) with its sidecar (problem FLOPs/bytes and
+    each written to ``<gpu>/<name>-<version>/<shape>.ncu-rep`` (``<name>.ncu-rep`` without ``--shape``, one
+    stem for all, so that migration lines them up) with its sidecar (problem FLOPs/bytes and
     the version's place in the series added), ready for ``whowaits migration <name>-v1 <name>-v2 …``.
     Every version is planned (and checked) before the first runs; existing reports stop it before
     anything runs unless ``--force``."""
     if "{version}" not in cmd:
         raise WhowaitsError("--versions needs {version} in --cmd (e.g. --cmd \"python k.py --version {version}\")")
     vs = _split_versions(cmd_versions)
-    sessions = [(v, collect.plan_command(cmd.replace("{version}", v), kernel, f"{name}-{v}", shape or f"{name}-{v}",
+    sessions = [(v, collect.plan_command(cmd.replace("{version}", v), kernel, f"{name}-{v}", shape or name,
                                          launch_skip=launch_skip, section_set=section_set, nvtx_range=nvtx))
                 for v in vs]
     if dry_run:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from profiler.compare import stats
-from profiler.names import LEVELS, PATH_COUNTER
+from profiler.names import LEVELS, PATH_COUNTER, is_external
 from profiler.compare.diff import diff, records, top_waiter, total_samples
 
 
@@ -40,11 +40,13 @@ class Migration:
       title, change, expected_bottleneck (from the sidecar; empty for external subjects:
       the hypothesis to hold against top_class/top_reason), hypothesis and verdict (from a series
       file), gbps (the problem's bytes over the duration, from a series file or sidecar), step (the sentence
-      of the step that led to this version; empty for the first).
+      of the step that led to this version; empty for the first), vs (what speedup_prev and the step compare
+      with: the predecessor, or for an external subject the ladder's top rung).
     - ``stall_shares``: version, reason, samples, share, lo, hi (long; every reason sampled anywhere).
     - ``waiters``: version, class, reason, samples, share: the class x reason rows that are the top
       waiter of at least one version, for every version (the path chart).
-    - ``steps``: step, src, dst, speedup, top_src, top_dst, moved (bool), sentence.
+    - ``steps``: step, src, dst, speedup, top_src, top_dst, moved (bool), sentence, beside (bool: an
+      external subject set beside the ladder's top rung ``src``, not a step of the ladder).
     - ``roofline``: version, level, intensity (FLOP/byte), tflops (achieved), path (tensor path),
       intensity_tensor, tflops_tensor (tensor FLOPs only: the point ncu's tensor roofline plots),
       compute_pipe (the pipe whose roof applies).
@@ -162,12 +164,13 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
     ``verbose``: every field)."""
     info = info or {}
     labels = [p.label for p in profiled]
+    bases = _bases(profiled)
     rows, shares, road, reg_rows, tl_rows = [], [], [], [], []
     first_dur = profiled[0].summary.get("duration_ns") if profiled else None
-    prev = None
     tops = []
-    for p in profiled:
+    for i, p in enumerate(profiled):
         s = p.summary
+        prev = profiled[bases[i]].summary.get("duration_ns") if bases[i] is not None else None
         n = total_samples(s)
         top = top_waiter(s)
         tops.append(top)
@@ -185,6 +188,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "version": p.label, "kernel": s.get("kernel"), "duration_ns": dur,
             "tflops": tflops, "gbps": gbps, "tflops_counted": roof.get("achieved_tflops"),
             "speedup_prev": stats.duration_change(prev, dur)["speedup"] if prev else None,
+            "vs": profiled[bases[i]].label if bases[i] is not None else None,
             "speedup_first": stats.duration_change(first_dur, dur)["speedup"] if first_dur else None,
             "top_class": top["class"] if top else None, "top_reason": top["reason"] if top else None,
             "top_opcode": top.get("opcode") if top else None,
@@ -212,7 +216,6 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
         for reason, values in (curve.get("warps") or {}).items():
             for x, v in zip(curve.get("x") or [], values):
                 tl_rows.append({"version": p.label, "x": x, "series": f"warps_{reason}", "value": v})
-        prev = dur
         samples = s.get("stall_samples") or {}
         if n:
             reasons = [r for r, v in samples.items() if v is not None]  # a reason the chip lacks is absent
@@ -249,15 +252,16 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
 
     srows = []
     for i in range(1, len(profiled)):
-        pa, pb = profiled[i - 1], profiled[i]
+        pa, pb = profiled[bases[i]], profiled[i]
         d = diff(pa.summary, pb.summary, pa.label, pb.label)
         ta, tb = d.top_a, d.top_b
         moved = bool(ta and tb and (ta["class"], ta["reason"]) != (tb["class"], tb["reason"]))
         srows.append({"step": i, "src": pa.label, "dst": pb.label, "speedup": d.speedup,
                       "top_src": f"{ta['class']}·{ta['reason']}" if ta else None,
                       "top_dst": f"{tb['class']}·{tb['reason']}" if tb else None,
-                      "moved": moved, "sentence": d.verdict})
-    steps = pd.DataFrame(srows, columns=["step", "src", "dst", "speedup", "top_src", "top_dst", "moved", "sentence"])
+                      "moved": moved, "sentence": d.verdict, "beside": _external(pb) and not _external(pa)})
+    steps = pd.DataFrame(srows, columns=["step", "src", "dst", "speedup", "top_src", "top_dst", "moved", "sentence",
+                                         "beside"])
 
     roofline = pd.DataFrame(road, columns=["version", "level", "intensity", "tflops", "path", "intensity_tensor",
                                            "tflops_tensor", "compute_pipe"])
@@ -285,6 +289,29 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
                      warnings=list(warnings or []), notes=notes,
                      regions=pd.DataFrame(reg_rows, columns=["version", "region", "source", "samples", "share"]),
                      timelines=pd.DataFrame(tl_rows, columns=["version", "x", "series", "value"]))
+
+
+def _external(p) -> bool:
+    return is_external(p.label) or is_external(getattr(p.subject, "version", None))
+
+
+def _bases(profiled: list) -> list[int | None]:
+    """What each subject is measured against (an index, None for the first): its predecessor, except an
+    external subject (``ext-*``: cuDNN, FlashAttention-2, any ``--cmd`` program), which is set beside the
+    ladder's top rung (the last of our versions before it), not chained after another external one;
+    without any rung of ours before it, its predecessor."""
+    out: list[int | None] = []
+    top = None
+    for i, p in enumerate(profiled):
+        if i == 0:
+            out.append(None)
+        elif _external(p) and top is not None:
+            out.append(top)
+        else:
+            out.append(i - 1)
+        if not _external(p):
+            top = i
+    return out
 
 
 def _phase_columns(tl: dict | None) -> dict:

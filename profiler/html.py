@@ -102,7 +102,7 @@ def _warnings(warnings: list[dict]) -> str:
     return "".join(f"<div class='warn'>⚠ {_e(w['message'])}</div>" for w in warnings)
 
 
-def _one_line(text: str, limit: int = 90) -> str:
+def _one_line(text: str, limit: int = 64) -> str:
     """The first sentence of ``text`` when it fits ``limit`` characters, else its first words up to it, with '…'."""
     t = " ".join(str(text).split())
     for stop in (". ", "; "):
@@ -149,7 +149,8 @@ def _ladder_table(m) -> str:
                     + [_num(r.get(k), "{:.0f}") if k == "gbps" else _fold(r.get(k)) for k in extra])
     names = {"gbps": "GB/s", "hypothesis": "hypothesis", "verdict": "verdict"}
     num = {3, 4, 5, 7, 10, 11} | ({12} if extra[:1] == ["gbps"] else set())
-    return _table(["version", "title", "change", "duration", "TFLOPS", "vs prev", "top waiter", "share [95%]",
+    return _table(["version", "title", "change", "duration", "TFLOPS", "vs prev (ext-: vs top rung)", "top waiter",
+                   "share [95%]",
                    "expected bottleneck", "tensor path", "tensor pipe (own peak)", "tensor roof (dense)"]
                   + [names[k] for k in extra], rows, num)
 

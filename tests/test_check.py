@@ -296,7 +296,7 @@ def test_time_regression_uses_the_measured_spread(tmp_path):
                    f'shape = "{B1}"\nno_regression = true\n')
     report = check.run(policy=pol, baseline=str(base))
     by = {r.version: r for r in report.results}
-    assert by["v07_tuned"].verdict == "fail" and "1.1x slower" in by["v07_tuned"].message
+    assert by["v07_tuned"].verdict == "fail" and "1.100x slower" in by["v07_tuned"].message
     # 1% slower with a ±1% spread in 3 rounds is within noise: t(0.975, 4) = 2.776, se = 0.01·sqrt(2/3)
     assert by["v06_softmax_fusion"].verdict == "pass" and "within noise" in by["v06_softmax_fusion"].message
     assert report.exit_code == 1

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -34,20 +33,11 @@ needs_nvcc = pytest.mark.skipif(
 
 
 def cli(capsys, *args) -> tuple[int, str, str]:
-    """Run the console script in this process; (exit code, stdout, stderr)."""
-    from profiler.cli import main
+    """Run the console script's :func:`profiler.cli.run` in this process; (exit code, stdout, stderr)."""
+    from clirun import whowaits
 
-    argv = sys.argv
-    sys.argv = ["whowaits", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = argv
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    proc = whowaits(*args)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def failures(report) -> dict[tuple[str, str, str], object]:

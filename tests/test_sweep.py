@@ -175,6 +175,10 @@ def test_resume_skips_done_reruns_stale_and_force(first, tmp_path):
                   "v02_smem_tiling": "failed"}
     calls = (tmp_path / "calls.log").read_text().splitlines()
     assert len(calls) == 1 and "kernels.runner v02_smem_tiling " in calls[0]  # only the failed job ran again
+    dry = json.loads(sweep(tmp_path, "--dry-run", "--format", "json").stdout)  # runs nothing
+    assert {r["job"].split(":")[1]: r["status_h200"] for r in dry} == {
+        "v01_naive": "done", "v02_smem_tiling": "todo", "v03_tensor_cores": "done", "ext-sdpa-flash": "done"}
+    assert len((tmp_path / "calls.log").read_text().splitlines()) == 1
 
     side = tmp_path / "reports" / "h200" / "v03_tensor_cores" / f"{SHAPE}.json"
     data = json.loads(side.read_text())

@@ -33,8 +33,11 @@ for step in $STEPS; do
         done
       done ;;
     profile)
+      # Build the profiled cubins HERE: -lineinfo records the source paths nvcc saw, and ncu's --import-source
+      # embeds only files it finds at those paths, so a cubin carried from another machine yields a report
+      # without sources (and without declared @region markers).
       for v in ${PROFILE_VERSIONS:-v08 v09}; do
-        timeout 240 whowaits profile $v --shape b1_h64_s1024_d128_fp16 --out "$R/reports" --gpu h200 > "$R/profile-$v.txt" 2>&1
+        WHOWAITS_BUILD_DIR=/tmp/whowaits-devbuild timeout 240 whowaits profile $v --shape b1_h64_s1024_d128_fp16 --out "$R/reports" --gpu h200 > "$R/profile-$v.txt" 2>&1
         echo "profile $v rc=$?"; tail -3 "$R/profile-$v.txt"
       done ;;
   esac

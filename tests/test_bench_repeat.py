@@ -18,7 +18,8 @@ from profiler.check import inputs, timing
 
 REPO = Path(__file__).resolve().parent.parent
 B1 = "b1_h64_s1024_d128_fp16"
-# pinned: the hand computation below is for this file's 13 rows (later bench files hold more rungs)
+# pinned: the hand computation below is for this file's 13 rows (later bench files hold more rungs), and it
+# is a ONE-round run (the 2026-12-01 bench has three rounds): these tests compare one round to three
 COMMITTED = REPO / "reports" / "h200" / "bench" / f"2026-11-30-{B1}.json"
 
 

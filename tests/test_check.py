@@ -232,9 +232,11 @@ def test_moved_stall_share_fails_ceiling_and_regression(tmp_path):
         assert reg.field in (cell, reason) and cell in reg.message and reason in reg.message, reg.message
         assert reg.value == pytest.approx(0.15, abs=0.01) and "+15.0 points" in reg.message
         assert "<= +2 points" in reg.message
-        # time is judged too, but the committed bench has no --repeat spread: an error, not a pass
-        assert f[("v07_tuned", B1, "no_regression.time")].verdict == "error"
-        assert report.exit_code == 2
+        # time is judged too: the newest committed bench has --repeat rounds (2026-12-01, 3 rounds) and is
+        # both sides here, so it is within noise (with a one-round bench it would be an error, not a pass)
+        times = [r for r in report.results if (r.version, r.shape, r.check) == ("v07_tuned", B1, "no_regression.time")]
+        assert [r.verdict for r in times] == ["pass"]
+        assert report.exit_code == 1
 
 
 def test_report_missing_a_section_fails(tmp_path):

@@ -88,8 +88,10 @@ def test_command_subject():
         collect.plan_command("p", "gemm_(", "ext-x", SHAPE)
     with pytest.raises(WhowaitsError, match="bad subject name"):
         collect.plan_command("p", "k", "../etc", SHAPE)
-    with pytest.raises(WhowaitsError, match="bad shape key"):
-        collect.plan_command("p", "k", "ext-x", "b1_h64")
+    # --cmd takes any plain key of the user's own problem (issue 17), but never a path
+    assert collect.plan_command("p", "k", "ext-x", "m4096_n4096_k4096").shape == "m4096_n4096_k4096"
+    with pytest.raises(WhowaitsError, match="plain key"):
+        collect.plan_command("p", "k", "ext-x", "../b1_h64")
     with pytest.raises(WhowaitsError, match="empty"):
         collect.plan_command("  ", "k", "ext-x", SHAPE)
 

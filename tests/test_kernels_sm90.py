@@ -150,3 +150,14 @@ def test_hopper_rungs_static_sass(vid, must, must_not, head_dim):
     if vid == "v09":
         # one HGMMA per k16 step: head_dim / 16 for QK^T, block_n / 16 for PV (16 at d128, 12 at d64)
         assert ops["HGMMA"] == head_dim // 16 + res.config.block_n // 16
+
+
+@needs_nvcc
+def test_freshness_reads_wgmma_opcodes_whole():
+    """profiler.freshness compares opcodes offset by offset; wgmma's carry a lowercase shape
+    (HGMMA.64x128x16.F32), which the opcode pattern once cut to HGMMA.64."""
+    from profiler import freshness
+
+    res = build.build(registry.get("v09"))
+    ops = set(freshness.cubin_opcodes(res.cubin).values())
+    assert "HGMMA.64x128x16.F32" in ops and "HGMMA.64" not in ops

@@ -30,12 +30,14 @@
 namespace whowaits { namespace WHOWAITS_NAMESPACE {
 
 // The sm80 warp GEMMs (common/sm80/warp_gemm.cuh), over any ldmatrix address type (here Sw128LdsmAddr).
+// @region load_q
 template <int kMTiles, class Addr>
 __device__ __forceinline__ void load_q_frag(uint32_t (&qa)[kMTiles][4], const Addr& qaddr, int kk) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) common::ldmatrix_x4(qa[mt], qaddr.at(mt * 16, 2 * kk));
 }
 
+// @region qk
 template <typename Element, int kBlockN, int kMTiles, class Addr>
 __device__ __forceinline__ void qk_step(float (&s)[kMTiles][kBlockN / 8][4], const uint32_t (&qa)[kMTiles][4],
                                         const Addr& kaddr, int kk) {
@@ -51,6 +53,7 @@ __device__ __forceinline__ void qk_step(float (&s)[kMTiles][kBlockN / 8][4], con
     }
 }
 
+// @region pv
 template <typename Element, int kHeadDim, int kBlockN, int kMTiles, class Addr>
 __device__ __forceinline__ void pv(float (&o)[kMTiles][kHeadDim / 8][4], const float (&s)[kMTiles][kBlockN / 8][4],
                                    const Addr& vaddr) {
@@ -77,6 +80,7 @@ __device__ __forceinline__ void pv(float (&o)[kMTiles][kHeadDim / 8][4], const f
     }
 }
 
+// @endregion
 template <typename Element, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, bool kCausal>
 __global__ void __launch_bounds__(kWarps * 32)
     flash_fwd(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
@@ -93,6 +97,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
     constexpr uint32_t kTileBytes = kBlockN * kHeadDim * sizeof(Element);  // one K or V stage
 
+    // @region other
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // The 128-byte swizzle is a function of address bits 4-9: tiles start on 1024-byte boundaries.
     Element* sQ = reinterpret_cast<Element*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -109,6 +114,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     int n_blocks = (seqlen + kBlockN - 1) / kBlockN;
     if (kCausal) n_blocks = min(n_blocks, (cta_row0 + kBlockM + kBlockN - 1) / kBlockN);
 
+    // @region sync
     if (tid == 0) {
         prefetch_tensor_map(&tmap_q);
         prefetch_tensor_map(&tmap_k);
@@ -119,28 +125,31 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     __syncthreads();
 
+    // @region load_kv
     // Producer (thread 0): tile t into stage t % kStages, once the stage's previous tile was released.
     auto produce = [&](int t) {
         const auto prod = PipeState<kStages>::at(t);
-        pipe.producer_acquire(prod);  // no wait on the first pass over the ring
+        pipe.producer_acquire(prod);  // no wait on the first pass over the ring  // @region sync
         tma_load_tile<kBlockN, kHeadDim>(sK + prod.index * kBlockN * kHeadDim, &tmap_k,
                                          pipe.producer_arm_k(prod, kTileBytes), t * kBlockN, bh);
         tma_load_tile<kBlockN, kHeadDim>(sV + prod.index * kBlockN * kHeadDim, &tmap_v,
                                          pipe.producer_arm_v(prod, kTileBytes), t * kBlockN, bh);
     };
     if (tid == 0) {
-        mbar_arrive_expect_tx(&q_full, kQBytes);
-        tma_load_tile<kBlockM, kHeadDim>(sQ, &tmap_q, &q_full, cta_row0, bh);
+        mbar_arrive_expect_tx(&q_full, kQBytes);  // @region load_q
+        tma_load_tile<kBlockM, kHeadDim>(sQ, &tmap_q, &q_full, cta_row0, bh);  // @region load_q
         for (int t = 0; t < kStages && t < n_blocks; ++t) produce(t);
     }
 
+    // @region other
     const Sw128LdsmAddr<kBlockM> q_addr(smem_addr(sQ) + warp_row0 * 128, lane & 15, lane >> 4);
     // moved to the current stage in place (one set of lane bases per operand, as in v06)
     Sw128LdsmAddr<kBlockN> k_addr(smem_addr(sK), (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1);
     Sw128LdsmAddr<kBlockN> v_addr(smem_addr(sV), lane & 15, lane >> 4);
     const float scale_log2 = softmax_scale * 1.4426950408889634f;
 
-    mbar_wait(&q_full, 0);
+    mbar_wait(&q_full, 0);  // @region sync
+    // @region load_q
     uint32_t qf[kQInRegs ? kMTiles : 1][kQInRegs ? kKSteps : 1][4];
     if constexpr (kQInRegs) {
 #pragma unroll
@@ -154,6 +163,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
     }
 
+    // @region other
     float acc_o[kMTiles][kDTiles][4];
     float row_max[kMTiles][2], row_sum[kMTiles][2];
 #pragma unroll
@@ -170,10 +180,11 @@ __global__ void __launch_bounds__(kWarps * 32)
         const int key0 = n * kBlockN;
         const auto cons = PipeState<kStages>::at(n);
         // Producer: the stage released at the end of iteration n-1 gets tile n-1+kStages.
-        if (tid == 0 && n > 0 && n + kStages - 1 < n_blocks) produce(n + kStages - 1);
+        if (tid == 0 && n > 0 && n + kStages - 1 < n_blocks) produce(n + kStages - 1);  // @region load_kv
 
         // S = Q K^T
-        pipe.consumer_wait_k(cons);
+        pipe.consumer_wait_k(cons);  // @region sync
+        // @region qk
         float s[kMTiles][kNTiles][4];
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
@@ -195,6 +206,7 @@ __global__ void __launch_bounds__(kWarps * 32)
             qk_step<Element, kBlockN, kMTiles>(s, qa, k_addr, kk);
         }
 
+        // @region softmax
         // Online softmax, fused (v06).
         if (tile_needs_mask<kBlockM, kBlockN, kCausal>(key0, cta_row0, seqlen))
             apply_mask<kBlockN, kMTiles, kCausal>(s, key0, cta_row0 + warp_row0, seqlen, lane);
@@ -229,15 +241,19 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
 
         // O += P V
-        pipe.consumer_wait_v(cons);
+        pipe.consumer_wait_v(cons);  // @region sync
+        // @region pv
         pv<Element, kHeadDim, kBlockN, kMTiles>(acc_o, s, v_addr);
+        // @region sync
         __syncwarp();  // every lane's ldmatrix of this stage has completed
         if (lane == 0) pipe.consumer_release(cons);
+        // @region other
         const uint32_t delta = cons.index == kStages - 1 ? 0u - (kStages - 1) * kTileBytes : kTileBytes;
         k_addr = k_addr.shifted(delta);
         v_addr = v_addr.shifted(delta);
     }
 
+    // @region epilogue
     // O *= 1/l, then through the warp's own (dead) Q rows in shared memory to 16-byte global stores.
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll

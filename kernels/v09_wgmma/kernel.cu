@@ -40,6 +40,7 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
     constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
     constexpr uint32_t kTileBytes = kBlockN * kHeadDim * sizeof(Element);
 
+    // @region other
     extern __shared__ __align__(128) unsigned char smem_raw[];
     Element* sQ = reinterpret_cast<Element*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     Element* sK = sQ + kBlockM * kHeadDim;
@@ -56,6 +57,7 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
     int n_blocks = (seqlen + kBlockN - 1) / kBlockN;
     if (kCausal) n_blocks = min(n_blocks, (cta_row0 + kBlockM + kBlockN - 1) / kBlockN);
 
+    // @region sync
     if (tid == 0) {
         prefetch_tensor_map(&tmap_q);
         prefetch_tensor_map(&tmap_k);
@@ -66,20 +68,22 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
     }
     __syncthreads();
 
+    // @region load_kv
     auto produce = [&](int t) {
         const auto prod = PipeState<kStages>::at(t);
-        pipe.producer_acquire(prod);
+        pipe.producer_acquire(prod);  // @region sync
         tma_load_tile<kBlockN, kHeadDim>(sK + prod.index * kBlockN * kHeadDim, &tmap_k,
                                          pipe.producer_arm_k(prod, kTileBytes), t * kBlockN, bh);
         tma_load_tile<kBlockN, kHeadDim>(sV + prod.index * kBlockN * kHeadDim, &tmap_v,
                                          pipe.producer_arm_v(prod, kTileBytes), t * kBlockN, bh);
     };
     if (tid == 0) {
-        mbar_arrive_expect_tx(&q_full, kQBytes);
-        tma_load_tile<kBlockM, kHeadDim>(sQ, &tmap_q, &q_full, cta_row0, bh);
+        mbar_arrive_expect_tx(&q_full, kQBytes);  // @region load_q
+        tma_load_tile<kBlockM, kHeadDim>(sQ, &tmap_q, &q_full, cta_row0, bh);  // @region load_q
         for (int t = 0; t < kStages && t < n_blocks; ++t) produce(t);
     }
 
+    // @region other
     // Descriptors: Q rows of this warpgroup (K-major), K stage (K-major), V stage (N-major).
     const uint32_t q_base = smem_addr(sQ) + wg * 64 * 128;
     const uint32_t k_base = smem_addr(sK), v_base = smem_addr(sV);
@@ -94,17 +98,18 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
     row_max[0] = row_max[1] = -CUDART_INF_F;
     row_sum[0] = row_sum[1] = 0.f;
 
-    mbar_wait(&q_full, 0);
+    mbar_wait(&q_full, 0);  // @region sync
     for (int n = 0; n < n_blocks; ++n) {
         const int key0 = n * kBlockN;
         const auto cons = PipeState<kStages>::at(n);
-        if (tid == 0 && n > 0 && n + kStages - 1 < n_blocks) produce(n + kStages - 1);
+        if (tid == 0 && n > 0 && n + kStages - 1 < n_blocks) produce(n + kStages - 1);  // @region load_kv
         const uint32_t k_stage = k_base + cons.index * kTileBytes;
         const uint32_t v_stage = v_base + cons.index * kTileBytes;
 
+        // @region qk
         // S = Q K^T (SS), one wgmma group.
         float s[1][kNTiles][4];
-        pipe.consumer_wait_k(cons);
+        pipe.consumer_wait_k(cons);  // @region sync
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < kHeadDim / 16; ++kk) {
@@ -116,6 +121,7 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
         wgmma_wait<0>();
         fence_operands(s[0]);
 
+        // @region softmax
         // Online softmax (v06's fused form) on the warp's 16 rows: rows g and g + 8 of each quad.
         if (tile_needs_mask<kBlockM, kBlockN, kCausal>(key0, cta_row0, seqlen))
             apply_mask<kBlockN, 1, kCausal>(s, key0, cta_row0 + warp_row0, seqlen, lane);
@@ -154,8 +160,9 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
             pa[kk][3] = pack2<Element>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
         }
 
+        // @region pv
         // O += P V (RS, V N-major), one wgmma group; then the stage goes back to the producer.
-        pipe.consumer_wait_v(cons);
+        pipe.consumer_wait_v(cons);  // @region sync
         fence_operands(acc_o);
         wgmma_fence();
 #pragma unroll
@@ -166,10 +173,11 @@ __global__ void __launch_bounds__(kWarpgroups * 128, 1)
         wgmma_commit();
         wgmma_wait<0>();
         fence_operands(acc_o);
-        __syncwarp();
-        if (lane == 0) pipe.consumer_release(cons);
+        __syncwarp();  // @region sync
+        if (lane == 0) pipe.consumer_release(cons);  // @region sync
     }
 
+    // @region epilogue
     // O *= 1/l; each thread stores its pairs straight to global memory (rows below seqlen).
     o += static_cast<size_t>(bh) * seqlen * kHeadDim;
     const int g = lane >> 2, t = lane & 3;

@@ -17,7 +17,8 @@ from profiler.errors import WhowaitsError
 @app.command("profile")
 def profile(
     versions: list[str] = typer.Argument(None, help="Ladder version ids (v03_... or v03); several share one ncu session."),
-    shape: str = typer.Option("b1_h64_s1024_d128_fp16", "--shape", help="Shape key b{B}_h{H}_s{S}_d{D}_{dtype}[_causal]."),
+    shape: str = typer.Option("b1_h64_s1024_d128_fp16", "--shape", help="Shape key b{B}_h{H}_s{S}_d{D}_{dtype}[_causal]; with --cmd also any plain key of "
+                                                                     "your own problem (m4096_n4096_k4096), the report's file name."),
     section_set: str = typer.Option("whowaits", "--set", help="whowaits (our sections/, default) or full (ncu's own)."),
     all_versions: bool = typer.Option(False, "--all", help="Every version in ONE ncu session over ONE runner process."),
     ext: bool = typer.Option(False, "--ext", help="With --all: also the runner's external subjects (torch SDPA flash, cuDNN)."),

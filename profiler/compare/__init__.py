@@ -6,6 +6,10 @@ Entry points used by the CLI and the notebooks::
 
     d = compare.diff_versions("ext-sdpa-flash", "ext-sdpa-cudnn")   # -> Diff
     m = compare.migrate()                                             # -> Migration (every version)
+    m = compare.migrate(["a.ncu-rep", "b.ncu-rep"])                   # a user's own series, in that order
+    m = compare.migrate(["series.toml"])                              # … or from a series file (:mod:`.series`)
+
+What a report lacks is said once per report (:mod:`.gaps`).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from profiler.compare.confound import confounds
 from profiler.compare.diff import Diff, diff, top_waiter
 from profiler.compare.migration import Migration, migration
 from profiler.compare.series import Series, distinct_labels, is_series_file, load_series
-from profiler.compare.subjects import (Profiled, Subject, known_versions, load, load_many, reports_dir,
+from profiler.compare.subjects import (SHAPE_RE, Profiled, Subject, known_versions, load, load_many, reports_dir,
                                        resolve, resolve_all, version_info)
 
 __all__ = ["Diff", "Migration", "Profiled", "Series", "distinct_labels", "is_series_file", "load_series",
@@ -30,8 +34,6 @@ def load_series_versions(path, kernels=None, only: list[str] | None = None) -> l
     :class:`Profiled` carries the entry's change, hypothesis, verdict and problem FLOPs/bytes in ``meta``.
     ``kernels`` (one regex for all) applies where an entry names none; ``only`` picks versions by label,
     in that order."""
-    from profiler.compare.series import load_series  # noqa: PLC0415
-
     series = load_series(path)
     if only is not None:
         by = {e.label: e for e in series.versions}
@@ -45,8 +47,6 @@ def load_series_versions(path, kernels=None, only: list[str] | None = None) -> l
         if not e.report.is_file():
             raise WhowaitsError(f"{series.path}: version {e.label}: no such report: {e.report}")
         stem = e.report.name[: -len(".ncu-rep")] if e.report.name.endswith(".ncu-rep") else e.report.stem
-        from profiler.compare.subjects import SHAPE_RE  # noqa: PLC0415
-
         subjects.append(Subject(label=e.label, path=e.report, version=None,
                                 shape=stem if SHAPE_RE.match(stem) else None))
     default = list(kernels)[0] if kernels else None
@@ -103,7 +103,9 @@ def diff_versions(a: str, b: str, shape=None, kernels=None, reports=None, labels
         pa, pb = load_series_versions(series, kernels=kernels, only=[a, b])
     else:
         pa, pb = load_versions([a, b], shape=shape, kernels=kernels, reports=reports, labels=labels)
-    return diff(pa.summary, pb.summary, pa.label, pb.label, warnings=confounds([pa, pb]), verbose=verbose)
+    d = diff(pa.summary, pb.summary, pa.label, pb.label, warnings=confounds([pa, pb]), verbose=verbose)
+    d.notes[:0] = [n for p in (pa, pb) for n in (p.meta or {}).get("left_out", [])]
+    return d
 
 
 def migrate(specs=None, shape=None, kernels=None, reports=None, profiled=None, notes=None, labels=None,

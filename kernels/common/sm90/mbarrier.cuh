@@ -11,6 +11,8 @@
 
 namespace whowaits { namespace sm90 {
 
+// @region inherit
+
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -36,6 +38,7 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 
+// @region sync
 // Spin until the phase with parity `parity` has completed (SYNCS.PHASECHK.TRANS64.TRYWAIT in SASS).
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
     asm volatile(

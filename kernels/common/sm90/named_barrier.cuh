@@ -6,6 +6,8 @@
 
 namespace whowaits { namespace sm90 {
 
+// @region inherit
+
 __device__ __forceinline__ void named_bar_sync(uint32_t id, uint32_t threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }

@@ -20,6 +20,8 @@
 
 namespace whowaits { namespace sm90 {
 
+// @region inherit
+
 template <int kStages>
 struct PipeState {
     int index = 0;

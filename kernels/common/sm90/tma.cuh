@@ -15,6 +15,8 @@
 
 namespace whowaits { namespace sm90 {
 
+// @region inherit
+
 // Issue a 3-D tile load completing on `bar` (complete_tx of the box's bytes). One thread issues it.
 __device__ __forceinline__ void tma_load_3d(void* smem_dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1,
                                             int c2) {

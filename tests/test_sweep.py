@@ -348,3 +348,19 @@ def test_manifest_crosses_shapes_and_cli_errors(tmp_path):
     cp = subprocess.run([sys.executable, "-c", "import sys; from profiler.cli import main; sys.argv[0] = 'whowaits'; main()",
                          "sweep", str(tmp_path / "nope.toml")], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert cp.returncode == 2 and cp.stderr.strip() == f"whowaits: error: no such manifest: {tmp_path / 'nope.toml'}"
+
+
+def test_ray_backend_without_ray_is_one_line(tmp_path, monkeypatch):
+    """Ray is an optional extra: without it, --backend ray says how to install it (and the local backend
+    needs nothing of it)."""
+    from profiler.sweep import load_manifest, run_sweep
+
+    (tmp_path / "sweep.toml").write_text(MANIFEST)
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    with pytest.raises(WhowaitsError, match=r"pip install 'whowaits\[ray\]'"):
+        run_sweep(load_manifest(tmp_path / "sweep.toml"), backend="ray")
+    with pytest.raises(WhowaitsError, match="unknown backend 'slurm'"):
+        run_sweep(load_manifest(tmp_path / "sweep.toml"), backend="slurm")
+    with pytest.raises(WhowaitsError, match="go with --backend ray"):
+        run_sweep(load_manifest(tmp_path / "sweep.toml"), address="auto")
+    assert not (tmp_path / "reports").exists()

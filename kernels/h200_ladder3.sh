@@ -29,6 +29,19 @@ for step in $STEPS; do
       timeout 120 whowaits bench v07 v09 $NEW --repeat ${REPEAT:-3} --shape b4_h16_s4096_d128_fp16_causal \
         --out "$R/bench" --format csv > "$R/bench-causal.txt" 2>&1
       echo "causal rc=$?"; grep -E "^(v0[7-9]|v1|sdpa-(cudnn|flash))" "$R/bench-causal.txt" | cut -c1-110 ;;
+    extra)
+      # issue 10's "also reported, not gated" shapes (one round, the fastest rungs + cuDNN/flash only)
+      timeout 150 whowaits bench v09 $NEW sdpa-cudnn sdpa-flash --no-baselines --shape b4_h16_s4096_d128_bf16 \
+        --shape b4_h32_s4096_d64_fp16 --shape b1_h16_s16384_d128_fp16 --out "$R/bench-extra" --format csv > "$R/bench-extra.txt" 2>&1
+      echo "extra rc=$?"; grep -E "^(v|sdpa)" "$R/bench-extra.txt" | cut -c1-100 ;;
+    tune)
+      for v in ${TUNE_VERSIONS:-v12}; do
+        for s in b1_h64_s1024_d128_fp16 b4_h16_s4096_d128_fp16; do
+          [ "$(left)" -lt 40 ] && { echo "skip tune $v $s (budget)"; continue; }
+          timeout 90 whowaits tune $v --shape $s --out "$R/tune" --format csv > "$R/tune-$v-$s.txt" 2>&1
+          echo "tune $v $s rc=$?"; grep ',ok,' "$R/tune-$v-$s.txt" | head -4 | cut -c1-120
+        done
+      done ;;
     profile)
       for v in ${PROFILE_VERSIONS:-$NEW}; do
         [ "$(left)" -lt 40 ] && { echo "skip profile $v (budget)"; continue; }

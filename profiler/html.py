@@ -190,7 +190,46 @@ def _diff_section(d) -> str:
             + f"<p class='verdict'>{_e(d.verdict)}</p>" + table
             + _fig(plots.diff_deltas(d.classes, key="class",
                                      title=f"{d.a} → {d.b}: change per opcode class (pp, grey = noise)"))
+            + _diff_when_where(d)
             + "</section>")
+
+
+def _diff_when_where(d) -> str:
+    """Regions and phases of a diff, and the two timelines side by side."""
+    from profiler import plots  # noqa: PLC0415
+
+    out = []
+    if len(d.regions):
+        rows = []
+        for r in d.regions.to_dict(orient="records"):
+            cls = "sig" if r["significant"] else "noise"
+            rows.append([_e(r["region"]), _pct(r["share_a"]), _pct(r["share_b"]),
+                         f"<span class='{cls}'>{_num(None if r['delta'] is None else 100 * r['delta'], '{:+.1f}')} pp</span>",
+                         _e(f"{r['source_a'] or '—'} / {r['source_b'] or '—'}")])
+        out.append("<h4>Source regions (share of samples)</h4>"
+                   + _table(["region", d.a, d.b, "Δ", "declared/inferred"], rows, {1, 2, 3}))
+    if len(d.phases):
+        rows = [[_e(r["phase"]), _pct(r["share_a"]), _pct(r["share_b"]),
+                 _num(None if r["delta"] is None else 100 * r["delta"], "{:+.1f}") + " pp",
+                 "changed" if r["significant"] else ("within 2 samples" if r["significant"] is False else "—")]
+                for r in d.phases.to_dict(orient="records")]
+        out.append("<h4>Phases (share of the kernel's time)</h4>"
+                   + _table(["phase", d.a, d.b, "Δ", ""], rows, {1, 2, 3}))
+    frames = []
+    for label, tl in ((d.a, d.timeline_a), (d.b, d.timeline_b)):
+        curve = (tl or {}).get("curve") or {}
+        for series in ("tensor_pct",):
+            for x, v in zip(curve.get("x") or [], curve.get(series) or []):
+                frames.append({"version": label, "x": x, "series": series, "value": v})
+        for reason, vals in (curve.get("warps") or {}).items():
+            for x, v in zip(curve.get("x") or [], vals):
+                frames.append({"version": label, "x": x, "series": f"warps_{reason}", "value": v})
+    if frames:
+        tl = pd.DataFrame(frames)
+        out.append(_fig(plots.timeline_curves(tl, title=f"{d.a} vs {d.b}: tensor pipe over normalised time")))
+        if tl["series"].str.startswith("warps_").any():
+            out.append(_fig(plots.warp_state_curves(tl, title=f"{d.a} vs {d.b}: warp states over normalised time")))
+    return "".join(out)
 
 
 def render_report(m, profiled: list, diffs: list, title: str = "whowaits: who waits on whom, version by version",
@@ -205,7 +244,8 @@ def render_report(m, profiled: list, diffs: list, title: str = "whowaits: who wa
     body = [
         f"<h1>{_e(title)}</h1>",
         f"<p class='meta'>{len(m.versions)} version(s) · generated {when} by whowaits</p>",
-        "<nav><a href='#ladder'>ladder</a><a href='#migration'>migration</a><a href='#versions'>versions</a>"
+        "<nav><a href='#ladder'>ladder</a><a href='#migration'>migration</a><a href='#when'>when</a>"
+        "<a href='#where'>where</a><a href='#versions'>versions</a>"
         "<a href='#diffs'>diffs</a></nav>",
         _warnings(m.warnings),
         "<h2 id='ladder'>Ladder</h2>", _ladder_table(m),
@@ -215,6 +255,12 @@ def render_report(m, profiled: list, diffs: list, title: str = "whowaits: who wa
         _fig(plots.waiter_path(m.waiters, m.table)),
         _fig(plots.ladder_speed(m.table)),
         _fig(plots.roofline_trajectory(m.roofline, m.roofs)),
+        "<h3 id='when'>When: timelines (PM sampling)</h3>",
+        _fig(plots.timeline_curves(m.timelines)),
+        _fig(plots.phase_bars(m.table)),
+        _fig(plots.warp_state_curves(m.timelines)),
+        "<h3 id='where'>Where: source regions</h3>",
+        _fig(plots.region_bars(m.regions)),
         "".join(f"<p class='note'>{_e(n)}</p>" for n in dict.fromkeys(m.notes)),
         "<h2 id='versions'>Versions</h2>", "".join(_version_section(p, m, verbose) for p in profiled),
         "<h2 id='diffs'>Consecutive diffs</h2>",
@@ -226,13 +272,36 @@ def render_report(m, profiled: list, diffs: list, title: str = "whowaits: who wa
             + "\n".join(body) + _DONE_HOOK + "</body></html>\n")
 
 
+def check_target(path: str | os.PathLike, force: bool = False) -> Path:
+    """Refuse, with one line, an HTML destination that cannot be written: a folder, an existing
+    file without ``force``, a missing or unwritable folder, a name too long for the file system.
+    Called before any work, so a bad ``--html`` costs nothing and leaves nothing on stdout."""
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise WhowaitsError(f"{path} is a folder; give a file name for the HTML report "
+                                f"(e.g. {path / 'report.html'})")
+        if path.exists() and not force:
+            raise WhowaitsError(f"{path} exists; pass --force to overwrite it")
+        if not path.parent.is_dir():
+            raise WhowaitsError(f"folder {path.parent} does not exist")
+        max_name = os.pathconf(path.parent, "PC_NAME_MAX")
+    except OSError as err:
+        raise WhowaitsError(f"cannot write {path}: {err.strerror or err}") from None
+    if len(os.fsencode(f".{path.name}.12345678.tmp")) > max_name:
+        raise WhowaitsError(f"cannot write {path}: file name too long (at most {max_name - 14} bytes here)")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise WhowaitsError(f"cannot write {path}: folder {path.parent} is not writable")
+    return path
+
+
 def write_html(path: str | os.PathLike, text: str, force: bool = False) -> Path:
     """Write ``text`` to ``path`` through a temp file in the same folder and a rename.
-    An existing file is kept unless ``force``."""
-    path = Path(path)
-    if path.exists() and not force:
-        raise WhowaitsError(f"{path} exists; pass --force to overwrite it")
-    if not path.parent.is_dir():
-        raise WhowaitsError(f"folder {path.parent} does not exist")
-    write_atomic(path, text, mkdir=False)
+    An existing file is kept unless ``force``; every refusal is a one-line
+    :class:`~profiler.errors.WhowaitsError` (see :func:`check_target`)."""
+    path = check_target(path, force)
+    try:
+        write_atomic(path, text, mkdir=False)
+    except OSError as err:  # write_atomic leaves no temporary file behind
+        raise WhowaitsError(f"cannot write {path}: {err.strerror or err}") from None
     return path

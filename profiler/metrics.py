@@ -23,7 +23,6 @@ __all__ = [
     "barrier_opcodes",
     "classify_opcode",
     "cycles_per_issue_metric",
-    "data_version",
     "full_opcode",
     "gpu_spec",
     "metric_spec",
@@ -52,16 +51,6 @@ def _load(name: str) -> dict:
         raise WhowaitsError(f"data file {name} is not valid TOML: {err}") from err
 
 
-def data_version() -> str:
-    """A string that changes whenever a data file's ``version`` changes (part of cache keys)."""
-    return "m{}-o{}-g{}-r{}".format(
-        _load("metrics.toml")["version"],
-        _load("opcode_classes.toml")["version"],
-        _load("gpus.toml")["version"],
-        _load("regions.toml")["version"],
-    )
-
-
 # --- metrics ------------------------------------------------------------------------------------
 
 
@@ -74,6 +63,7 @@ class MetricSpec:
     names: tuple[str, ...]
     unit: str
     section: str
+    kind: str = "number"  # or "text" (``kind`` in metrics.toml)
 
 
 @lru_cache(maxsize=None)
@@ -81,7 +71,8 @@ def metric_specs() -> dict[str, MetricSpec]:
     """All canonical metrics of ``metrics.toml``, by canonical name."""
     out = {}
     for key, entry in _load("metrics.toml")["metric"].items():
-        out[key] = MetricSpec(key, tuple(entry["names"]), entry.get("unit", ""), entry["section"])
+        out[key] = MetricSpec(key, tuple(entry["names"]), entry.get("unit", ""), entry["section"],
+                              entry.get("kind", "number"))
     return out
 
 

@@ -203,3 +203,90 @@ def _empty(title: str, message: str):
     fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
     fig.update_layout(template=_TEMPLATE, title=title, height=200, xaxis_visible=False, yaxis_visible=False)
     return fig
+
+
+# --- timelines and regions ----------------------------------------------------------------------
+
+REGION_COLORS = {
+    "load_q": "#9ecae1", "load_kv": "#3182bd", "qk": "#e6550d", "softmax": "#31a354", "pv": "#fd8d3c",
+    "epilogue": "#756bb1", "sync": "#636363", "other": "#d9d9d9",
+}
+PHASE_COLORS = {"ramp": "#fdae6b", "steady": "#74c476", "tail": "#de2d26"}
+
+
+def timeline_curves(timelines: pd.DataFrame, series: str = "tensor_pct",
+                    title: str = "Tensor pipe over the kernel's time (PM sampling, % of peak)") -> "object":
+    """One line per version of ``series`` over normalised time. ``Migration.timelines`` (version, x,
+    series, value)."""
+    go = _go()
+    sub = timelines[timelines["series"] == series] if len(timelines) else timelines
+    if not len(sub):
+        return _empty(title, "no PM sampling in these reports (section WhowaitsPmSampling)")
+    fig = go.Figure()
+    for version, g in sub.groupby("version", sort=False):
+        fig.add_trace(go.Scatter(x=100 * g["x"], y=g["value"], mode="lines", name=str(version),
+                                 hovertemplate=f"{version}" + ": %{y:.1f} at %{x:.0f}% of the time<extra></extra>"))
+    fig.update_layout(template=_TEMPLATE, title=title, xaxis_title="time (% of the kernel's duration)",
+                      yaxis_title="% of peak" if series.endswith("_pct") else series, height=380)
+    return fig
+
+
+def warp_state_curves(timelines: pd.DataFrame,
+                      title: str = "Warp states over the kernel's time (share of sampled warps)") -> "object":
+    """Stacked areas of the warp-state shares over normalised time, one panel per version that has them."""
+    go = _go()
+    from plotly.subplots import make_subplots  # noqa: PLC0415
+
+    sub = timelines[timelines["series"].str.startswith("warps_")] if len(timelines) else timelines
+    if not len(sub):
+        return _empty(title, "no warp states over time in these reports (section WhowaitsPmWarpStates)")
+    versions = list(dict.fromkeys(sub["version"]))
+    fig = make_subplots(rows=len(versions), cols=1, shared_xaxes=True, subplot_titles=versions,
+                        vertical_spacing=min(0.08, 0.3 / max(1, len(versions))))
+    shown = set()
+    for i, v in enumerate(versions, start=1):
+        g = sub[sub["version"] == v]
+        for series, h in g.groupby("series", sort=False):
+            reason = series[len("warps_"):]
+            fig.add_trace(go.Scatter(x=100 * h["x"], y=100 * h["value"], mode="lines", stackgroup=f"s{i}",
+                                     name=reason, legendgroup=reason, showlegend=reason not in shown,
+                                     line=dict(width=0.5, color=_color(reason)),
+                                     hovertemplate=f"{v} · {reason}" + ": %{y:.0f}%<extra></extra>"),
+                          row=i, col=1)
+            shown.add(reason)
+    fig.update_xaxes(title_text="time (% of the kernel's duration)", row=len(versions), col=1)
+    fig.update_layout(template=_TEMPLATE, title=title, height=max(320, 170 * len(versions)))
+    return fig
+
+
+def phase_bars(table: pd.DataFrame, title: str = "Ramp-up, steady state and tail (share of the kernel's time)") -> "object":
+    """Stacked horizontal bars of the phase shares per version. ``Migration.table`` (ramp_share, …)."""
+    go = _go()
+    if "tail_share" not in table or not table["tail_share"].notna().any():
+        return _empty(title, "no PM sampling in these reports (section WhowaitsPmSampling)")
+    df = table[table["tail_share"].notna()]
+    fig = go.Figure()
+    for ph in ("ramp", "steady", "tail"):
+        fig.add_trace(go.Bar(y=df["version"], x=100 * df[f"{ph}_share"], name=ph, orientation="h",
+                             marker_color=PHASE_COLORS[ph], hovertemplate="%{y} · " + ph + ": %{x:.1f}%<extra></extra>"))
+    fig.update_layout(template=_TEMPLATE, barmode="stack", title=title, xaxis_title="% of the kernel's time",
+                      height=max(240, 34 * len(df) + 140), margin=dict(l=170), yaxis=dict(autorange="reversed"))
+    return fig
+
+
+def region_bars(regions: pd.DataFrame, title: str = "Where the samples sit: source regions per version") -> "object":
+    """Stacked bars of the region shares per version (declared or inferred, named in the hover)."""
+    go = _go()
+    if not len(regions):
+        return _empty(title, "no per-PC samples")
+    versions = list(dict.fromkeys(regions["version"]))
+    src = regions.groupby("version")["source"].agg(lambda s: "/".join(sorted(set(s)))).reindex(versions)
+    fig = go.Figure()
+    for name in dict.fromkeys(regions["region"]):
+        sub = regions[regions["region"] == name].set_index("version").reindex(versions)
+        fig.add_trace(go.Bar(x=[f"{v} ({src[v][0]})" for v in versions], y=100 * sub["share"].fillna(0), name=name,
+                             marker_color=REGION_COLORS.get(name, "#444444"),
+                             hovertemplate="%{x} · " + name + ": %{y:.1f}%<extra></extra>"))
+    fig.update_layout(template=_TEMPLATE, barmode="stack", title=title + " (d = declared, i = inferred)",
+                      yaxis_title="share of samples (%)", height=440)
+    return fig

@@ -41,19 +41,20 @@ Frames (one pair per profiled launch; see :class:`Launch`):
     ``data/regions.toml``, ``@region``); empty when none does. Cached as a frame ``launch``, ``file``,
     ``text``.
 
-The cache lives in ``$WHOWAITS_CACHE_DIR`` (default ``~/.cache/whowaits``), keyed by the report
-file's sha256 plus the schema and data-file versions and a hash of the ingestion code: a changed
-file (or opcode map, or ingester) never hits a stale entry; an unreadable entry is ignored and
-rebuilt.
+The cache lives in ``$WHOWAITS_CACHE_DIR`` (default ``~/.cache/whowaits``): one sealed file per
+report, keyed by the report file's sha256 and the content of the ingester, the metric maps and
+every data file (:mod:`profiler.cachefile`): a changed file (or opcode map, or ingester) never
+hits a stale entry; a damaged or undecodable entry is deleted and rebuilt.
 """
 
 from __future__ import annotations
 
-import hashlib
+import io
 import os
 import re
+import stat
 import struct
-import threading
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -62,14 +63,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from profiler import cachefile
 from profiler import metrics as M
 from profiler.errors import WhowaitsError
 from profiler.io import write_atomic
 from profiler.provenance import sha256_file
 
-__all__ = ["Launch", "Report", "cache_dir", "load_report", "select_launches", "SCHEMA_VERSION"]
+__all__ = ["Launch", "Report", "cache_dir", "check_file", "load_report", "select_launches"]
 
-SCHEMA_VERSION = 1
 _MAGIC = b"NVR\x00"
 _CONTAINER = 2  # the uint32 after the magic in the ncu 2025.x reports this framing check knows
 
@@ -151,10 +152,18 @@ class Launch:
 
     def get(self, canonical: str):
         """(value, ncu metric name) of a canonical metric of ``metrics.toml``: the first of its
-        names present in the report; (None, None) when none is."""
-        for name in M.metric_spec(canonical).names:
+        names present in the report; (None, None) when none is. A value of the wrong kind (text
+        where ``metrics.toml`` promises a number, or the reverse) can only come from a damaged
+        report: :class:`WhowaitsError`."""
+        spec = M.metric_spec(canonical)
+        for name in spec.names:
             v = self.value(name)
             if v is not None:
+                if isinstance(v, str) != (spec.kind == "text"):
+                    raise WhowaitsError(
+                        f"{self.report}: corrupt Nsight Compute report (metric {name} of launch "
+                        f"{self.index} holds {'text' if isinstance(v, str) else 'a number'}, not "
+                        f"{'text' if spec.kind == 'text' else 'a number'}); re-copy or re-profile it")
                 return v, name
         return None, None
 
@@ -177,42 +186,77 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "whowaits"
 
 
-_CODE_FINGERPRINT: str | None = None
+#: what a parsed-frames entry is derived from (see :mod:`profiler.cachefile`): the ingester, the
+#: metric maps' reader, every data file, and the libraries that decode the report and write parquet
+_FRAMES_FROM = (("report.py", "metrics.py", "errors.py", "data"), ("ncu-report", "pandas", "pyarrow"))
+_FRAMES_SUFFIX = ".frames"
 
 
-def _code_fingerprint() -> str:
-    """Hash of the ingestion code (this module and the metric maps' reader): an edited ingester
-    never reads entries an older one wrote, even if SCHEMA_VERSION was not bumped."""
-    global _CODE_FINGERPRINT
-    if _CODE_FINGERPRINT is None:
-        h = hashlib.sha256()
-        for mod in (__file__, M.__file__):
-            try:
-                h.update(Path(mod).read_bytes())
-            except OSError:  # pragma: no cover - zipped installs
-                h.update(mod.encode())
-        _CODE_FINGERPRINT = h.hexdigest()[:10]
-    return _CODE_FINGERPRINT
+def _cache_path(sha: str) -> Path:
+    """``<cache_dir>/<report sha256>.<fingerprint>.frames``: one file per report and producer."""
+    return cache_dir() / f"{sha}.{cachefile.fingerprint(*_FRAMES_FROM)}{_FRAMES_SUFFIX}"
 
 
-def _cache_paths(sha: str) -> tuple[Path, Path, Path, Path]:
-    key = f"{sha}.s{SCHEMA_VERSION}-{M.data_version()}-{_code_fingerprint()}"
-    d = cache_dir()
-    return (d / f"{key}.metrics.parquet", d / f"{key}.sass.parquet", d / f"{key}.timeline.parquet",
-            d / f"{key}.sources.parquet")
+def _frames_to_bytes(*frames: pd.DataFrame) -> bytes:
+    """Frames as one payload: their count (uint32), then each one's parquet after its length (uint64)."""
+    out = [struct.pack("<I", len(frames))]
+    for frame in frames:
+        buf = io.BytesIO()
+        frame.to_parquet(buf, index=False)
+        out += [struct.pack("<Q", buf.tell()), buf.getvalue()]
+    return b"".join(out)
+
+
+def _frames_from_bytes(payload: bytes) -> list[pd.DataFrame]:
+    (count,) = struct.unpack_from("<I", payload, 0)
+    off, frames = 4, []
+    for _ in range(count):
+        (n,) = struct.unpack_from("<Q", payload, off)
+        off += 8
+        if off + n > len(payload):
+            raise ValueError("a frame runs past the entry")
+        frames.append(pd.read_parquet(io.BytesIO(payload[off:off + n])))
+        off += n
+    if off != len(payload):
+        raise ValueError("bytes after the last frame")
+    return frames
+
+
+def _valid_frames(mf: pd.DataFrame, sf: pd.DataFrame, tf: pd.DataFrame, rf: pd.DataFrame) -> bool:
+    """The frames have the columns and dtypes this module's docstring promises."""
+    if list(mf.columns) != METRIC_COLUMNS[1:] or mf.empty:
+        return False
+    if not (pd.api.types.is_integer_dtype(mf["launch"]) and pd.api.types.is_float_dtype(mf["value"])):
+        return False
+    need = {"launch": "i", "address": "u", "offset": "i", "sass": "O", "opcode": "O", "base": "O",
+            "opcode_class": "O"}
+    for col, kind in need.items():
+        if col not in sf.columns:
+            return False
+        if kind != "O" and sf[col].dtype.kind != kind:
+            return False
+    if list(tf.columns) != TIMELINE_COLUMNS or list(rf.columns) != SOURCE_COLUMNS:
+        return False
+    return set(sf["launch"].unique()) <= set(mf["launch"].unique())
 
 
 def _read_cache(sha: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame] | None:
-    paths = _cache_paths(sha)
-    if not all(p.is_file() for p in paths):
+    """The cached frames of report ``sha`` (metrics, sass, timeline, sources), or None: no entry,
+    or one that fails its seal, its decoding or :func:`_valid_frames` (then it is deleted and the
+    caller rebuilds it)."""
+    path = _cache_path(sha)
+    payload = cachefile.read(path)
+    if payload is None:
         return None
     try:
-        mf, sf, tf, rf = (pd.read_parquet(p) for p in paths)
-    except Exception:  # any unreadable entry is a miss: rebuilt below
+        frames = _frames_from_bytes(payload)
+        ok = len(frames) == 4 and _valid_frames(*frames)
+    except Exception:  # noqa: BLE001 - any undecodable entry is a miss, rebuilt by the caller
+        ok = False
+    if not ok:
+        cachefile.discard(path)
         return None
-    if (list(mf.columns) != METRIC_COLUMNS[1:] or "address" not in sf.columns or mf.empty
-            or list(tf.columns) != TIMELINE_COLUMNS or list(rf.columns) != SOURCE_COLUMNS):
-        return None
+    mf, sf, tf, rf = frames
     return _normalize(mf), sf, tf, rf
 
 
@@ -224,35 +268,37 @@ def _normalize(mf: pd.DataFrame) -> pd.DataFrame:
     return mf
 
 
-def _atomic_write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    write_atomic(path, lambda tmp: frame.to_parquet(tmp, index=False))
-
-
 def _write_cache(sha: str, mf: pd.DataFrame, sf: pd.DataFrame, tf: pd.DataFrame, rf: pd.DataFrame) -> None:
-    mpath, spath, tpath, rpath = _cache_paths(sha)
     try:
-        _atomic_write_parquet(sf, spath)
-        _atomic_write_parquet(tf, tpath)
-        _atomic_write_parquet(rf, rpath)
-        _atomic_write_parquet(mf, mpath)  # metrics last: its presence marks a complete entry
-    except OSError:
-        pass  # a read-only or full cache dir only costs speed
+        payload = _frames_to_bytes(mf, sf, tf, rf)
+    except Exception:  # noqa: BLE001 - frames parquet cannot hold are still used, just not cached
+        return
+    cachefile.write(_cache_path(sha), payload)
 
 
 # --- validation ---------------------------------------------------------------------------------
 
 
-
-def _check_file(path: Path) -> None:
-    """Reject a missing path, a non-report and a truncated report, each with one line."""
-    if not path.exists():
-        raise WhowaitsError(f"{path}: no such file")
-    if path.is_dir():
+def check_file(path: Path) -> None:
+    """Reject, each with one line, what is not a readable, complete report file: a missing path,
+    a directory, a FIFO or device (``/dev/zero``: it would never end), an unreadable file, a file
+    without the report header and a truncated report. Checks the file type before reading a
+    byte, so nothing here can hang."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise WhowaitsError(f"{path}: no such file") from None
+    except OSError as err:
+        raise WhowaitsError(f"{path}: cannot read: {err.strerror or err}") from None
+    if stat.S_ISDIR(st.st_mode):
         raise WhowaitsError(f"{path}: is a directory, not an Nsight Compute report (.ncu-rep)")
+    if not stat.S_ISREG(st.st_mode):
+        raise WhowaitsError(f"{path}: not a regular file (a FIFO, socket or device); "
+                            "give the path of an Nsight Compute report (.ncu-rep)")
     try:
         with open(path, "rb") as f:
             head = f.read(8)
-            size = path.stat().st_size
+            size = os.fstat(f.fileno()).st_size
             if head[:4] != _MAGIC:
                 raise WhowaitsError(
                     f"{path}: not an Nsight Compute report (no NVR header; expected a .ncu-rep "
@@ -284,71 +330,18 @@ def _check_file(path: Path) -> None:
 
 # --- the disassembler's thread ------------------------------------------------------------------
 #
-# ncu_report disassembles on a worker thread of its own (started by the first ``sass_by_pc`` call
-# of the process): every call hands one PC to it and waits for the text. When the two threads sit
-# on different CPUs each hand-off wakes the other CPU, and a call costs ~70 us; on one CPU it costs
-# ~30 us (measured on a 2-CPU machine; a report has 1-4 thousand instruction slots). So while it
-# reads the SASS text, the ingester keeps itself and that thread on the CPU it is running on, and
-# puts both back as they were afterwards. Other threads are left alone.
-
-_NCU_THREADS: set[int] = set()  # native ids of the threads ncu_report started in this process
-#: the CPU to use instead of the current one (set by processes that share the CPUs out, e.g. the
-#: parallel summaries of :mod:`profiler.compare.cache`); ignored when not allowed
-_PREFERRED_CPU: int | None = None
-
-
-def _thread_ids() -> set[int]:
-    try:
-        return {int(t) for t in os.listdir("/proc/self/task")}
-    except (OSError, ValueError):
-        return set()
-
-
-def _current_cpu() -> int | None:
-    try:
-        with open("/proc/thread-self/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[36])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-@contextmanager
-def _disassembler_beside_caller():
-    """Run the block with this thread and ncu_report's disassembler thread on one CPU (see above);
-    a no-op where thread affinity cannot be set or only one CPU is allowed."""
-    try:
-        me = threading.get_native_id()
-        allowed = os.sched_getaffinity(me)
-    except (AttributeError, OSError):
-        yield
-        return
-    cpu = _PREFERRED_CPU if _PREFERRED_CPU in allowed else _current_cpu()
-    if len(allowed) < 2 or cpu not in allowed:
-        yield
-        return
-    saved: dict[int, set[int]] = {}
-
-    def pin(tid: int) -> None:
-        try:
-            saved[tid] = os.sched_getaffinity(tid)
-            os.sched_setaffinity(tid, {cpu})
-        except OSError:  # the thread is gone
-            _NCU_THREADS.discard(tid)
-
-    pin(me)
-    for tid in list(_NCU_THREADS):
-        pin(tid)
-    before = _thread_ids() if not _NCU_THREADS else None
-    try:
-        yield
-    finally:
-        if before is not None:  # the first call started ncu_report's thread (inheriting the pin)
-            _NCU_THREADS.update(_thread_ids() - before)
-        for tid in _NCU_THREADS | {me}:
-            try:
-                os.sched_setaffinity(tid, saved.get(tid, allowed))
-            except OSError:
-                _NCU_THREADS.discard(tid)
+# ncu_report disassembles on a worker thread of its own: every ``sass_by_pc`` call hands one PC to
+# it and waits for the text. Until 2026-12-01 the ingester pinned itself and that thread to one CPU
+# while reading the SASS (a hand-off across CPUs was measured at ~70 us a call, ~30 us on one CPU).
+# Issue 8 §5 asked to keep that only if it still paid; on the shared 2-core machine it did not:
+#   load_report(v03, use_cache=False), 6 interleaved runs each in one process (WHOWAITS_PIN=1/0 of
+#   the commit before this one), load average 8.6: pinned median 0.597 s (0.51-0.77), unpinned
+#   0.600 s (0.53-0.71);
+#   scripts/bench_migration.py --rounds 1, 3 interleaved rounds, load 7.8-8.7: cold migrate()
+#   median 10.56 s pinned vs 12.59 s unpinned, warm 0.58 vs 0.65 s: within the round-to-round
+#   spread (7.99-13.06 s pinned, 10.33-16.99 s unpinned).
+# So it was removed (with the CPU hand-out of compare/cache.py's workers); measure again on an idle
+# machine before bringing it back (git show 43928a6:profiler/report.py, _disassembler_beside_caller).
 
 
 def _per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:
@@ -505,16 +498,15 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
         step = min(steps) if steps else 16
         all_pcs = list(range(known[0], known[-1] + step, step))
         sass_by_pc = action.sass_by_pc
-        with _disassembler_beside_caller():
-            texts = [(sass_by_pc(pc) or "").strip() for pc in all_pcs]
-            pc = known[-1] + step
-            while True:
-                text = (sass_by_pc(pc) or "").strip()
-                if not text:
-                    break
-                texts.append(text)
-                all_pcs.append(pc)
-                pc += step
+        texts = [(sass_by_pc(pc) or "").strip() for pc in all_pcs]
+        pc = known[-1] + step
+        while True:
+            text = (sass_by_pc(pc) or "").strip()
+            if not text:
+                break
+            texts.append(text)
+            all_pcs.append(pc)
+            pc += step
     else:
         all_pcs = []
     addr = np.array(all_pcs, dtype=np.uint64)
@@ -555,7 +547,83 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
+class _NativeLog:
+    """Captures what native code writes to file descriptor 2 while the block runs (ncu_report's
+    protobuf/absl log lines, e.g. ``E0000 … Can't parse message …`` for a damaged report), so
+    they never reach the terminal before whowaits' own one-line error. :attr:`lines` holds them
+    afterwards; :meth:`replay` writes the harmless ones to stderr after a successful read."""
+
+    _BOILERPLATE = "WARNING: All log messages before absl::InitializeLog() is called"
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __enter__(self):
+        import tempfile  # noqa: PLC0415
+
+        try:
+            sys.stderr.flush()
+            self._file = tempfile.TemporaryFile()
+            self._saved = os.dup(2)
+            os.dup2(self._file.fileno(), 2)
+        except (OSError, ValueError, AttributeError):  # no fd 2 (embedded): capture nothing
+            self._saved = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._saved is None:
+            return
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._file.seek(0)
+        text = self._file.read().decode("utf-8", "replace")
+        self._file.close()
+        self.lines = [ln.strip() for ln in text.splitlines()
+                      if ln.strip() and not ln.startswith(self._BOILERPLATE)]
+
+    def errors(self) -> list[str]:
+        """absl error and fatal lines (``E``/``F`` + a digit), message only."""
+        return [ln.split("] ", 1)[-1] for ln in self.lines if ln[:1] in "EF" and ln[1:2].isdigit()]
+
+    def replay(self) -> None:
+        for ln in self.lines:
+            print(f"whowaits: ncu_report: {ln}", file=sys.stderr)
+
+
+def _corrupt(path: Path, why: str) -> WhowaitsError:
+    return WhowaitsError(f"{path}: corrupt Nsight Compute report ({' '.join(why.split())[:200]}); "
+                         "re-copy or re-profile it")
+
+
+def _check_text(path: Path, mf: pd.DataFrame, sf: pd.DataFrame, rf: pd.DataFrame) -> None:
+    """Every string the report gave is valid Unicode (a damaged string table can yield lone
+    surrogates, which no file or terminal can take)."""
+    for frame, cols in ((mf, ("kernel", "metric", "instance", "text", "unit")),
+                        (sf, ("sass", "source_file")), (rf, ("file", "text"))):
+        for col in cols:
+            if col not in frame.columns:
+                continue
+            try:
+                "\0".join(v for v in frame[col].to_numpy(dtype=object) if isinstance(v, str)).encode()
+            except UnicodeEncodeError:
+                raise _corrupt(path, f"an undecodable string in its {col} table") from None
+
+
+#: a pipe to the CLI's supervisor (profiler.cli._supervised): the path of the report about to be
+#: read by native code goes there first, so a crash inside ncu_report can be blamed on its report
+NATIVE_NOTE_FD: int | None = None
+
+
+def _note_native(path: Path) -> None:
+    if NATIVE_NOTE_FD is not None:
+        try:
+            os.write(NATIVE_NOTE_FD, (str(path).replace("\n", " ") + "\n").encode("utf-8", "replace"))
+        except OSError:
+            pass
+
+
 def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    _note_native(path)
     try:
         import ncu_report as ncu
     except ImportError as err:
@@ -563,6 +631,23 @@ def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.Da
             "reading a report needs the ncu-report package (pip install ncu-report); "
             "it is not installed here"
         ) from err
+    log = _NativeLog()
+    try:
+        with log:
+            mf, sf, tf, rf = _read_actions(path, ncu)
+    except WhowaitsError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the file passed check_file: the reader choked on it
+        why = (log.errors() or [f"{type(err).__name__}: {err}"])[0]
+        raise _corrupt(path, f"ncu_report: {why}") from None
+    if log.errors():
+        raise _corrupt(path, f"ncu_report: {log.errors()[0]}")
+    log.replay()
+    _check_text(path, mf, sf, rf)
+    return mf, sf, tf, rf
+
+
+def _read_actions(path: Path, ncu) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     try:
         ctx = ncu.load_report(str(path))
     except Exception as err:
@@ -609,7 +694,7 @@ def load_report(path: str | os.PathLike, *, use_cache: bool = True) -> Report:
     and a truncated or corrupt report.
     """
     p = Path(path)
-    _check_file(p)
+    check_file(p)
     sha = sha256_file(p)
     cached = _read_cache(sha) if use_cache else None
     if cached is None:

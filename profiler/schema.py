@@ -139,6 +139,15 @@ class Region(TypedDict):
     inherited_samples: int
 
 
+class RoleEdge(TypedDict):
+    waiter: str  # a role (producer, consumer, cta, common, …)
+    barrier: str  # mbarrier+0x10, bar 4, wgmma group, SB0
+    releaser: str  # a role or an engine (TMA ← producer, tensor core (wgmma), cp.async (LDGSTS))
+    samples: int
+    share: float
+    inferred: bool
+
+
 class Launch(TypedDict):
     index: int
     grid: Optional[list[int]]
@@ -159,6 +168,26 @@ class Device(TypedDict):
 class Missing(TypedDict):
     field: str
     section: str
+
+
+class Phase(TypedDict):
+    name: str  # ramp | steady | tail
+    share: float
+    duration_ns: float
+
+
+class Timeline(TypedDict):
+    """PM sampling of one launch (``profiler.analyze.timeline.brief``); nulls and ``missing`` without it."""
+
+    phases: Optional[list[Phase]]
+    steady_tensor_pct: Optional[float]
+    tail_share: Optional[float]
+    ramp_share: Optional[float]
+    duration_ns: Optional[float]
+    interval_ns: Optional[float]
+    activity: Optional[str]
+    curve: Optional[dict[str, Any]]
+    missing: list[Missing]
 
 
 class Summary(TypedDict):
@@ -186,7 +215,9 @@ class Summary(TypedDict):
     top_instructions: list[TopInstruction]
     launch: Optional[Launch]  # None when merged (launches may differ)
     device: Optional[Device]
-    regions: list[Region]  # sum exactly to the kernel's samples; [] without per-PC data
+    regions: list[Region]  # sum exactly to the kernel's samples; [] without per-PC data; merged: by (name, source)
+    role_edges: list[RoleEdge]  # whowaits roles' edges with samples, heaviest first (profiler/analyze/roles.py)
+    timeline: Optional[Timeline]  # None when merged (a timeline belongs to one launch)
     missing: list[Missing]
 
 
@@ -248,6 +279,10 @@ def _check(value: Any, tp, path: str) -> None:
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise SchemaError(f"summary {path}: expected an integer, got {value!r:.40}")
+        return
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise SchemaError(f"summary {path}: expected true or false, got {value!r:.40}")
         return
     if tp is str:
         if not isinstance(value, str):

@@ -19,6 +19,13 @@ Method (all in one run, on whatever machine runs it; no GPU):
 
 Each cold measurement uses its own empty cache folder; the table gives the median and the range
 over ``--rounds`` rounds. Targets (2-core machine): cold <= 2 s, warm in-process <= 0.5 s.
+
+Measured 2026-12-01 on the 2-core machine while ~9 other agents shared it (load average 7.8-12.7), main
+at the wave-2 merge (hand-rolled worker pool, CPU pinning) against wave2/robust (concurrent.futures
+pool, no pinning), 3 interleaved rounds of ``--rounds 1 --repeat 5 --json`` each: cold migrate()
+median 16.2 s before / 11.5 s after (ranges 11.6-19.1 / 9.6-18.8), warm in-process 0.81 / 0.83 s
+(0.80-1.19 / 0.37-1.03). At that load the round-to-round spread is larger than any difference, and
+the targets could not be checked; measure again on an idle machine.
 """
 
 from __future__ import annotations

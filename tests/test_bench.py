@@ -5,8 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -89,8 +87,9 @@ def test_method_in_docstring():
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-c", "from profiler.cli import main; main()", *args],
-                          capture_output=True, text=True)
+    from clirun import whowaits
+
+    return whowaits(*args)
 
 
 def test_cli_bench_bad_input_is_one_line():

@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from profiler.analyze import summarize
+from profiler import cachefile
 from profiler.compare import cache
 
 try:
@@ -33,7 +34,7 @@ def test_cache_returns_what_summarize_returns(tmp_path, monkeypatch):
     entries[0].write_text("{not json")
     cache.clear_memo()
     assert cache.summaries(FLASH) == want
-    assert json.loads(entries[0].read_text()) == want
+    assert json.loads(cachefile.read(entries[0])) == want  # rebuilt and sealed again
 
 
 def test_a_changed_report_is_never_served_stale(tmp_path, monkeypatch):
@@ -55,23 +56,23 @@ PARALLEL_REPORTS = [FLASH.parents[1] / v / FLASH.name
 
 
 def _entries(folder):
-    return {p.name: p.read_text() for p in (folder / "summaries").glob("*.json")}
+    return {p.name: p.read_bytes() for p in (folder / "summaries").glob("*.json")}
 
 
 def test_parallel_summaries_equal_the_serial_ones(tmp_path, monkeypatch):
     served = []
+    real_fill = cache._fill_parallel
 
-    class SpyWorker(cache._Worker):
-        def serve(self, take, jobs, lock, results):
-            super().serve(take, jobs, lock, results)
-            served.append(len(results))
+    def spy_fill(*a, **k):
+        served.append(real_fill(*a, **k))
+        return served[-1]
 
     items = [(p, None) for p in PARALLEL_REPORTS] + [(PARALLEL_REPORTS[0], None)]  # one twice
     monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "serial"))
     cache.clear_memo()
     serial = cache.summaries_many(items, processes=1)
     monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "parallel"))
-    monkeypatch.setattr(cache, "_Worker", SpyWorker)
+    monkeypatch.setattr(cache, "_fill_parallel", spy_fill)
     cache.clear_memo()
     parallel = cache.summaries_many(items, processes=2)
     cache.clear_memo()
@@ -79,8 +80,13 @@ def test_parallel_summaries_equal_the_serial_ones(tmp_path, monkeypatch):
     assert parallel == serial
     assert repr(parallel) == repr(serial)  # same types too (no numpy scalar where a float was)
     assert _entries(tmp_path / "parallel") == _entries(tmp_path / "serial")  # same disk entries
-    cache._reap(wait=True)
-    assert not cache._EXITING  # every worker exited
+    import multiprocessing
+    import time
+
+    deadline = time.monotonic() + 20
+    while multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not multiprocessing.active_children()  # every worker exited on its own
 
 
 def test_parallel_summaries_raise_what_the_serial_path_raises(tmp_path, monkeypatch):
@@ -105,7 +111,7 @@ def test_few_or_cached_reports_stay_in_this_process(tmp_path, monkeypatch):
         raise AssertionError("no worker process for fewer than PARALLEL_MIN missing reports")
 
     monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(cache, "_Worker", no_worker)
+    monkeypatch.setattr(cache, "_fill_parallel", no_worker)
     cache.clear_memo()
     items = [(p, None) for p in PARALLEL_REPORTS[:2]]
     first = cache.summaries_many(items, processes=8)
@@ -143,7 +149,7 @@ def test_whowaits_processes_1_is_the_serial_path(tmp_path, monkeypatch):
 
     monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("WHOWAITS_PROCESSES", "1")
-    monkeypatch.setattr(cache, "_Worker", no_worker)
+    monkeypatch.setattr(cache, "_fill_parallel", no_worker)
     cache.clear_memo()
     assert len(cache.summaries_many([(p, None) for p in PARALLEL_REPORTS])) == 3
     cache.clear_memo()

@@ -1,8 +1,8 @@
-"""Shared helpers of the compare tests (no tests here): run the real ``whowaits`` console script."""
+"""Shared helpers of the compare tests (no tests here): run the ``whowaits`` CLI in-process
+(:mod:`clirun`; tests/test_cli.py keeps one console-script smoke test per command)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -21,9 +21,11 @@ def whowaits_exe() -> str:
 
 
 def run(*args, cwd=ROOT, env=None) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ, COLUMNS="200", **(env or {}))
-    return subprocess.run([whowaits_exe(), *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          env=full_env, timeout=300)
+    try:
+        from clirun import whowaits
+    except ImportError:  # tests/ imported as a package
+        from tests.clirun import whowaits
+    return whowaits(*args, cwd=cwd, env=env)
 
 
 def assert_user_error(proc: subprocess.CompletedProcess, *needles: str) -> str:

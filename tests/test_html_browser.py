@@ -71,8 +71,17 @@ def test_report_loads_draws_and_logs_no_errors(tmp_path):
     dom, console = open_in_chromium(out, tmp_path)
     p = _Plots()
     p.feed(dom)
-    # 4 migration charts + 2 per version + 1 per consecutive diff
-    expected = 4 + 2 * n_versions + (n_versions - 1)
+    # 8 migration charts (4 + timelines, phases, warp states, regions) + 2 per version + 1 per consecutive
+    # diff, and in a diff the tensor-pipe timelines (either side has PM samples) and warp states (either side)
+    from profiler.compare import migrate
+
+    m = migrate()
+    tl = m.timelines
+    curve = {v: bool(((tl["version"] == v) & (tl["series"] == "tensor_pct")).any()) for v in m.versions}
+    warps = {v: bool(((tl["version"] == v) & tl["series"].str.startswith("warps_")).any()) for v in m.versions}
+    pairs = list(zip(m.versions, m.versions[1:]))
+    extra = sum(curve[a] or curve[b] for a, b in pairs) + sum(warps[a] or warps[b] for a, b in pairs)
+    expected = 8 + 2 * n_versions + (n_versions - 1) + extra
     assert p.graph_divs == expected
     assert p.rendered == expected, f"{p.rendered} of {expected} charts rendered"
     assert p.main_svgs >= expected

@@ -6,22 +6,18 @@ kernels.build), so the whole file costs a few seconds after the first run.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kernels import build, registry, sass
 from kernels.config import FwdConfig, Shape
+from clirun import whowaits
+from conftest import needs_nvcc
 from profiler.errors import WhowaitsError
 
 VERSIONS = registry.versions()
 IDS = [v.id for v in VERSIONS]
-needs_nvcc = pytest.mark.skipif(
-    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="no nvcc"
-)
 
 
 @pytest.fixture(scope="session")
@@ -238,10 +234,7 @@ def test_build_cache_hit_and_compile_error(tmp_path, monkeypatch):
 def test_cli_kernels_build_json(built):
     import json
 
-    proc = subprocess.run(
-        [sys.executable, "-c", "from profiler.cli import main; main()", "kernels", "build", "v01", "--format", "json"],
-        capture_output=True, text=True,
-    )
+    proc = whowaits("kernels", "build", "v01", "--format", "json")
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(proc.stdout)
     assert row["version"] == "v01_naive"
@@ -251,10 +244,7 @@ def test_cli_kernels_build_json(built):
 
 
 def test_cli_unknown_version_one_line():
-    proc = subprocess.run(
-        [sys.executable, "-c", "from profiler.cli import main; main()", "kernels", "build", "v99"],
-        capture_output=True, text=True,
-    )
+    proc = whowaits("kernels", "build", "v99")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "whowaits: error: unknown kernel version 'v99'; known versions: " + ", ".join(IDS)
@@ -263,15 +253,13 @@ def test_cli_unknown_version_one_line():
 
 @pytest.mark.parametrize("cmd", [["kernels", "list"], ["kernels", "build"], ["bench"], ["tune"]])
 def test_cli_commands_have_help(cmd):
-    proc = subprocess.run([sys.executable, "-c", "from profiler.cli import main; main()", *cmd, "--help"],
-                          capture_output=True, text=True)
+    proc = whowaits(*cmd, "--help")
     assert proc.returncode == 0, proc.stderr
     assert "Usage" in proc.stdout and len(proc.stdout) > 200
 
 
 def test_cli_kernels_list_csv():
-    proc = subprocess.run([sys.executable, "-c", "from profiler.cli import main; main()", "kernels", "list", "--format", "csv"],
-                          capture_output=True, text=True)
+    proc = whowaits("kernels", "list", "--format", "csv")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "id,title,change,config"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,12 +22,12 @@ CMD = ["--cmd", "python3 scripts/sdpa_subject.py --backend flash", "--kernel", "
 
 
 def whowaits(args: list[str], tmp_path: Path, mode: str = "ok", path: str | None = None, **env) -> subprocess.CompletedProcess:
-    e = {k: v for k, v in os.environ.items() if k != "WHOWAITS_NCU"}
-    e.update(PATH=path if path is not None else f"{FAKE}{os.pathsep}{e.get('PATH', '')}", FAKE_NCU_MODE=mode,
-             FAKE_NCU_REPORT=str(STARTER), FAKE_NCU_LOG=str(tmp_path / "ncu-calls.log"), **env)
-    return subprocess.run([sys.executable, "-c", "import sys; from profiler.cli import main; sys.argv[0] = 'whowaits'; main()",
-                           "profile", *args, "--out", str(tmp_path / "reports")],
-                          cwd=REPO, env=e, capture_output=True, text=True, timeout=120)
+    """``whowaits profile ARGS --out <tmp>/reports`` in-process (:mod:`clirun`), the fake ncu first on PATH."""
+    from clirun import whowaits as run
+
+    e = dict(WHOWAITS_NCU=None, PATH=path if path is not None else f"{FAKE}{os.pathsep}{os.environ.get('PATH', '')}",
+             FAKE_NCU_MODE=mode, FAKE_NCU_REPORT=str(STARTER), FAKE_NCU_LOG=str(tmp_path / "ncu-calls.log"), **env)
+    return run("profile", *args, "--out", str(tmp_path / "reports"), env=e, cwd=REPO)
 
 
 def files_under(root: Path) -> list[str]:

@@ -42,10 +42,12 @@ def renumbered_sources(report_files) -> dict:
     for f in report_files:
         if "/kernels/" not in f:
             continue
-        rel = f.rsplit("/kernels/", 1)[1]  # last: a carried tree is .devcarry/kernels/kernels/...
+        rel = f[f.rfind("/kernels/") + len("/kernels/"):]
+        if rel.startswith("common/") and not rel.startswith("common/sm"):
+            rel = rel.replace("common/", "common/sm80/", 1)
         p = ROOT / "kernels" / rel
         if not p.exists():
-            p = ROOT / "kernels" / rel.replace("common/", "common/sm80/")
+            continue
         text = p.read_text()
         table, n = _line_table(text), 0
         ren = {}
@@ -60,7 +62,12 @@ def renumbered_sources(report_files) -> dict:
 
 
 def _sources(la):
-    return la.sources or renumbered_sources(set(la.sass["source_file"].dropna()))
+    """The report's own marked sources when its kernel file is marked there, else the working tree's."""
+    from profiler.analyze.regions import _kernel_is_marked
+
+    if la.sources and _kernel_is_marked(la.sources):
+        return la.sources
+    return renumbered_sources(set(la.sass["source_file"].dropna()))
 
 
 # --- markers --------------------------------------------------------------------------------------
@@ -85,7 +92,7 @@ def test_unknown_region_name_is_one_error(tmp_path):
     la = _launch(LADDER[0])
     f = next(f for f in set(la.sass["source_file"].dropna()) if f.endswith("kernel.cu"))
     with pytest.raises(WhowaitsError, match="unknown source region.*softmx"):
-        pc_regions(la, {f: "\n".join(["// @region softmx"] + ["x;"] * 5000)})
+        pc_regions(la, {f: "\n".join(["__global__ void k();", "// @region softmx"] + ["x;"] * 5000)})
 
 
 MARKED = ["v01_naive", "v02_smem_tiling", "v03_tensor_cores", "v04_swizzle_cp_async", "v05_double_buffer",
@@ -218,6 +225,16 @@ def test_line_of_every_pc_is_the_line_ncu_source_page_prints():
     for a, f, ln in zip(sass["address"], sass["source_file"], sass["source_line"]):
         if int(a) in page:
             assert (f, int(ln)) in page[int(a)], hex(int(a))
+
+
+def test_marked_headers_alone_do_not_declare_a_kernel():
+    """A rung whose kernel.cu has no markers (v08 on the marked sm80 helpers) gets inferred regions."""
+    la = _launch(ROOT / f"reports/h200/v07_tuned/{SHAPE}.ncu-rep")
+    hdr = next(f for f in set(la.sass["source_file"].dropna()) if f.endswith("softmax_math.cuh"))
+    text = "// @region softmax\n" + "x;\n" * 100
+    assert pc_regions(la, {hdr: text})[1] == "inferred"
+    kern = next(f for f in set(la.sass["source_file"].dropna()) if f.endswith("kernel.cu"))
+    assert pc_regions(la, {hdr: text, kern: "__global__ void k() {}\n// @region qk\n" + "x;\n" * 400})[1] == "declared"
 
 
 def test_show_json_has_regions():

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from conftest import STARTER_REPORTS, golden_raw, golden_raw_number, golden_source
 
+from profiler import cachefile
 from profiler import metrics as M
 from profiler import report as R
 from profiler.errors import WhowaitsError
@@ -173,64 +174,36 @@ def test_corrupt_cache_entry_is_ignored_and_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
     path = STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"]
     good = load_report(path)
-    entries = sorted((tmp_path / "cache").glob("*.parquet"))
-    assert len(entries) == 4  # metrics, sass, timeline, sources
-    for e in entries:
-        e.write_bytes(b"not parquet at all")
-    again = load_report(path)
-    pd.testing.assert_frame_equal(good.launches[0].sass, again.launches[0].sass)
-    # rebuilt: the entries are readable parquet again
-    for e in entries:  # (a report without region markers has an empty sources entry)
-        assert len(pd.read_parquet(e)) > 0 or e.name.endswith(".sources.parquet")
+    (entry,) = sorted((tmp_path / "cache").glob("*.frames"))
+    sealed = entry.read_bytes()
+    for damage in (b"not parquet at all", sealed[:-1] + bytes([sealed[-1] ^ 1]),
+                   cachefile.seal(b"\0" * 8 + b"sealed, but no parquet")):
+        entry.write_bytes(damage)
+        again = load_report(path)
+        pd.testing.assert_frame_equal(good.launches[0].sass, again.launches[0].sass)
+        pd.testing.assert_frame_equal(good.launches[0].metrics, again.launches[0].metrics)
+        pd.testing.assert_frame_equal(good.launches[0].timeline, again.launches[0].timeline)
+        assert entry.read_bytes() == sealed  # rebuilt, byte for byte
     assert not list((tmp_path / "cache").glob("*.tmp"))
-
 
 
 def test_a_failed_cache_write_leaves_no_half_written_entry(tmp_path, monkeypatch):
     monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
     path = STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"]
-    real = pd.DataFrame.to_parquet
-    calls = []
+    real = cachefile.os.replace
 
-    def second_write_dies(self, target, *a, **k):  # sass, timeline, sources written; metrics dies
-        calls.append(target)
-        if len(calls) == 4:
-            Path(target).write_bytes(b"PAR1 half")
-            raise OSError(28, "No space left on device")
-        return real(self, target, *a, **k)
+    def no_space(src, dst):  # the temporary file is written in full; the rename fails
+        raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(pd.DataFrame, "to_parquet", second_write_dies)
+    monkeypatch.setattr(cachefile.os, "replace", no_space)
     first = load_report(path)
-    assert len(calls) == 4
-    left = sorted(p.name for p in (tmp_path / "cache").iterdir())
-    assert [n.rsplit(".", 2)[-2] for n in left] == ["sass", "sources", "timeline"]  # no temp file, no metrics
-    monkeypatch.setattr(pd.DataFrame, "to_parquet", real)
-    again = load_report(path)  # an entry without its metrics half is a miss: ingested again
+    assert list((tmp_path / "cache").iterdir()) == []  # no temp file, no entry
+    monkeypatch.setattr(cachefile.os, "replace", real)
+    again = load_report(path)
     pd.testing.assert_frame_equal(first.launches[0].sass, again.launches[0].sass)
     pd.testing.assert_frame_equal(first.launches[0].metrics, again.launches[0].metrics)
     pd.testing.assert_frame_equal(first.launches[0].timeline, again.launches[0].timeline)
-    assert len(list((tmp_path / "cache").glob("*.parquet"))) == 4
-
-
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-                    reason="needs thread affinity and two CPUs")
-def test_sass_reading_puts_thread_affinity_back(tmp_path, monkeypatch):
-    """The ingester keeps ncu_report's disassembler thread on its own CPU while it reads the SASS
-    text, and leaves every thread's affinity as it found it."""
-    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
-    mine = os.sched_getaffinity(0)
-    load_report(STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"], use_cache=False)
-    assert R._NCU_THREADS, "the disassembler's thread was not found"
-    assert os.sched_getaffinity(0) == mine
-    for tid in R._NCU_THREADS:
-        assert os.sched_getaffinity(tid) == mine
-    cpu = max(mine)
-    monkeypatch.setattr(R, "_PREFERRED_CPU", cpu)
-    with R._disassembler_beside_caller():
-        assert os.sched_getaffinity(0) == {cpu}
-        assert all(os.sched_getaffinity(tid) == {cpu} for tid in R._NCU_THREADS)
-    assert os.sched_getaffinity(0) == mine
-    assert all(os.sched_getaffinity(tid) == mine for tid in R._NCU_THREADS)
+    assert len(list((tmp_path / "cache").glob("*.frames"))) == 1
 
 
 # --- bad input ----------------------------------------------------------------------------------
@@ -303,8 +276,21 @@ def test_sass_frame_schema(starter_report):
     assert sass["source_line"].isna().all()
 
 
-def test_data_version_keys_the_cache():
-    paths = R._cache_paths("0" * 64)
-    assert len(paths) == 4 and all(M.data_version() in p.name for p in paths)
-    a = paths[0]
-    assert Path(a).parent == R.cache_dir()
+def test_the_cache_key_follows_the_content_of_code_and_data(tmp_path, monkeypatch):
+    """No version to bump: one byte changed in a data file or in the ingester changes the key."""
+    import shutil
+
+    pkg = tmp_path / "profiler"
+    shutil.copytree(Path(R.__file__).parent, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cachefile, "PACKAGE", pkg)
+    keys = []
+    for edit in (None, "data/opcode_classes.toml", "report.py", "data/gpus.toml"):
+        if edit:
+            with open(pkg / edit, "a") as f:
+                f.write("\n# edited\n")
+        cachefile.fingerprint.cache_clear()
+        keys.append(R._cache_path("0" * 64).name)
+    cachefile.fingerprint.cache_clear()
+    assert len(set(keys)) == 4, keys
+    assert all(k.startswith("0" * 64 + ".") and k.endswith(".frames") for k in keys)
+    assert R._cache_path("0" * 64).parent == R.cache_dir()

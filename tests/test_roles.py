@@ -131,3 +131,14 @@ def test_cli_json_and_table():
 def test_cli_missing_report_is_one_line(tmp_path):
     res = CliRunner().invoke(app, ["roles", str(tmp_path / "nope.ncu-rep")])
     assert res.exit_code != 0
+
+
+def test_migration_names_the_heaviest_role_edge():
+    """Each version's heaviest role edge reaches the migration table (summary ``role_edges``)."""
+    from profiler.compare import load_versions, migrate
+
+    m = migrate(profiled=load_versions(["v07_tuned", "ext-sdpa-cudnn"]))
+    rows = {r["version"]: r for r in m.table.to_dict(orient="records")}
+    assert rows["ext-sdpa-cudnn"]["top_role_edge"] == "consumer —[wgmma group]→ tensor core (wgmma)"
+    assert 0.2 < rows["ext-sdpa-cudnn"]["top_role_share"] < 0.3
+    assert rows["v07_tuned"]["top_role_edge"] == "cta —[bar 0]→ CTA (all warps)"

@@ -1,27 +1,21 @@
-"""`whowaits show` through the real console script (subprocess), on the committed reports."""
+"""`whowaits show` in-process (:mod:`clirun`, the console script's own entry function), on the
+committed reports."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-import os
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
+from clirun import whowaits
 from conftest import STARTER_REPORTS, golden_raw_number
-
-WHOWAITS = shutil.which("whowaits", path=str(Path(sys.executable).parent)) or "whowaits"
 
 
 def run(*args, cache_dir=None) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    if cache_dir is not None:
-        env["WHOWAITS_CACHE_DIR"] = str(cache_dir)
-    env["COLUMNS"] = "200"
-    return subprocess.run([WHOWAITS, *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
+    """``whowaits ARGS`` in-process, on the session's cache (``cache_dir`` is accepted and left
+    unused: the cold path is tested in test_report.py)."""
+    return whowaits(*args)
 
 
 def test_json_gives_ncu_stall_counts_for_both_reports(tmp_path):

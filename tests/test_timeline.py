@@ -20,7 +20,7 @@ from profiler.analyze.timeline import PHASES, normalised, timeline, timelines
 
 FLASH = STARTER_REPORTS["ext-sdpa-flash-fullset_b1_h64_s1024_d128_fp16"]
 CUDNN = STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"]
-LADDER = ROOT / "reports/h200/v01_naive/b1_h64_s1024_d128_fp16.ncu-rep"
+NO_PM = ROOT / "tests/public-reports/esmm-research/a10g-sgemm-default-set.ncu-rep"  # ncu's default set: no PM
 
 
 def _ncu_action(path):
@@ -116,12 +116,14 @@ def test_persistent_cudnn_has_a_shorter_tail_than_flash(starter_report_for):
 
 
 def test_report_without_pm_sampling_is_null_with_the_section_named():
-    (t,) = timelines(LADDER)
-    for key in ("t_ns", "series", "phases", "steady_tensor_pct", "tail_share"):
-        assert t[key] is None
-    assert {m["section"] for m in t["missing"]} == {"WhowaitsPmSampling"}
-    assert {m["field"] for m in t["missing"]} >= {"t_ns", "series", "phases", "steady_tensor_pct", "tail_share"}
-    assert normalised(t).empty
+    tls = timelines(NO_PM)
+    assert len(tls) == 4
+    for t in tls:
+        for key in ("t_ns", "series", "phases", "steady_tensor_pct", "tail_share"):
+            assert t[key] is None
+        assert {m["section"] for m in t["missing"]} == {"WhowaitsPmSampling"}
+        assert {m["field"] for m in t["missing"]} >= {"t_ns", "series", "phases", "steady_tensor_pct", "tail_share"}
+        assert normalised(t).empty
 
 
 def test_normalised_bins(starter_report_for):
@@ -165,7 +167,7 @@ def test_cli_csv_and_table(monkeypatch, capsys):
     assert sum(r["record"] == "phase" for r in rows) == 3
     code, out, _ = run_cli(monkeypatch, capsys, "timeline", FLASH)
     assert code == 0 and "steady-state tensor activity" in out and "tail" in out
-    code, out, _ = run_cli(monkeypatch, capsys, "timeline", LADDER)
+    code, out, _ = run_cli(monkeypatch, capsys, "timeline", NO_PM)
     assert code == 0 and "no PM sampling" in out and "WhowaitsPmSampling" in out
 
 
@@ -174,3 +176,86 @@ def test_cli_bad_input_is_one_line_exit_2(monkeypatch, capsys, tmp_path):
         code, out, err = run_cli(monkeypatch, capsys, "timeline", *args)
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
         assert err.startswith("whowaits: error: ") and "Traceback" not in err
+
+
+# --- compared across versions ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fullset_diff():
+    from profiler.analyze import summarize
+    from profiler.compare.diff import diff
+
+    a, b = summarize(FLASH)[0], summarize(CUDNN)[0]
+    return a, b, diff(a, b, "flash", "cudnn")
+
+
+def test_diff_compares_phases_with_the_pm_resolution(fullset_diff):
+    a, b, d = fullset_diff
+    assert list(d.phases["phase"]) == list(PHASES)
+    tail = d.phases.set_index("phase").loc["tail"]
+    assert tail["share_a"] == pytest.approx(a["timeline"]["tail_share"])
+    assert tail["share_b"] == pytest.approx(b["timeline"]["tail_share"])
+    # hand check: 8.1% -> 4.9% is 3.2 pp, under two 1.504 us samples of cuDNN's 61.5 us window (4.9 pp)
+    assert tail["delta"] == pytest.approx(-0.0321, abs=5e-4) and not tail["significant"]
+    assert "tail" not in d.verdict.split("of samples")[-1]
+
+
+def test_diff_compares_regions_and_says_which_moved(fullset_diff):
+    a, b, d = fullset_diff
+    r = d.regions.set_index("region")
+    assert r["samples_a"].sum() == sum(x["samples"] for x in a["regions"])
+    # cuDNN has no load_kv instruction: that row is flash's alone
+    assert set(r["source_a"]) == {"inferred"} and set(r["source_b"].dropna()) == {"inferred"}
+    assert r.loc["load_kv", "samples_b"] == 0
+    # the biggest significant move outside `other`: cuDNN's mbarrier / wgmma waits land in `sync`
+    moved = r.drop(index="other")
+    top = moved.loc[moved["delta"].abs().idxmax()]
+    assert top.name == "sync" and bool(top["significant"])
+    assert f"cudnn: sync {100 * top['share_a']:.0f}% → {100 * top['share_b']:.0f}% of samples" in d.verdict
+
+
+def test_migration_carries_timelines_regions_and_phases():
+    from profiler.compare import migrate
+
+    m = migrate(["ext-sdpa-flash-fullset", "ext-sdpa-cudnn-fullset"])
+    assert set(m.timelines["version"]) == {"ext-sdpa-flash-fullset", "ext-sdpa-cudnn-fullset"}
+    assert set(m.timelines["series"]) == {"tensor_pct", "issue_pct"}
+    assert m.table["tail_share"].notna().all() and m.table["steady_tensor_pct"].gt(50).all()
+    per = m.regions.groupby("version")["share"].sum()
+    assert np.allclose(per.to_numpy(), 1.0)
+    step = m.steps["sentence"].iloc[0]
+    assert "of samples" in step
+
+
+def test_merged_launches_keep_regions_by_name_and_source(fullset_diff):
+    from profiler.compare.merge import merge_launches
+
+    a, _, _ = fullset_diff
+    m = merge_launches([a, a])
+    assert [(r["name"], r["source"]) for r in m["regions"]] == [(r["name"], r["source"]) for r in a["regions"]]
+    assert sum(r["samples"] for r in m["regions"]) == 2 * sum(r["samples"] for r in a["regions"])
+    assert m["timeline"] is None
+
+
+# --- the committed data set -------------------------------------------------------------------------
+
+LADDER_REPORTS = sorted((ROOT / "reports/h200").glob("v*/b1_h64_s1024_d128_fp16.ncu-rep"))
+EXT_REPORTS = [ROOT / f"reports/h200/{s}/b1_h64_s1024_d128_fp16.ncu-rep" for s in ("ext-sdpa-flash", "ext-sdpa-cudnn")]
+
+
+@pytest.mark.parametrize("path", LADDER_REPORTS + EXT_REPORTS, ids=lambda p: p.parent.name)
+def test_committed_reports_show_timelines_and_their_regions(path):
+    """Issue 11's data set: every committed whowaits-set report holds PM samples (the window spans ncu's own
+    duration within one sample), ladder rungs carry their marked sources (declared regions), SDPA's kernels
+    get inferred ones."""
+    from profiler.analyze import summarize_launch
+    from profiler.report import load_report
+
+    la = load_report(path).launches[0]
+    t = timeline(la)
+    assert t["t_ns"] is not None, t["missing"]
+    assert abs(t["duration_ns"] - la.value("gpu__time_duration.sum")) <= 2 * t["interval_ns"]
+    regs = summarize_launch(la)["regions"]
+    want = "declared" if path in LADDER_REPORTS else "inferred"
+    assert {r["source"] for r in regs} == {want}

@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kernels import registry, tune
 from kernels.config import TUNABLE_FIELDS, Shape
+from conftest import needs_nvcc
 from profiler.errors import WhowaitsError
 
 REPO = Path(__file__).resolve().parent.parent
-needs_nvcc = pytest.mark.skipif(
-    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="no nvcc"
-)
 
 
 def test_parse_space():
@@ -88,7 +83,8 @@ def test_cli_tune_without_gpu_says_build_only():
             pytest.skip("this machine has a GPU")
     except ImportError:
         pass
-    proc = subprocess.run([sys.executable, "-c", "from profiler.cli import main; main()", "tune", "v02"],
-                          capture_output=True, text=True)
+    from clirun import whowaits
+
+    proc = whowaits("tune", "v02")
     assert proc.returncode == 2
     assert "--build-only" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

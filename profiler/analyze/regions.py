@@ -7,7 +7,8 @@ PC's line (``source_file``/``source_line`` of the sass frame, ncu's ``source_inf
 range, or in a shared helper / unmarked line, whose instructions take the region of the nearest earlier
 instruction (address order) whose own line is declared — the code the helper was inlined into. A launch
 whose sources hold no marker gets inferred regions (``source: "inferred"``) from its SASS alone, by the
-rules of ``data/regions.toml``. One launch is either all declared or all inferred: the two are never
+rules of ``data/regions.toml`` (so does a launch whose kernel file has no markers although headers it includes
+do). One launch is either all declared or all inferred: the two are never
 mixed. Every PC is in exactly one region, so the regions' stall samples, samples and executed
 instructions sum exactly to the kernel's.
 """
@@ -21,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from profiler import metrics as M
-from profiler.sass import build_cfg, parse
+from profiler.sass import parse, register_mask
 
 __all__ = ["declared_lines", "pc_regions", "regions", "region_names"]
 
@@ -85,6 +86,13 @@ def _declared_by_pc(sass: pd.DataFrame, sources: dict) -> tuple[list[str | None]
     return own, ctx
 
 
+def _kernel_is_marked(sources: dict) -> bool:
+    """Whether the kernel's own source (a file defining a ``__global__`` function) declares regions; a line
+    table (already parsed sources) counts as marked."""
+    token = M.region_config()["markers"]["token"]
+    return any(isinstance(t, dict) or ("__global__" in t and token in t) for t in sources.values())
+
+
 def pc_regions(launch, sources: dict | None = None) -> tuple[list[str], str, list[bool]]:
     """(region of every PC of ``launch.sass``, ``"declared"``/``"inferred"``, inherited flags).
 
@@ -93,6 +101,8 @@ def pc_regions(launch, sources: dict | None = None) -> tuple[list[str], str, lis
     sass = launch.sass
     sources = launch.sources if sources is None else sources
     names = set(region_names())
+    if sources and not _kernel_is_marked(sources):
+        sources = {}  # only shared headers carry markers (e.g. a new rung on marked helpers): infer instead
     if sources:
         own, ctx = _declared_by_pc(sass, sources)
         unknown = sorted({r for r in own if r is not None and r not in names})
@@ -124,7 +134,7 @@ def _inherit(sass: pd.DataFrame, own: list[str | None], ctx: list[str | None]) -
     gemm = set(mk.get("tensor_regions", ()))
     by_a = [r for r in M.region_config()["infer"] if "a_operand" in r]  # the inference's operand-A rules
     writer: dict[str, str] = {}
-    op_writer: dict[str, str] = {}  # register -> opcode of its latest writer (for the A-operand rule)
+    written = smem = 0  # register bit sets for the A-operand rule: written so far / last by an LDSM/LDS
     out: list[str] = []
     inherited: list[bool] = []
     last = "other"
@@ -138,7 +148,7 @@ def _inherit(sass: pd.DataFrame, own: list[str | None], ctx: list[str | None]) -
                     region = b_region
                 elif gemm:  # no B fragment loaded in qk/pv (wgmma reads B through a descriptor; ptxas put the
                     # ldmatrix on a neighbouring line): the A operand decides
-                    a = _a_operand(ins, op_writer)
+                    a = _a_operand(ins, written, smem)
                     region = next((r["region"] for r in by_a if b in r["opcodes"] and r["a_operand"] == a), last)
             out.append(region)
             inherited.append(True)
@@ -147,27 +157,69 @@ def _inherit(sass: pd.DataFrame, own: list[str | None], ctx: list[str | None]) -
             region = r
             out.append(r)
             inherited.append(False)
-        writes = parse(t).writes if (b in producers or (gemm and b not in _NO_WRITES)) else ()
         if b in producers:
-            for reg in writes:
+            for reg in parse(t).writes:
                 writer[reg] = region
         if gemm and b not in _NO_WRITES:
-            for reg in writes:
-                op_writer[reg] = b
+            w = parse(t).wmask
+            if w:
+                written |= w
+                smem = (smem | w) if b in producers else (smem & ~w)
+    _vote_groups(sass, out, set(mk["group_opcodes"]))
     return out, inherited
+
+
+def _vote_groups(sass: pd.DataFrame, regions: list[str], group_ops: set) -> None:
+    """The instructions of one asynchronous MMA group (the ``HGMMA`` s with one accumulator up to the one
+    that commits the group, ``gsb0``) take the region most of them have: ptxas gives the committing
+    instruction the line of whatever code follows it."""
+    texts = sass["sass"].tolist()
+    members = [i for i, b in enumerate(sass["base"].tolist()) if b in group_ops]
+    group: list[int] = []
+    acc = None
+    for i in members + [None]:
+        ins = parse(texts[i]) if i is not None else None
+        if group and (ins is None or ins.dsts[:1] != acc):
+            _vote(regions, group)
+            group = []
+        if ins is None:
+            break
+        group.append(i)
+        acc = ins.dsts[:1]
+        if "gsb0" in texts[i]:
+            _vote(regions, group)
+            group = []
+
+
+def _vote(regions: list[str], group: list[int]) -> None:
+    if len(group) < 2:
+        return
+    votes: dict[str, int] = {}
+    for i in group:
+        votes[regions[i]] = votes.get(regions[i], 0) + 1
+    top = max(votes, key=lambda r: (votes[r], r in ("qk", "pv")))
+    for i in group:
+        regions[i] = top
 
 
 def _main_loop(addresses, texts, bases, tensor) -> tuple[int, int] | None:
     """(head index, back-edge branch index) of the loop whose body holds the most tensor instructions
-    (the smallest such loop on a tie); None without a loop."""
-    if not texts:
-        return None
-    cfg = build_cfg(addresses, texts, bases)
+    (the smallest such loop on a tie); None without a loop. Back-edges: branches to an earlier address."""
+    index = None
     best = None
     cum = np.concatenate([[0], np.cumsum(tensor)])
-    for j, h in cfg.back_edges:
-        count = int(cum[j + 1] - cum[h])
-        key = (count, -(j - h))
+    for j, b in enumerate(bases):
+        if b not in ("BRA", "JMP"):
+            continue
+        target = parse(texts[j]).target
+        if target is None or target > addresses[j]:
+            continue
+        if index is None:
+            index = {a: i for i, a in enumerate(addresses)}
+        h = index.get(target)
+        if h is None:
+            continue
+        key = (int(cum[j + 1] - cum[h]), -(j - h))
         if best is None or key > best[0]:
             best = (key, (h, j))
     return None if best is None else best[1]
@@ -178,32 +230,35 @@ def _infer(sass: pd.DataFrame) -> list[str]:
     texts = sass["sass"].tolist()
     bases = sass["base"].tolist()
     addresses = [int(a) for a in sass["address"].tolist()]
+    by_base: dict[str, list[dict]] = {}
+    for r in rules:
+        for op in r["opcodes"]:
+            by_base.setdefault(op, []).append(r)
     tensor_ops = {op for r in rules if "a_operand" in r for op in r["opcodes"]}
-    tensor = np.array([b in tensor_ops for b in bases], dtype=np.int64)
+    tensor = np.fromiter((b in tensor_ops for b in bases), dtype=np.int64, count=len(bases))
     loop = _main_loop(addresses, texts, bases, tensor)
-    last_writer: dict[str, str] = {}
+    written = smem = 0  # register bit sets: written so far / last written by a shared-memory load
     out: list[str] = []
     for i, (t, b) in enumerate(zip(texts, bases)):
-        where = "anywhere"
-        if loop is not None:
-            where = "before_loop" if i < loop[0] else ("after_loop" if i > loop[1] else "in_loop")
-        ins = None
         region = "other"
-        for r in rules:
-            if b not in r["opcodes"]:
-                continue
-            if "where" in r and r["where"] != where:
-                continue
-            if "a_operand" in r:
-                ins = ins or parse(t)
-                if _a_operand(ins, last_writer) != r["a_operand"]:
+        cands = by_base.get(b)
+        if cands:
+            where = "anywhere"
+            if loop is not None:
+                where = "before_loop" if i < loop[0] else ("after_loop" if i > loop[1] else "in_loop")
+            for r in cands:
+                if "where" in r and r["where"] != where:
                     continue
-            region = r["region"]
-            break
+                if "a_operand" in r and _a_operand(parse(t), written, smem) != r["a_operand"]:
+                    continue
+                region = r["region"]
+                break
         out.append(region)
         if b not in _NO_WRITES:
-            for reg in (ins or parse(t)).writes:
-                last_writer[reg] = b
+            w = parse(t).wmask
+            if w:
+                written |= w
+                smem = (smem | w) if b in ("LDSM", "LDS") else (smem & ~w)
     return out
 
 
@@ -212,18 +267,17 @@ _NO_WRITES = frozenset(("BRA", "NOP", "BAR", "DEPBAR", "EXIT", "WARPGROUP", "SYN
                         "UTMASTG", "UTMALDG", "LDGSTS", "MEMBAR", "RET", "BSSY", "BSYNC", "WARPSYNC"))
 
 
-def _a_operand(ins, last_writer: dict[str, str]) -> str:
+def _a_operand(ins, written: int, smem: int) -> str:
     """``smem`` when a tensor instruction's A operand is a shared-memory descriptor or was loaded from
-    shared memory (LDSM/LDS), ``reg`` when it was produced in registers (e.g. F2FP of the scores)."""
+    shared memory (LDSM/LDS) or never written before (loaded earlier, e.g. resident Q), ``reg`` when it
+    was last produced in registers (e.g. F2FP of the scores)."""
     if not ins.srcs:
         return "smem"
     a = ins.srcs[0]
-    if a.kind == "mem":
+    if a.kind == "mem" or not a.regs:
         return "smem"
-    if not a.regs:
-        return "smem"
-    writer = last_writer.get(a.regs[0])
-    return "smem" if writer in (None, "LDSM", "LDS") else "reg"
+    bit = register_mask(a.regs[:1])
+    return "smem" if (not written & bit) or (smem & bit) else "reg"
 
 
 def regions(launch, sources: dict | None = None) -> pd.DataFrame:
@@ -234,37 +288,42 @@ def regions(launch, sources: dict | None = None) -> pd.DataFrame:
     inferred), and ``stall_<reason>`` (int) for every sampled reason. Empty (and ``attrs["missing"]``)
     without per-PC data."""
     sass = launch.sass
-    reasons, mat = launch.stall_matrix()
     # per-PC samples ncu left as NaN (a launch it could not sample) are no samples, not -2**63 each
     if sass.empty or "samples" not in sass.columns or sass["samples"].isna().any():
         frame = pd.DataFrame(columns=["region", "source", "samples", "share", "inst_executed", "pcs",
                                       "inherited_samples"])
         frame.attrs["missing"] = [{"field": "regions", "section": M.stall_config()["per_pc_section"]}]
         return frame
+    reasons, mat = launch.stall_matrix()
     names, source, inherited = pc_regions(launch, sources)
-    order = {n: i for i, n in enumerate(region_names())}
+    vocab = region_names()
+    order = {n: i for i, n in enumerate(vocab)}
+    key = np.fromiter((order[n] for n in names), dtype=np.int64, count=len(names))
+    k = len(vocab)
     samples = sass["samples"].to_numpy(dtype=np.int64)
     inst = (sass["inst_executed"].fillna(0).to_numpy(dtype=np.int64) if "inst_executed" in sass
             else np.zeros(len(sass), np.int64))
-    key = np.array([order[n] for n in names], dtype=np.int64)
-    inh = np.array(inherited, dtype=bool)
+    inh = np.asarray(inherited, dtype=bool)
+    s_sum = np.bincount(key, weights=samples, minlength=k).astype(np.int64)
+    i_sum = np.bincount(key, weights=inst, minlength=k).astype(np.int64)
+    pcs = np.bincount(key, minlength=k)
+    inh_sum = np.bincount(key, weights=samples * inh, minlength=k).astype(np.int64)
+    stalls = np.zeros((k, mat.shape[1]), dtype=np.int64)
+    np.add.at(stalls, key, mat)
     total = int(samples.sum())
-    rows = []
-    for k in sorted(set(key.tolist())):
-        sel = key == k
-        row = {
-            "region": region_names()[k],
-            "source": source,
-            "samples": int(samples[sel].sum()),
-            "share": float(samples[sel].sum() / total) if total else 0.0,
-            "inst_executed": int(inst[sel].sum()),
-            "pcs": int(sel.sum()),
-            "inherited_samples": int(samples[sel & inh].sum()),
-        }
-        for j, r in enumerate(reasons):
-            row[f"stall_{r}"] = int(mat[sel, j].sum())
-        rows.append(row)
-    frame = pd.DataFrame(rows)
+    present = [j for j in range(k) if pcs[j]]
+    data = {
+        "region": [vocab[j] for j in present],
+        "source": [source] * len(present),
+        "samples": s_sum[present],
+        "share": (s_sum[present] / total) if total else np.zeros(len(present)),
+        "inst_executed": i_sum[present],
+        "pcs": pcs[present],
+        "inherited_samples": inh_sum[present],
+    }
+    for j, r in enumerate(reasons):
+        data[f"stall_{r}"] = stalls[present, j]
+    frame = pd.DataFrame(data)
     frame.attrs["missing"] = []
     return frame
 
@@ -273,16 +332,20 @@ def regions_json(launch, sources: dict | None = None) -> list[dict]:
     """The ``regions`` field of ``show --format json``: [{name, source, stall_samples {reason: int},
     samples, share, inst_executed, pcs, inherited_samples}]."""
     fr = regions(launch, sources)
+    if fr.empty:
+        return []
+    stall_cols = [c for c in fr.columns if c.startswith("stall_")]
+    cols = {c: fr[c].tolist() for c in fr.columns}
     out = []
-    for _, r in fr.iterrows():
+    for i in range(len(fr)):
         out.append({
-            "name": r["region"],
-            "source": r["source"],
-            "stall_samples": {c[len("stall_"):]: int(r[c]) for c in fr.columns if c.startswith("stall_")},
-            "samples": int(r["samples"]),
-            "share": float(r["share"]),
-            "inst_executed": int(r["inst_executed"]),
-            "pcs": int(r["pcs"]),
-            "inherited_samples": int(r["inherited_samples"]),
+            "name": cols["region"][i],
+            "source": cols["source"][i],
+            "stall_samples": {c[len("stall_"):]: int(cols[c][i]) for c in stall_cols},
+            "samples": int(cols["samples"][i]),
+            "share": float(cols["share"][i]),
+            "inst_executed": int(cols["inst_executed"][i]),
+            "pcs": int(cols["pcs"][i]),
+            "inherited_samples": int(cols["inherited_samples"][i]),
         })
     return out

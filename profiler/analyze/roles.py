@@ -42,7 +42,7 @@ import pandas as pd
 from profiler import metrics as M
 from profiler.sass import build_cfg, parse
 
-__all__ = ["Edge", "Role", "RoleGraph", "WaitSite", "role_graph"]
+__all__ = ["Edge", "Role", "RoleGraph", "WaitSite", "role_edges_json", "role_graph"]
 
 _HEX = re.compile(r"^-?0x[0-9a-fA-F]+$|^-?\d+$")
 
@@ -459,3 +459,14 @@ def edges_frame(graphs: list[RoleGraph]) -> pd.DataFrame:
             for g in graphs for e in g.edges]
     return pd.DataFrame(rows, columns=["launch", "kernel", "waiter", "barrier", "releaser", "samples",
                                        "share", "inferred"])
+
+
+def role_edges_json(launch) -> list[dict]:
+    """The summary's ``role_edges``: every edge of :func:`role_graph` with samples, heaviest first,
+    as {waiter, barrier, releaser, samples, share, inferred}; [] without per-PC samples."""
+    sf = launch.sass
+    if not len(sf) or "samples" not in sf.columns:
+        return []
+    g = role_graph(launch)
+    return [{"waiter": e.waiter, "barrier": e.barrier, "releaser": e.releaser, "samples": int(e.samples),
+             "share": float(e.share), "inferred": bool(e.inferred)} for e in g.edges if e.samples]

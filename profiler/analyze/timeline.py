@@ -39,18 +39,32 @@ TENSOR_USED_PCT = 5.0
 SMOOTH = 3
 
 PHASES = ("ramp", "steady", "tail")
+#: a phase share must change by more than this many PM intervals (of the kernel's duration) to count
+PHASE_NOISE_INTERVALS = 2
 
 
 def _missing(field: str, section: str) -> dict:
     return {"field": field, "section": section}
 
 
-def _per_pass(tf: pd.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
-    g = tf[tf["metric"] == name]
-    t = g["t_ns"].to_numpy(dtype=np.int64)
-    order = np.argsort(t, kind="stable")
-    t, v = t[order], g["value"].to_numpy(dtype=np.float64)[order]
-    return t - t[0], v
+def _per_pass(tf: pd.DataFrame, names) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Metric -> (t from its pass's first sample, values), sorted by time, for the metrics ``names``."""
+    metric = tf["metric"].to_numpy(dtype=object)
+    t_all = tf["t_ns"].to_numpy(dtype=np.int64)
+    v_all = tf["value"].to_numpy(dtype=np.float64)
+    order = np.argsort(metric, kind="stable")
+    m_sorted = metric[order]
+    bounds = np.flatnonzero(m_sorted[1:] != m_sorted[:-1]) + 1
+    out = {}
+    wanted = set(names)
+    for idx in np.split(order, bounds):
+        name = metric[idx[0]]
+        if name not in wanted:
+            continue
+        t, v = t_all[idx], v_all[idx]
+        o = np.argsort(t, kind="stable")
+        out[name] = (t[o] - t[o][0], v[o])
+    return out
 
 
 def _window(active: np.ndarray) -> tuple[int, int] | None:
@@ -96,8 +110,9 @@ def timeline(launch) -> dict:
         out["missing"].append(_missing("series.warps_<reason>", cfg["warp_state_section"]))
     tf = launch.timeline
     primary = next(s for s in ("sm_active_cycles", "tensor_pct", "issue_pct", *base) if s in smap)
-    t_all, v_primary = _per_pass(tf, smap[primary])
-    raw = {s: _per_pass(tf, smap[s]) for s in smap}
+    by_metric = _per_pass(tf, smap.values())
+    t_all, v_primary = by_metric[smap[primary]]
+    raw = {s: by_metric[smap[s]] for s in smap}
     active = v_primary > 0
     if primary != "sm_active_cycles":
         active = np.zeros_like(active)
@@ -184,6 +199,38 @@ def normalised(tl: dict, points: int = 50) -> pd.DataFrame:
         for c in warps:
             binned["share_" + c[len("warps_"):]] = (binned[c] / total).fillna(0.0)
     return binned.reset_index(drop=True)
+
+
+def brief(launch, points: int = 50) -> dict:
+    """The ``timeline`` field of a launch summary (what diff, migration and the HTML report compare):
+    ``phases`` [{name, share, duration_ns}], ``steady_tensor_pct``, ``tail_share``, ``ramp_share``,
+    ``duration_ns``, ``interval_ns``, ``activity``, ``curve`` {x, tensor_pct, issue_pct, warps {reason:
+    [share]}} on ``points`` bins of normalised time (None without PM sampling), ``missing``."""
+    tl = timeline(launch)
+    out = {k: tl[k] for k in ("steady_tensor_pct", "tail_share", "ramp_share", "duration_ns", "interval_ns",
+                              "activity", "missing")}
+    out["phases"] = ([{"name": p["name"], "share": p["share"], "duration_ns": p["duration_ns"]}
+                      for p in tl["phases"]] if tl["phases"] else None)
+    curve = None
+    if tl["t_ns"] is not None:
+        n = normalised(tl, points)
+        curve = {"x": [round(float(x), 4) for x in n["x"]]}
+        for s in ("tensor_pct", "issue_pct"):
+            if s in n:
+                curve[s] = [round(float(v), 3) for v in n[s]]
+        warps = {c[len("share_"):]: [round(float(v), 4) for v in n[c]] for c in n.columns if c.startswith("share_")}
+        curve["warps"] = warps or None
+    out["curve"] = curve
+    return out
+
+
+def phase_change_noise(a: dict | None, b: dict | None) -> float | None:
+    """The smallest phase-share change that counts (a share of the kernel's time): two PM intervals of
+    the shorter kernel (the phase boundaries are only known to a sample); None without both timelines."""
+    if not a or not b or not a.get("duration_ns") or not b.get("duration_ns"):
+        return None
+    return max(PHASE_NOISE_INTERVALS * a["interval_ns"] / a["duration_ns"],
+               PHASE_NOISE_INTERVALS * b["interval_ns"] / b["duration_ns"])
 
 
 def timelines(path, kernel: str | None = None) -> list[dict]:

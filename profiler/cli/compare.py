@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from profiler.cli._app import FORMAT_OPTION, Format, app
+from profiler.cli._app import FORMAT_OPTION, Format, app, console
 
 SHAPE_OPTION = typer.Option(None, "--shape", help="Shape key (b1_h64_s1024_d128_fp16); default: the one all have.")
 KERNEL_OPTION = typer.Option(None, "--kernel", "-k",
@@ -44,10 +43,7 @@ def _from_store(where: str, names, store, kernels):
 
 
 def _console():
-    from rich.console import Console  # noqa: PLC0415
-
-    width = int(os.environ.get("COLUMNS", 0) or 0) or (None if sys.stdout.isatty() else 150)
-    return Console(width=width, soft_wrap=False, highlight=False)
+    return console(150)
 
 
 def _warn_stderr(warnings: list[dict]) -> None:
@@ -128,6 +124,25 @@ def _render_diff(d, console) -> None:
             bt.add_row(r["kind"], r["opcode"], _num(r["a"], "{:,}"), _num(r["b"], "{:,}"), _num(r["ratio"], "{:.3g}x"),
                        mark)
         console.print(bt)
+    if len(d.regions):
+        srcs = f"{'/'.join(sorted(set(d.regions['source_a'].dropna())))} → {'/'.join(sorted(set(d.regions['source_b'].dropna())))}"
+        console.print(_share_table(f"Source regions ({srcs}; share of all samples)", d.regions, ["region"], d.a, d.b))
+    if len(d.phases):
+        pt = Table(title="Phases (PM sampling: share of the kernel's time)", title_justify="left")
+        for c in ("phase", "A", "B", "Δ pp", "A µs", "B µs", ""):
+            pt.add_column(c, justify="left" if c in ("phase", "") else "right")
+        for r in d.phases.to_dict(orient="records"):
+            mark = "" if r["significant"] is None else ("[bold]changed" if r["significant"] else "[dim]within 2 samples")
+            us = [None if v is None else v / 1e3 for v in (r["duration_ns_a"], r["duration_ns_b"])]
+            pt.add_row(r["phase"], _pct(r["share_a"]), _pct(r["share_b"]), _pct(r["delta"], True),
+                       _num(us[0], "{:.1f}"), _num(us[1], "{:.1f}"), mark)
+        console.print(pt)
+        from profiler.cli.timeline import sparkline  # noqa: PLC0415
+
+        for label, tl in ((d.a, d.timeline_a), (d.b, d.timeline_b)):
+            curve = (tl or {}).get("curve") or {}
+            if curve.get("tensor_pct"):
+                console.print(f"  tensor pipe over normalised time, {label:>12}: {sparkline(curve['tensor_pct'], 50, 100.0)}")
     from rich.markup import escape  # noqa: PLC0415
 
     for n in dict.fromkeys(d.notes):
@@ -188,9 +203,11 @@ def _render_migration(m, console) -> None:
                   for r in rows) for k in ("gbps", "change")}
     t = Table(title="Bottleneck migration", title_justify="left")
     cols = ["version", "duration", "TFLOPS"] + (["GB/s"] if has["gbps"] else []) + [
-        "vs prev", "top waiter", "share [95%]", "tensor path", "tensor pipe", "tensor roof", "SSC"] + (["change"] if has["change"] else [])
+        "vs prev", "top waiter", "share [95%]", "heaviest role edge", "tensor path", "tensor pipe", "tensor roof",
+        "SSC"] + (["change"] if has["change"] else [])
     for c in cols:
-        t.add_column(c, justify="left" if c in ("version", "top waiter", "tensor path", "change") else "right")
+        t.add_column(c, justify="left" if c in ("version", "top waiter", "heaviest role edge", "tensor path",
+                                                  "change") else "right")
     for r in rows:
         top = f"{escape(str(r['top_class']))}·{escape(str(r['top_reason']))}" if r["top_class"] else "—"
         if isinstance(r.get("top_producer"), str):
@@ -203,12 +220,39 @@ def _render_migration(m, console) -> None:
             cells.append(_num(r.get("gbps"), "{:.0f}"))
         cells += [_num(r["speedup_prev"], "{:.2f}x"), top,
                   f"{_pct(r['top_share'])} [{_pct(r['top_lo'])}, {_pct(r['top_hi'])}]",
+                  (f"{escape(r['top_role_edge'])} {_pct(r.get('top_role_share'))}"
+                   if isinstance(r.get("top_role_edge"), str) else "—"),
                   _num(r["tensor_path"]), _num(r["tensor_pipe_pct"], "{:.1f}%"),
                   _num(r.get("tensor_roof_pct"), "{:.1f}%"), _pct(r["ssc_share"])]
         if has["change"]:
             cells.append(escape(r.get("change") or ""))
         t.add_row(*cells)
     console.print(t)
+    if len(m.regions):
+        rt = Table(title="Source regions per version (share of samples)", title_justify="left")
+        names = [n for n in dict.fromkeys(m.regions["region"])]
+        rt.add_column("version")
+        rt.add_column("regions")
+        for n in names:
+            rt.add_column(n, justify="right")
+        for v in m.versions:
+            sub = m.regions[m.regions["version"] == v]
+            got = dict(zip(sub["region"], sub["share"]))
+            rt.add_row(v, "/".join(sorted(set(sub["source"]))) or "—", *[_pct(got.get(n)) for n in names])
+        console.print(rt)
+    if m.table["tail_share"].notna().any():
+        from profiler.cli.timeline import sparkline  # noqa: PLC0415
+
+        ph = Table(title="Phases per version (PM sampling: share of the kernel's time)", title_justify="left")
+        for c in ("version", "ramp", "steady", "tail", "steady tensor pipe", "tensor pipe over normalised time"):
+            ph.add_column(c, justify="left" if c in ("version", "tensor pipe over normalised time") else "right",
+                          no_wrap=True)
+        tl = m.timelines
+        for r in m.table.to_dict(orient="records"):
+            vals = tl[(tl["version"] == r["version"]) & (tl["series"] == "tensor_pct")]["value"].tolist() if len(tl) else []
+            ph.add_row(r["version"], _pct(r["ramp_share"]), _pct(r["steady_share"]), _pct(r["tail_share"]),
+                       _num(r["steady_tensor_pct"], "{:.1f}%"), sparkline(vals, 40, 100.0) if vals else "—")
+        console.print(ph)
     if len(m.steps):
         console.print("[bold]Path of the top waiter[/bold]")
         by = {r["version"]: r for r in rows}
@@ -269,6 +313,10 @@ def migration_cmd(
     """Where the bottleneck goes across versions: top waiter, time, TFLOPS, one sentence per step."""
     from profiler.compare import load_versions, migrate  # noqa: PLC0415
 
+    if html is not None:
+        from profiler.html import check_target  # noqa: PLC0415
+
+        check_target(html, force)  # before any work or output
     omitted: list[str] = []
     if from_store is not None:
         profiled = _with_problem(_from_store(from_store, versions, store, kernel), problem_flops, problem_bytes)
@@ -300,7 +348,9 @@ def report_cmd(
 ) -> None:
     """Write one self-contained HTML report: ladder, migration, each version, consecutive diffs."""
     from profiler.compare import load_versions, migrate  # noqa: PLC0415
+    from profiler.html import check_target  # noqa: PLC0415
 
+    check_target(html, force)  # before any work
     omitted: list[str] = []
     profiled = _with_problem(load_versions(versions, shape=shape, kernels=kernel, reports=reports, omitted=omitted,
                                            labels=label or None), problem_flops, problem_bytes)

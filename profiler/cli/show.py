@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from profiler.cli._app import FORMAT_OPTION, Format, app
+from profiler.cli._app import FORMAT_OPTION, Format, app, console
 
 
 @app.command()
@@ -63,6 +62,8 @@ def write_csv(summaries: list[dict], stream) -> None:
         for key, value in s.items():
             if key in ("report", "launch_index", "kernel"):
                 continue
+            if key == "timeline" and isinstance(value, dict):  # the curves are for plots: whowaits timeline has them
+                value = {k: v for k, v in value.items() if k != "curve"}
             _flatten(key, value, rows)
         for field, value in rows:
             w.writerow([s["report"], s["launch_index"], s["kernel"], field, "" if value is None else value])
@@ -72,10 +73,7 @@ def write_csv(summaries: list[dict], stream) -> None:
 
 
 def _console():
-    from rich.console import Console  # noqa: PLC0415
-
-    width = int(os.environ.get("COLUMNS", 0) or 0) or (None if sys.stdout.isatty() else 160)
-    return Console(width=width, soft_wrap=False, highlight=False)
+    return console(160)
 
 
 def _pct(x) -> str:
@@ -126,6 +124,20 @@ def render_waits_on(con, s: dict, top: int = 10) -> None:
     if notes:
         t.caption = " · ".join(notes)
     con.print(t)
+
+
+def render_timeline(con, s: dict) -> None:
+    """One line of phases from PM sampling (``whowaits timeline`` has the series)."""
+    tl = s.get("timeline") or {}
+    if tl.get("phases"):
+        ph = {p["name"]: p["share"] for p in tl["phases"]}
+        st = tl.get("steady_tensor_pct")
+        con.print(f"[bold]Timeline[/bold] (PM sampling, {_num(tl.get('duration_ns') and tl['duration_ns'] / 1e3, '{:.1f}')} µs): "
+                  f"ramp {_pct(ph.get('ramp'))}, steady {_pct(ph.get('steady'))}, tail {_pct(ph.get('tail'))} of the time; "
+                  f"steady tensor pipe {_num(st, '{:.1f}')}% (whowaits timeline for the series)")
+    elif tl.get("missing"):
+        con.print("[dim]Timeline: no PM sampling in this report (section "
+                  + ", ".join(sorted({m['section'] for m in tl['missing']})) + ")[/dim]")
 
 
 def render_regions(con, s: dict) -> None:
@@ -255,6 +267,7 @@ def render_tables(summaries: list[dict], top: int = 10, verbose: bool = False) -
             f"HMMA {_num(c['tensor_hmma_tflops'], '{:.0f}')}, FP32 {_num(c['fp32_tflops'], '{:.1f}')}"
         )
 
+        render_timeline(con, s)
         render_regions(con, s)
 
         t = _table("Top instructions by stall samples", [("offset", "right"), ("class", "left"), ("samples", "right"), ("top reason", "left"), ("sass", "left")])

@@ -3,21 +3,32 @@ analyses.
 
 Two layers, both keyed by what the summary depends on, so a stale entry is never served:
 
-* in this process: ``(real path, size, mtime_ns, kernel regex, fingerprint)`` -> summaries;
+* in this process: ``(report sha256, kernel regex, fingerprint)`` -> summaries (hashing the
+  committed reports again costs ~20 ms: cheaper than trusting a modification time);
 * on disk: ``$WHOWAITS_CACHE_DIR/summaries/<report sha256>.<fingerprint>.<kernel hash>.json``
-  (the cache folder of :func:`profiler.report.cache_dir`), written atomically.
+  (the cache folder of :func:`profiler.report.cache_dir`), sealed and written atomically by
+  :mod:`profiler.cachefile`.
 
-The *fingerprint* hashes the analysis code (``profiler/analyze/*.py``, ``profiler/report.py``) and
-the data files' version (:func:`profiler.metrics.data_version`): change either and every entry
-misses. Callers get deep copies, so mutating a summary cannot poison the cache.
+The *fingerprint* (:func:`fingerprint`) hashes the bytes of every module and data file of the
+``profiler`` package that can take part in a summary (all of it but the CLI and the HTML/plot
+renderers) and the versions of ``ncu-report``, pandas, numpy and pyarrow: edit any of them and
+every entry misses; nothing is bumped by hand. An entry that fails its seal, does not decode or
+does not pass :func:`profiler.schema.validate_summaries` is deleted and rebuilt, never used. Callers get
+deep copies, so mutating a summary cannot poison the cache. A report path is checked
+(:func:`profiler.report.check_file`: a directory, FIFO or device is refused) before it is hashed.
 
 :func:`summaries_many` summarises several reports missing from both layers in parallel: this
-process and ``cpus - 1`` worker processes (fresh interpreters: ``ncu_report`` does not survive
-``fork``) each take the next report until none is left; each worker pays ~0.3 s of start-up and
-~0.3 s of ``ncu_report`` initialisation, so it is used only from :data:`PARALLEL_MIN` missing
-reports and two CPUs on. Workers return the same summaries :func:`summaries` computes (and write
-the same disk entries); a report a worker fails on is summarised again here, so errors are raised
-exactly as the serial path raises them. ``$WHOWAITS_PROCESSES`` caps the processes (1: serial).
+process takes the largest reports first while a :class:`concurrent.futures.ProcessPoolExecutor`
+(``spawn`` context: ``ncu_report`` does not survive ``fork``) of ``cpus - 1`` workers takes the
+smallest; each worker pays ~0.3 s of start-up and ~0.3 s of ``ncu_report`` initialisation, so the
+pool is used only from :data:`PARALLEL_MIN` missing reports and two CPUs on. Workers return the
+same summaries :func:`summaries` computes (and write the same disk entries); a report a worker
+fails on is summarised again here, so errors are raised exactly as the serial path raises them.
+``$WHOWAITS_PROCESSES`` caps the processes (1: serial).
+
+Workers ignore SIGINT (Ctrl-C reaches the whole process group: this process stops them) and
+die quietly on SIGTERM; they are started with SIGINT ignored, so an interrupt while one boots
+cannot print a traceback from it either. When this process is interrupted it terminates them.
 """
 
 from __future__ import annotations
@@ -26,12 +37,12 @@ import copy
 import hashlib
 import json
 import os
+import signal
 import threading
 from collections import deque
-from functools import lru_cache
 from pathlib import Path
 
-from profiler.io import write_atomic
+from profiler import cachefile
 from profiler.provenance import sha256_file
 
 _MEMO: dict = {}
@@ -39,21 +50,14 @@ _MEMO: dict = {}
 #: fewest reports missing from the cache for which :func:`summaries_many` starts worker processes
 PARALLEL_MIN = 3
 
+#: what a summary entry is derived from (package-relative files/folders), what is left out of it,
+#: and the distributions whose versions are part of the key
+_SUMMARY_FROM = (("",), ("ncu-report", "pandas", "numpy", "pyarrow"), ("cli", "html.py", "plots.py"))
 
-@lru_cache(maxsize=1)
 def fingerprint() -> str:
-    """Hash of the analysis code and data-file versions that produce a summary."""
-    from profiler import metrics  # noqa: PLC0415
-
-    pkg = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256(metrics.data_version().encode())
-    extra = [pkg / "report.py", pkg / "metrics.py", pkg / "data" / "producers.toml", pkg / "data" / "sass.toml"]
-    for p in sorted((pkg / "analyze").glob("*.py")) + sorted((pkg / "sass").glob("*.py")) + extra:
-        if p.is_file():
-            h.update(p.name.encode())
-            h.update(p.read_bytes())
-    return h.hexdigest()[:16]
-
+    """Hash of the code, data files and library versions that produce a summary."""
+    files, dists, exclude = _SUMMARY_FROM
+    return cachefile.fingerprint(files, dists, exclude)
 
 
 def _disk_path(sha: str, kernel: str | None) -> Path:
@@ -63,36 +67,43 @@ def _disk_path(sha: str, kernel: str | None) -> Path:
     return cache_dir() / "summaries" / f"{sha}.{fingerprint()}.{k}.json"
 
 
-def _read(path: Path):
+def _valid(data) -> bool:
+    """Whether ``data`` is a non-empty list of summaries of :mod:`profiler.schema`'s type."""
+    from profiler.schema import SchemaError, validate_summaries  # noqa: PLC0415
+
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None  # unreadable entry: a miss, rebuilt by the caller
-    return data if isinstance(data, list) else None
+        validate_summaries(data)
+    except SchemaError:
+        return False
+    return bool(data)
+
+
+def _read(path: Path):
+    """The summaries stored at ``path``, or None (no entry; a damaged one is deleted)."""
+    payload = cachefile.read(path)
+    if payload is None:
+        return None
+    try:
+        data = json.loads(payload)
+    except ValueError:  # UnicodeDecodeError included
+        data = None
+    if not _valid(data):
+        cachefile.discard(path)
+        return None
+    return data
 
 
 def _write(path: Path, launches: list) -> None:
-    """Write an entry atomically: a temporary file renamed over ``path``, removed on any failure
-    (so a reader never sees a half-written entry, and none is left behind)."""
-    try:
-        write_atomic(path, json.dumps(launches))
-    except OSError:
-        pass  # a read-only cache folder costs speed, not correctness
+    cachefile.write(path, json.dumps(launches).encode())
 
 
-def _memo_key(p: Path, kernel: str | None):
-    try:
-        st = p.stat()
-        return (str(p.resolve()), st.st_size, st.st_mtime_ns, kernel, fingerprint()), st
-    except OSError:
-        return None, None  # let summarize say what is wrong with the path
-
-
-def _sha(p: Path, st, shas: dict | None) -> str:
-    """sha256 of ``p``; ``shas`` (one :func:`summaries_many` call's) keeps it for that call."""
+def _sha(p: Path, shas: dict | None) -> str:
+    """sha256 of ``p``; ``shas`` (one :func:`summaries_many` call's) keeps it for that call, keyed
+    by the file's identity and modification time."""
     if shas is None:
         return sha256_file(p)
-    key = (str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    st = p.stat()
+    key = (os.path.realpath(p), st.st_size, st.st_mtime_ns, st.st_ino)
     sha = shas.get(key)
     if sha is None:
         sha = shas[key] = sha256_file(p)
@@ -102,24 +113,27 @@ def _sha(p: Path, st, shas: dict | None) -> str:
 def summaries(path: str | os.PathLike, kernel: str | None = None, _shas: dict | None = None
               ) -> list[dict]:
     """:func:`profiler.analyze.summarize` of ``path`` (launches matching ``kernel``), cached."""
-    p = Path(path)
-    memo_key, st = _memo_key(p, kernel)
-    if memo_key is not None and memo_key in _MEMO:
-        return copy.deepcopy(_MEMO[memo_key])
-    launches = None
-    disk = None
-    if memo_key is not None:
-        disk = _disk_path(_sha(p, st, _shas), kernel)
-        launches = _read(disk)
-    if launches is None:
-        from profiler.analyze import summarize  # noqa: PLC0415
+    from profiler.report import check_file  # noqa: PLC0415
 
-        launches = summarize(str(p), kernel=kernel)
-        if disk is not None and launches:
-            _write(disk, launches)
-    if memo_key is not None:
-        _MEMO[memo_key] = launches
-    return copy.deepcopy(launches)
+    p = Path(path)
+    check_file(p)  # before hashing: a FIFO or /dev/zero would never end
+    sha = _sha(p, _shas)
+    key = (sha, kernel, fingerprint())
+    launches = _MEMO.get(key)
+    if launches is None:
+        disk = _disk_path(sha, kernel)
+        launches = _read(disk)
+        if launches is None:
+            from profiler.analyze import summarize  # noqa: PLC0415
+
+            launches = summarize(str(p), kernel=kernel)
+            if launches:
+                _write(disk, launches)
+        _MEMO[key] = launches
+    out = copy.deepcopy(launches)
+    for s in out:  # the entry may come from another path with the same bytes
+        s["report"] = str(path)
+    return out
 
 
 def _cpus() -> int:
@@ -129,15 +143,20 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _missing(p: Path, kernel: str | None, shas: dict) -> bool:
-    """Whether ``p`` is in neither cache layer (an unreadable disk entry counts as present: the
-    serial path rebuilds it)."""
-    memo_key, st = _memo_key(p, kernel)
-    if memo_key is None:
-        return False  # summarize reports the error, in order
-    if memo_key in _MEMO:
-        return False
-    return not _disk_path(_sha(p, st, shas), kernel).is_file()
+def _missing(p: Path, kernel: str | None, shas: dict) -> str | None:
+    """The sha256 of ``p`` when it is in neither cache layer, else None (a path that is no
+    report counts as present: the serial pass reports it, in order)."""
+    from profiler.errors import WhowaitsError  # noqa: PLC0415
+    from profiler.report import check_file  # noqa: PLC0415
+
+    try:
+        check_file(p)
+        sha = _sha(p, shas)
+    except (WhowaitsError, OSError):
+        return None
+    if (sha, kernel, fingerprint()) in _MEMO or _disk_path(sha, kernel).is_file():
+        return None
+    return sha
 
 
 def summaries_many(items: list[tuple[str | os.PathLike, str | None]], *,
@@ -160,70 +179,129 @@ def summaries_many(items: list[tuple[str | os.PathLike, str | None]], *,
         seen = set()
         for path, kernel in items:
             p = Path(path)
-            key = _memo_key(p, kernel)[0]
-            if key is not None and key not in seen and _missing(p, kernel, shas):
-                seen.add(key)
+            sha = _missing(p, kernel, shas)
+            if sha is not None and (sha, kernel) not in seen:
+                seen.add((sha, kernel))
                 todo.append((p, kernel))
         if len(todo) >= PARALLEL_MIN:
             _fill_parallel(todo, min(n, len(todo)), shas)
     return [summaries(path, kernel, shas) for path, kernel in items]
 
 
-def _fill_parallel(todo: list[tuple[Path, str | None]], processes: int, shas: dict) -> None:
-    """Put the summaries of ``todo`` into the in-process layer, using ``processes - 1`` worker
-    processes beside this one; each process keeps ncu_report's disassembler on a CPU of its own
-    (see :mod:`profiler.report`)."""
-    from profiler import report  # noqa: PLC0415
+# --- the worker pool ----------------------------------------------------------------------------
 
-    _reap()
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = []
+
+def _fill_parallel(todo: list[tuple[Path, str | None]], processes: int, shas: dict) -> int:
+    """Put the summaries of ``todo`` into the in-process layer, using ``processes - 1`` worker
+    processes beside this one; returns how many of them the workers made."""
+    import multiprocessing  # noqa: PLC0415
+    from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
+
     # Largest reports first: this process takes from the front, the workers (which start late,
     # and pay the start-up with their first job) from the back, so the last jobs are small ones.
     jobs = deque(sorted(todo, key=_size, reverse=True))
     lock = threading.Lock()
     results: dict = {}
-
-    def take():
-        with lock:
-            return jobs.popleft() if jobs else None
+    nworkers = processes - 1
+    pool = ProcessPoolExecutor(max_workers=nworkers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_worker)
 
     def take_last():
         with lock:
             return jobs.pop() if jobs else None
 
-    workers = []
-    for i in range(1, processes):
-        try:
-            workers.append(_Worker(cpus[i % len(cpus)] if cpus else None))
-        except OSError:
-            break
-    threads = [threading.Thread(target=w.serve, args=(take_last, jobs, lock, results), daemon=True)
-               for w in workers]
-    for t in threads:
-        t.start()
-    previous = report._PREFERRED_CPU
+    def give_back(job) -> None:
+        with lock:
+            jobs.append(job)
+
+    def feed(future, job) -> None:
+        """Wait for ``job`` in a worker, then send that worker the next one, until none is left
+        (a job a dead worker leaves is given back to the queue)."""
+        while job is not None:
+            try:
+                launches = future.result()
+            except BaseException:  # noqa: BLE001 - the pool broke or was stopped
+                give_back(job)
+                return
+            if launches is not None:
+                with lock:
+                    results[job] = launches
+            job = take_last()
+            if job is not None:
+                try:
+                    future = pool.submit(_work, str(job[0]), job[1])
+                except RuntimeError:  # shut down or broken
+                    give_back(job)
+                    return
+
+    threads = []
     try:
-        report._PREFERRED_CPU = cpus[0] if cpus else None
-        while (job := take()) is not None:  # this process works through the queue too
+        # The first jobs are submitted from this thread with SIGINT ignored: that starts the
+        # worker processes (on submit) with SIGINT ignored from their first instruction, so a
+        # Ctrl-C while they boot cannot print a traceback. (A Ctrl-C in those few milliseconds
+        # is lost; one a moment later is not.)
+        with _sigint_ignored():
+            first = []
+            for _ in range(nworkers):
+                job = take_last()
+                if job is None:
+                    break
+                first.append((pool.submit(_work, str(job[0]), job[1]), job))
+        threads = [threading.Thread(target=feed, args=f, daemon=True) for f in first]
+        for t in threads:
+            t.start()
+        while True:  # this process works through the queue too, largest first
+            with lock:
+                job = jobs.popleft() if jobs else None
+            if job is None:
+                break
             try:
                 summaries(*job, shas)
             except Exception:  # noqa: BLE001 - raised again, in order, by the caller's pass
                 pass
-    finally:
-        report._PREFERRED_CPU = previous
         for t in threads:
             t.join()
-        for w in workers:
-            w.close()
-    for job, launches in results.items():
-        key = _memo_key(*job)[0]
-        if key is not None:
-            _MEMO[key] = launches
+    except BaseException:
+        _stop(pool)
+        raise
+    # The workers exit on their own (interpreter and ncu_report teardown, ~0.1 s); that is not
+    # waited for here but at this process's exit.
+    pool.shutdown(wait=False)
+    for (p, kernel), launches in results.items():
+        try:
+            _MEMO[(_sha(p, shas), kernel, fingerprint())] = launches
+        except OSError:
+            pass
     # a job a worker gave back (it died) after this process had emptied the queue is left to
     # the caller's serial pass
+    return len(results)
+
+
+def _stop(pool) -> None:
+    """Stop at once: pending jobs cancelled, running workers terminated (SIGTERM: they die
+    quietly)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        try:
+            proc.terminate()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+class _sigint_ignored:
+    """SIGINT ignored while the block runs (main thread only; elsewhere a no-op)."""
+
+    def __enter__(self):
+        try:
+            self._saved = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            self._saved = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._saved is not None:
+            signal.signal(signal.SIGINT, self._saved)
 
 
 def _size(job: tuple[Path, str | None]) -> int:
@@ -233,92 +311,25 @@ def _size(job: tuple[Path, str | None]) -> int:
         return 0
 
 
-class _Worker:
-    """A worker process (a fresh interpreter, not a fork: ncu_report does not survive fork) that
-    summarises the reports it is sent, one at a time, through :func:`summaries` (so it writes the
-    same disk entries), and sends back the summaries, pickled, or None when it failed."""
-
-    def __init__(self, cpu: int | None):
-        import subprocess  # noqa: PLC0415
-        import sys  # noqa: PLC0415
-
-        root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-        code = f"from profiler.compare.cache import _worker_main; _worker_main({cpu!r})"
-        self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env=env)
-
-    def serve(self, take, jobs, lock, results) -> None:
-        import pickle  # noqa: PLC0415
-
-        while (job := take()) is not None:
-            try:
-                pickle.dump((str(job[0]), job[1]), self.proc.stdin)
-                self.proc.stdin.flush()
-                launches = pickle.load(self.proc.stdout)
-            except Exception:  # noqa: BLE001 - the worker is gone: give the job back, stop
-                with lock:
-                    jobs.append(job)
-                return
-            if launches is not None:
-                with lock:
-                    results[job] = launches
-
-    def close(self) -> None:
-        """End of input: the worker exits on its own. Its exit (interpreter and ncu_report
-        teardown, ~0.1 s) is not waited for here but at the next parallel call or at this
-        process's exit."""
-        for f in (self.proc.stdin, self.proc.stdout):
-            try:
-                f.close()
-            except OSError:
-                pass
-        if not _EXITING:
-            import atexit  # noqa: PLC0415
-
-            atexit.register(_reap, True)
-        _EXITING.append(self.proc)
+def _init_worker() -> None:
+    """Initializer of a worker process: SIGINT ignored (the parent stops the workers), SIGTERM
+    ends it without a word, and stdout goes to stderr (a stray print must not mix into the
+    parent's JSON)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        os.dup2(2, 1)
+    except OSError:
+        pass
 
 
-_EXITING: list = []  # worker processes told to exit, not yet reaped
-
-
-def _reap(wait: bool = False) -> None:
-    for proc in list(_EXITING):
-        if wait:
-            try:
-                proc.wait(timeout=10)
-            except Exception:  # noqa: BLE001 - a stuck worker
-                proc.kill()
-                proc.wait()
-        if proc.poll() is not None:
-            _EXITING.remove(proc)
-
-
-def _worker_main(cpu: int | None) -> None:
-    """Entry point of a :class:`_Worker` process: (path, kernel) pickles in on stdin, summaries
-    (or None) out on stdout; anything else written to stdout goes to stderr instead."""
-    import pickle  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
-    from profiler import report  # noqa: PLC0415
-
-    report._PREFERRED_CPU = cpu
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    inp = sys.stdin.buffer
-    while True:
-        try:
-            path, kernel = pickle.load(inp)
-        except EOFError:
-            break
-        try:
-            launches = summaries(path, kernel)
-        except Exception:  # noqa: BLE001 - the caller's serial pass raises it in order
-            launches = None
-        pickle.dump(launches, out)
-        out.flush()
+def _work(path: str, kernel: str | None):
+    """One job in a worker: the summaries (also written to the disk layer), or None on any
+    failure (the caller's serial pass raises it, in order)."""
+    try:
+        return summaries(path, kernel)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def clear_memo() -> None:

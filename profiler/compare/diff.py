@@ -23,6 +23,8 @@ from profiler.schema import Summary
 # warp issued; ``not_selected``: it was eligible but another warp issued). They stay in every table but
 # are never named the *top waiter*.
 
+PHASE_COLUMNS = ["phase", "share_a", "share_b", "delta", "duration_ns_a", "duration_ns_b", "significant"]
+
 SHARE_COLUMNS = ["samples_a", "samples_b", "share_a", "share_b", "lo_a", "hi_a", "lo_b", "hi_b",
                  "delta", "delta_lo", "delta_hi", "significant"]
 
@@ -47,7 +49,12 @@ class Diff:
       bank conflicts, stall cycles per issue, launch shape. Counters are one
       run each, so a change counts as significant beyond the run-to-run band
       (:data:`~profiler.compare.stats.DURATION_NOISE`, ±5%); None where a side is unknown.
-    ``verdict`` is one sentence; ``top_a``/``top_b`` the top waiters ({class, reason, share});
+    - ``regions``: region, source_a, source_b + :data:`SHARE_COLUMNS`: samples by source region (summary
+      ``regions``; compared by name, the same vocabulary in every version).
+    - ``phases``: phase (ramp|steady|tail), share_a, share_b, delta, duration_ns_a, duration_ns_b,
+      significant (beyond two PM intervals of the kernel's time: the boundaries are known to one sample).
+    ``verdict`` is one sentence (the time, the top waiter, then the region that moved most and a changed
+    ramp or tail); ``top_a``/``top_b`` the top waiters ({class, reason, share});
     ``warnings`` the confounds (:mod:`profiler.compare.confound`); ``notes`` what could not be compared.
     """
 
@@ -66,8 +73,12 @@ class Diff:
     warnings: list = field(default_factory=list)
     notes: list = field(default_factory=list)
     waits_on: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["class", "reason", "producer"]))
+    regions: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["region", "source_a", "source_b"]))
+    phases: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=PHASE_COLUMNS))
+    timeline_a: dict | None = None
+    timeline_b: dict | None = None
 
-    TABLES = ("metrics", "stalls", "classes", "waits", "waits_on", "ssc", "barriers")
+    TABLES = ("metrics", "stalls", "classes", "waits", "waits_on", "ssc", "barriers", "regions", "phases")
 
     def to_dict(self) -> dict:
         """JSON-ready: every frame as a list of records (NaN -> None)."""
@@ -75,6 +86,7 @@ class Diff:
                "top_a": self.top_a, "top_b": self.top_b, "warnings": self.warnings, "notes": self.notes}
         for name in self.TABLES:
             out[name] = records(getattr(self, name))
+        out["timeline_a"], out["timeline_b"] = self.timeline_a, self.timeline_b
         return out
 
     def long_frame(self) -> pd.DataFrame:
@@ -249,8 +261,66 @@ def _waits_on_rows(summary: dict) -> dict:
     return {k: int(round(v)) for k, v in out.items()}
 
 
+def _region_frame(a: dict, b: dict, na: int, nb: int) -> pd.DataFrame:
+    ra = {r["name"]: r.get("samples") or 0 for r in a.get("regions") or []}
+    rb = {r["name"]: r.get("samples") or 0 for r in b.get("regions") or []}
+    na_r, nb_r = sum(ra.values()), sum(rb.values())
+    fr = _share_frame(["region"], ra, rb, na_r if ra else 0, nb_r if rb else 0)
+    src_a = {r["name"]: r.get("source") for r in a.get("regions") or []}
+    src_b = {r["name"]: r.get("source") for r in b.get("regions") or []}
+    fr.insert(1, "source_a", [src_a.get(n) for n in fr["region"]])
+    fr.insert(2, "source_b", [src_b.get(n) for n in fr["region"]])
+    return fr
+
+
+def _phase_frame(a: dict, b: dict) -> pd.DataFrame:
+    from profiler.analyze.timeline import PHASES, phase_change_noise  # noqa: PLC0415
+
+    ta, tb = a.get("timeline") or {}, b.get("timeline") or {}
+    pa = {p["name"]: p for p in ta.get("phases") or []}
+    pb = {p["name"]: p for p in tb.get("phases") or []}
+    if not pa and not pb:
+        return pd.DataFrame(columns=PHASE_COLUMNS)
+    noise = phase_change_noise(ta, tb)
+    rows = []
+    for ph in PHASES:
+        sa_, sb_ = (pa.get(ph) or {}).get("share"), (pb.get(ph) or {}).get("share")
+        delta = None if sa_ is None or sb_ is None else sb_ - sa_
+        rows.append({"phase": ph, "share_a": sa_, "share_b": sb_, "delta": delta,
+                     "duration_ns_a": (pa.get(ph) or {}).get("duration_ns"),
+                     "duration_ns_b": (pb.get(ph) or {}).get("duration_ns"),
+                     "significant": None if delta is None or noise is None else abs(delta) > noise})
+    return pd.DataFrame(rows, columns=PHASE_COLUMNS)
+
+
+def region_sentence(label_b: str, regions: pd.DataFrame) -> str | None:
+    """``v06: softmax 31% → 19% of samples``: the region whose share moved most, when that move is
+    significant (and both sides have regions)."""
+    if regions is None or not len(regions):
+        return None
+    sig = regions[regions["significant"] & regions["share_a"].notna() & regions["share_b"].notna()
+                  & (regions["region"] != "other")]
+    if not len(sig):
+        return None
+    r = sig.iloc[int(np.argmax(np.abs(sig["delta"].to_numpy())))]
+    kind = "" if r["source_a"] == r["source_b"] else f" (regions {r['source_a']} → {r['source_b']})"
+    return f"{label_b}: {r['region']} {_pct(r['share_a'])} → {_pct(r['share_b'])} of samples{kind}"
+
+
+def phase_sentence(phases: pd.DataFrame) -> str | None:
+    """``the tail 13% → 5% of the kernel's time``: ramp and tail shares that changed beyond noise."""
+    if phases is None or not len(phases):
+        return None
+    parts = []
+    for _, r in phases.iterrows():
+        if r["phase"] in ("ramp", "tail") and r["significant"] is True:
+            parts.append(f"the {r['phase']} {_pct(r['share_a'])} → {_pct(r['share_b'])}")
+    return " and ".join(parts) + " of the kernel's time" if parts else None
+
+
 def verdict(label_a: str, label_b: str, sa: dict, sb: dict, top_a: dict | None, top_b: dict | None,
-            waits: pd.DataFrame | None = None) -> str:
+            waits: pd.DataFrame | None = None, regions: pd.DataFrame | None = None,
+            phases: pd.DataFrame | None = None) -> str:
     """One sentence: the time change first, then where the top waiter went (with both shares)."""
     dur = stats.duration_change(sa.get("duration_ns"), sb.get("duration_ns"))
     times = f"{fmt_ns(sa.get('duration_ns'))} → {fmt_ns(sb.get('duration_ns'))}"
@@ -289,6 +359,9 @@ def verdict(label_a: str, label_b: str, sa: dict, sb: dict, top_a: dict | None, 
     pa, pb = sa.get("tensor_path"), sb.get("tensor_path")
     if pa != pb and pa is not None and pb is not None:
         extra = f"; tensor path {pa} → {pb}"
+    for more in (region_sentence(label_b, regions), phase_sentence(phases)):
+        if more:
+            extra += f"; {more}"
     return f"{head}; {tail}{extra}."
 
 
@@ -337,12 +410,19 @@ def diff(a: Summary, b: Summary, label_a: str = "A", label_b: str = "B", warning
     barriers = pd.DataFrame(bar_rows, columns=["kind", "opcode", "a", "b", "ratio", "significant"])
 
     metrics = _metrics(a, b)
+    regions = _region_frame(a, b, na, nb)
+    if len(regions) and set(regions["source_a"].dropna()) != set(regions["source_b"].dropna()):
+        notes.append(f"regions are {'/'.join(sorted(set(regions['source_a'].dropna())))} in {label_a} and "
+                     f"{'/'.join(sorted(set(regions['source_b'].dropna())))} in {label_b}: compared by name")
+    phases = _phase_frame(a, b)
     top_a, top_b = top_waiter(a), top_waiter(b)
     dur = stats.duration_change(a.get("duration_ns"), b.get("duration_ns"))
     from profiler.compare.gaps import gap_lines  # noqa: PLC0415
 
     notes += gap_lines([(label_a, a), (label_b, b)], verbose=verbose)  # one line per report (issue 17)
     return Diff(a=label_a, b=label_b, stalls=stalls, classes=classes, waits=waits, ssc=ssc, barriers=barriers,
-                metrics=metrics, verdict=verdict(label_a, label_b, a, b, top_a, top_b, waits),
+                metrics=metrics,
+                verdict=verdict(label_a, label_b, a, b, top_a, top_b, waits, regions, phases),
                 top_a=top_a, top_b=top_b, speedup=dur["speedup"], warnings=list(warnings or []), notes=notes,
-                waits_on=waits_on)
+                waits_on=waits_on, regions=regions, phases=phases,
+                timeline_a=a.get("timeline"), timeline_b=b.get("timeline"))

@@ -203,9 +203,28 @@ def merge_launches(launches: list[Summary]) -> Summary:
                                                      for x in L]) or {})
     tops = [{**t, "kernel": t.get("kernel") or x.get("kernel")} for x in L for t in x.get("top_instructions") or []]
     merged["top_instructions"] = sorted(tops, key=lambda t: -(t.get("samples") or 0))[:20]
+    regs: dict = {}
+    for x in L:  # by (name, source): declared and inferred regions are never added together
+        for r in x.get("regions") or []:
+            k = (r["name"], r["source"])
+            acc = regs.setdefault(k, {"name": r["name"], "source": r["source"], "stall_samples": {}, "samples": 0,
+                                      "inst_executed": 0, "pcs": 0, "inherited_samples": 0})
+            for reason, v in (r.get("stall_samples") or {}).items():
+                acc["stall_samples"][reason] = acc["stall_samples"].get(reason, 0) + (v or 0)
+            for key in ("samples", "inst_executed", "pcs", "inherited_samples"):
+                acc[key] += r.get(key) or 0
+    rtotal = sum(r["samples"] for r in regs.values())
+    merged["regions"] = [{**r, "share": r["samples"] / rtotal if rtotal else 0.0} for r in regs.values()]
+    # a timeline belongs to one launch: merged launches keep none (whowaits timeline shows each)
+    merged["timeline"] = None
     merged["launch"] = None
     merged["device"] = L[0].get("device")
     merged["regions"] = _regions(L)
+    merged["role_edges"] = [{**r, "inferred": any(e.get("inferred") for x in L for e in x.get("role_edges") or []
+                                                  if (e["waiter"], e["barrier"], e["releaser"])
+                                                  == (r["waiter"], r["barrier"], r["releaser"]))}
+                            for r in _ints(_regroup([x.get("role_edges") for x in L],
+                                                    ("waiter", "barrier", "releaser"), total))]
     missing = {}
     for x in L:
         for m in x.get("missing") or []:

@@ -31,7 +31,8 @@ class Migration:
       speedup_first, top_class, top_reason, top_opcode (the opcode most of its samples sit on),
       top_producer (for a scoreboard stall: the base opcode of the instruction most of them wait on,
       e.g. LDSM; None otherwise),
-      top_share, top_lo, top_hi (Wilson interval),
+      top_share, top_lo, top_hi (Wilson interval), top_role_edge / top_role_share (the heaviest edge of
+      ``whowaits roles``: waiter —[barrier]→ releaser, and its share of the samples),
       tensor_path, tensor_pipe_pct (% of the path's own peak), tensor_roof_pct (% of the GPU's dense
       tensor roof at the report's clock: one scale for every path), compute_roof_tflops (the roof of
       the pipe carrying most FLOPs), ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem (total FLOPs / bytes),
@@ -47,6 +48,11 @@ class Migration:
     - ``roofline``: version, level, intensity (FLOP/byte), tflops (achieved), path (tensor path),
       intensity_tensor, tflops_tensor (tensor FLOPs only: the point ncu's tensor roofline plots),
       compute_pipe (the pipe whose roof applies).
+    - ``regions``: version, region, source (declared | inferred), samples, share (long; the summary's
+      ``regions``).
+    - ``timelines``: version, x (normalised time, 0..1], series (``tensor_pct``, ``issue_pct``,
+      ``warps_<reason>`` as a share of the sampled warp states), value (long; PM sampling, empty for
+      versions without it). ``table`` also has ramp_share, steady_share, tail_share, steady_tensor_pct.
     - ``roofs``: path, level, intensity, tflops: points of each roof (a bandwidth slope then the
       compute ceiling) for the tensor paths used, from ``roofline.ceilings`` of the summaries
       (:data:`PATH_CEILING`).
@@ -64,7 +70,11 @@ class Migration:
     warnings: list = field(default_factory=list)
     notes: list = field(default_factory=list)
 
-    TABLES = ("table", "steps", "stall_shares", "waiters", "roofline", "roofs")
+    regions: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["version", "region", "source", "samples", "share"]))
+    timelines: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["version", "x", "series", "value"]))
+
+    TABLES = ("table", "steps", "stall_shares", "waiters", "roofline", "roofs", "regions", "timelines")
 
     def to_dict(self) -> dict:
         out = {"versions": self.versions, "path": self.path, "warnings": self.warnings, "notes": self.notes}
@@ -105,6 +115,15 @@ def _ceiling_points(roofline: dict, path: str | None, intensity_max: float) -> l
     return out
 
 
+def _role_edge(summary: dict) -> str | None:
+    """The heaviest role edge of a summary as ``waiter —[barrier]→ releaser`` (None without one)."""
+    edges = summary.get("role_edges") or []
+    if not edges:
+        return None
+    e = edges[0]
+    return f"{e['waiter']} —[{e['barrier']}]→ {e['releaser']}"
+
+
 def problem_tflops(problem_flops: float | None, duration_ns: float | None) -> float | None:
     """TFLOP/s of the problem (``problem_flops``, from the report's sidecar: what the call had to compute,
     not what the counters saw) done in ``duration_ns``; None when either is unknown."""
@@ -143,7 +162,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
     ``verbose``: every field)."""
     info = info or {}
     labels = [p.label for p in profiled]
-    rows, shares, road = [], [], []
+    rows, shares, road, reg_rows, tl_rows = [], [], [], [], []
     first_dur = profiled[0].summary.get("duration_ns") if profiled else None
     prev = None
     tops = []
@@ -171,6 +190,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "top_opcode": top.get("opcode") if top else None,
             "top_producer": top.get("producer") if top else None,
             "top_share": top["share"] if top else None, "top_lo": lo, "top_hi": hi,
+            "top_role_edge": _role_edge(s), "top_role_share": ((s.get("role_edges") or [{}])[0].get("share")),
             "tensor_path": s.get("tensor_path"), "tensor_pipe_pct": s.get("tensor_pipe_pct"),
             "tensor_roof_pct": s.get("tensor_roof_pct"),
             "compute_roof_tflops": ((roof.get("ceilings") or {}).get("compute_tflops")),
@@ -179,8 +199,19 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             **{f"intensity_tensor_{lv}": (roof.get("intensity_tensor") or {}).get(lv) for lv in LEVELS},
             "title": meta.get("title") or "", "change": meta.get("change") or "",
             "expected_bottleneck": meta.get("expected_bottleneck") or "",
+            **_phase_columns(s.get("timeline")),
             "hypothesis": meta.get("hypothesis") or "", "verdict": meta.get("verdict") or "",
         })
+        for r in s.get("regions") or []:
+            reg_rows.append({"version": p.label, "region": r["name"], "source": r["source"],
+                             "samples": r.get("samples"), "share": r.get("share")})
+        curve = (s.get("timeline") or {}).get("curve") or {}
+        for series in ("tensor_pct", "issue_pct"):
+            for x, v in zip(curve.get("x") or [], curve.get(series) or []):
+                tl_rows.append({"version": p.label, "x": x, "series": series, "value": v})
+        for reason, values in (curve.get("warps") or {}).items():
+            for x, v in zip(curve.get("x") or [], values):
+                tl_rows.append({"version": p.label, "x": x, "series": f"warps_{reason}", "value": v})
         prev = dur
         samples = s.get("stall_samples") or {}
         if n:
@@ -251,4 +282,13 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
     return Migration(versions=labels, table=table, stall_shares=stall_shares, waiters=waiters,
                      steps=steps, roofline=roofline, roofs=roofs,
                      path=[{"version": lb, **(t or {})} for lb, t in zip(labels, tops)],
-                     warnings=list(warnings or []), notes=notes)
+                     warnings=list(warnings or []), notes=notes,
+                     regions=pd.DataFrame(reg_rows, columns=["version", "region", "source", "samples", "share"]),
+                     timelines=pd.DataFrame(tl_rows, columns=["version", "x", "series", "value"]))
+
+
+def _phase_columns(tl: dict | None) -> dict:
+    """ramp_share, steady_share, tail_share, steady_tensor_pct of a summary's ``timeline`` (None without)."""
+    phases = {p["name"]: p["share"] for p in ((tl or {}).get("phases") or [])}
+    return {"ramp_share": phases.get("ramp"), "steady_share": phases.get("steady"),
+            "tail_share": phases.get("tail"), "steady_tensor_pct": (tl or {}).get("steady_tensor_pct")}

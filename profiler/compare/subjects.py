@@ -63,7 +63,7 @@ def reports_dir(gpu: str = DEFAULT_GPU, root: str | os.PathLike | None = None) -
 
 def _folder_sidecar(rdir: Path, version: str) -> dict:
     """The sidecar of one of ``version``'s reports (the first by shape that has one), or {}."""
-    for rep in sorted((rdir / version).glob(f"*{REPORT_SUFFIX}")):
+    for rep in sorted(_reports_in(rdir / version)):
         try:
             side = _read_sidecar(rep)
         except WhowaitsError:
@@ -92,7 +92,7 @@ def version_info(rdir: Path | None = None) -> dict[str, dict]:
 def _report_folders(rdir: Path) -> list[str]:
     if not rdir.is_dir():
         return []
-    return sorted(p.name for p in rdir.iterdir() if p.is_dir() and any(p.glob(f"*{REPORT_SUFFIX}")))
+    return sorted(p.name for p in rdir.iterdir() if p.is_dir() and _reports_in(p))
 
 
 def known_versions(rdir: Path) -> list[str]:
@@ -106,9 +106,15 @@ def known_versions(rdir: Path) -> list[str]:
     return ladder + [v for v in rest if not is_external(v)] + [v for v in rest if is_external(v)]
 
 
+def _reports_in(folder: Path) -> list[Path]:
+    """The ``*.ncu-rep`` entries of ``folder`` that are not folders (a FIFO or an unreadable file
+    is kept, so that loading it says what is wrong with it)."""
+    return [p for p in folder.glob(f"*{REPORT_SUFFIX}") if not p.is_dir()]
+
+
 def shapes_of(rdir: Path, version: str) -> list[str]:
     """Shape keys that ``version`` has reports for."""
-    return sorted(p.name[: -len(REPORT_SUFFIX)] for p in (rdir / version).glob(f"*{REPORT_SUFFIX}"))
+    return sorted(p.name[: -len(REPORT_SUFFIX)] for p in _reports_in(rdir / version))
 
 
 def _looks_like_path(spec: str) -> bool:
@@ -163,8 +169,8 @@ def resolve(specs: list[str], shape: str | None = None, rdir: Path | None = None
                 kinds.append(("version", spec))
                 continue
             raise WhowaitsError(f"{spec} is a folder; give a report file (….ncu-rep) or a version id")
-        if p.is_file():
-            kinds.append(("path", spec))
+        if p.is_file() or (os.path.lexists(p) and (not p.is_dir() or spec.endswith(REPORT_SUFFIX))):
+            kinds.append(("path", spec))  # load() says what is wrong with a FIFO, folder …
         elif spec in known:
             kinds.append(("version", spec))
         elif len([v for v in known if v.startswith(spec + "_")]) == 1:  # v03 for v03_ldsm

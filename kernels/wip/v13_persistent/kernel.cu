@@ -288,6 +288,10 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
         if (c == 0) named_bar_arrive(other_bar, kSchedThreads);  // @region sync
         wgmma_wait<0>();
         fence_operands(acc_o);
+        // Unlike v11/v12 (one tile per CTA, the producer done by now), the producer of a persistent CTA goes on
+        // to the next tile and will wait for this V stage: release it. (The first device run lacked this line
+        // and hung as soon as a CTA had a second tile; see version.toml.)
+        release(empty_v, n_blocks - 1);  // @region sync
     }
 
     // @region epilogue

@@ -65,3 +65,18 @@ def test_setmaxnreg_split_must_fit_the_launch_bound():
     v = registry.get("v10")
     with pytest.raises(WhowaitsError, match="consumer"):
         build.build(v, v.config.replace(block_m=64, consumers=1))
+
+
+def test_persistent_abi_appends_num_bh_to_the_instantiation():
+    # ABI tensor_maps_persistent (kernels/wip/v13_persistent, not landed): the launcher passes B·H after the
+    # contract's six arguments, so the generated instantiation must declare it
+    import dataclasses
+
+    from kernels.registry import ABIS
+
+    assert "tensor_maps_persistent" in ABIS
+    v12 = registry.get("v12")
+    plain = build.translation_unit(v12, v12.config)
+    persistent = build.translation_unit(dataclasses.replace(v12, abi="tensor_maps_persistent"), v12.config)
+    assert plain.rstrip().endswith("__half* __restrict__, int, float);")
+    assert persistent.rstrip().endswith("__half* __restrict__, int, float, int);")

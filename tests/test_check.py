@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -34,20 +33,11 @@ needs_nvcc = pytest.mark.skipif(
 
 
 def cli(capsys, *args) -> tuple[int, str, str]:
-    """Run the console script in this process; (exit code, stdout, stderr)."""
-    from profiler.cli import main
+    """Run the console script's :func:`profiler.cli.run` in this process; (exit code, stdout, stderr)."""
+    from clirun import whowaits
 
-    argv = sys.argv
-    sys.argv = ["whowaits", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = argv
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    proc = whowaits(*args)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def failures(report) -> dict[tuple[str, str, str], object]:
@@ -296,7 +286,7 @@ def test_time_regression_uses_the_measured_spread(tmp_path):
                    f'shape = "{B1}"\nno_regression = true\n')
     report = check.run(policy=pol, baseline=str(base))
     by = {r.version: r for r in report.results}
-    assert by["v07_tuned"].verdict == "fail" and "1.1x slower" in by["v07_tuned"].message
+    assert by["v07_tuned"].verdict == "fail" and "1.100x slower" in by["v07_tuned"].message
     # 1% slower with a ±1% spread in 3 rounds is within noise: t(0.975, 4) = 2.776, se = 0.01·sqrt(2/3)
     assert by["v06_softmax_fusion"].verdict == "pass" and "within noise" in by["v06_softmax_fusion"].message
     assert report.exit_code == 1

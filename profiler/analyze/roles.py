@@ -53,6 +53,11 @@ def _rules() -> dict:
 
 
 def _match(opcode: str, prefixes) -> bool:
+    return _match_t(opcode, tuple(prefixes))
+
+
+@lru_cache(maxsize=8192)
+def _match_t(opcode: str, prefixes: tuple) -> bool:
     return any(opcode == p or opcode.startswith(p + ".") for p in prefixes)
 
 

@@ -47,17 +47,20 @@ __all__ = ["Edge", "Role", "RoleGraph", "WaitSite", "role_edges_json", "role_gra
 _HEX = re.compile(r"^-?0x[0-9a-fA-F]+$|^-?\d+$")
 
 
+def _tuples(d):
+    if isinstance(d, dict):
+        return {k: _tuples(v) for k, v in d.items()}
+    return tuple(d) if isinstance(d, list) else d
+
+
 @lru_cache(maxsize=1)
 def _rules() -> dict:
-    return M._load("roles.toml")
+    """roles.toml with its lists as tuples (hashable: :func:`_match` is cached on them)."""
+    return _tuples(M._load("roles.toml"))
 
 
-def _match(opcode: str, prefixes) -> bool:
-    return _match_t(opcode, tuple(prefixes))
-
-
-@lru_cache(maxsize=8192)
-def _match_t(opcode: str, prefixes: tuple) -> bool:
+@lru_cache(maxsize=16384)
+def _match(opcode: str, prefixes: tuple) -> bool:
     return any(opcode == p or opcode.startswith(p + ".") for p in prefixes)
 
 

@@ -150,9 +150,11 @@ def translation_unit(version: Version, config) -> str:
     compiles its source version's kernel.cu in its own namespace; the parameter list follows the ABI.
     """
     e = config.element
-    if version.abi == "tensor_maps":
+    if version.abi in ("tensor_maps", "tensor_maps_persistent"):
         params = (f"const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap, "
                   f"const __grid_constant__ CUtensorMap, {e}* __restrict__, int, float")
+        if version.abi == "tensor_maps_persistent":
+            params += ", int"  # num_bh = B·H: the persistent grid no longer spells the problem out
     else:
         params = f"const {e}* __restrict__, const {e}* __restrict__, const {e}* __restrict__, {e}* __restrict__, int, float"
     src = f"{version.source_version or version.id}/kernel.cu"

@@ -1,15 +1,19 @@
 """Kernel configs and problem shapes: one place that maps Python <-> C++ template <-> demangled name <-> key.
 
 A version's **config family** (``family`` in its ``version.toml``, CONTRACT.md) fixes its template
-signature, its tunable fields, its thread count and its name parser. Two families exist:
+signature, its tunable fields, its thread count and its name parser. Three families exist:
 
 - ``fwd`` (:class:`FwdConfig`, ladder I and v08): warps of 32 threads each own rows of the tile::
 
     template <typename Element, int kHeadDim, int kBlockM, int kBlockN, int kWarps, int kStages, bool kCausal>
 
-- ``wg`` (:class:`WgConfig`, v09 on): consumer warpgroups of 128 threads (wgmma)::
+- ``wg`` (:class:`WgConfig`, v09): consumer warpgroups of 128 threads (wgmma)::
 
     template <typename Element, int kHeadDim, int kBlockM, int kBlockN, int kWarpgroups, int kStages, bool kCausal>
+
+- ``ws`` (:class:`WsConfig`, v10 on): one producer warpgroup + ``kConsumers`` consumer warpgroups::
+
+    template <typename Element, int kHeadDim, int kBlockM, int kBlockN, int kConsumers, int kStages, bool kCausal>
 
 both as ``__global__ void whowaits::vNN_slug::flash_fwd(...)``, so a report's demangled kernel name parses
 back to ``(version_id, config)`` with the family's ``from_kernel_name`` (``FAMILIES[name]``), in the
@@ -168,7 +172,37 @@ class WgConfig(_ConfigMixin):
         return 128 * self.warpgroups
 
 
-FAMILIES: dict[str, type] = {"fwd": FwdConfig, "wg": WgConfig}
+@dataclass(frozen=True, order=True)
+class WsConfig(_ConfigMixin):
+    """Family ``ws`` (warp-specialised, v10 on): ``flash_fwd<Element, kHeadDim, kBlockM, kBlockN, kConsumers,
+    kStages, kCausal>``.
+
+    One producer warpgroup (its first warp issues the TMA loads, ``setmaxnreg.dec``) beside ``consumers``
+    consumer warpgroups (wgmma + softmax, ``setmaxnreg.inc``), each owning ``block_m / consumers`` query rows;
+    blockDim.x = 128 * (consumers + 1). Same template shape as ``wg``, so the name parser is shared.
+    """
+
+    FAMILY: ClassVar[str] = "ws"
+    TUNABLE: ClassVar[tuple[str, ...]] = ("block_m", "block_n", "consumers", "stages")
+    SHORT: ClassVar[tuple[str, ...]] = ("m", "n", "c", "s")
+
+    head_dim: int = 128
+    block_m: int = 128
+    block_n: int = 128
+    consumers: int = 2
+    stages: int = 2
+    causal: bool = False
+    dtype: str = "fp16"
+
+    def __post_init__(self) -> None:
+        self._validate()
+
+    @property
+    def threads(self) -> int:
+        return 128 * (self.consumers + 1)
+
+
+FAMILIES: dict[str, type] = {"fwd": FwdConfig, "wg": WgConfig, "ws": WsConfig}
 
 
 def split_kernel_name(name: str) -> tuple[str | None, str, list[int], bool]:

@@ -166,7 +166,14 @@ def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | 
         result = _built.setdefault((ver.id, config), build(ver, config))
     fn = load_function(result, q.device.index if q.device.index is not None else torch.cuda.current_device())
     grid = (math.ceil(s / config.block_m), h, b)
-    if ver.abi == "tensor_maps":
+    if ver.abi == "tensor_maps_persistent":
+        # one CTA per SM (at most one per tile); the kernel walks tiles blockIdx.x, + gridDim.x, ... of the
+        # ceil(S / block_m) x (B·H) tiles, so it gets B·H as an extra argument
+        tiles = grid[0] * h * b
+        grid = (min(tiles, _sm_count(q.device)), 1, 1)
+        maps = (tensor_map(q, config.block_m), tensor_map(k, config.block_n), tensor_map(v, config.block_n))
+        launch_tma(fn, grid, config.threads, result.smem_dynamic_bytes, maps, out, s, 1.0 / math.sqrt(d), b * h)
+    elif ver.abi == "tensor_maps":
         maps = (tensor_map(q, config.block_m), tensor_map(k, config.block_n), tensor_map(v, config.block_n))
         launch_tma(fn, grid, config.threads, result.smem_dynamic_bytes, maps, out, s, 1.0 / math.sqrt(d))
     else:
@@ -217,13 +224,22 @@ def tensor_map(t, box_rows: int):
     return tm
 
 
-def launch_tma(fn, grid, threads: int, smem: int, maps, o, seqlen: int, scale: float) -> None:
+def _sm_count(device) -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def launch_tma(fn, grid, threads: int, smem: int, maps, o, seqlen: int, scale: float, num_bh: int | None = None) -> None:
     """cuLaunchKernel with the ``tensor_maps`` ABI: (tmap_q, tmap_k, tmap_v, o, seqlen, scale), the maps
-    passed by value (``const __grid_constant__ CUtensorMap``; NCU-NOTES.md records that this works)."""
+    passed by value (``const __grid_constant__ CUtensorMap``; NCU-NOTES.md records that this works);
+    ``tensor_maps_persistent`` appends ``int num_bh``."""
     import torch
 
     driver = _driver()
     scalars = [ctypes.c_void_p(o.data_ptr()), ctypes.c_int(seqlen), ctypes.c_float(scale)]
+    if num_bh is not None:
+        scalars.append(ctypes.c_int(num_bh))
     addrs = [int(m.getPtr()) for m in maps] + [ctypes.addressof(a) for a in scalars]
     params = (ctypes.c_void_p * len(addrs))(*addrs)
     stream = driver.CUstream(torch.cuda.current_stream(o.device).cuda_stream)

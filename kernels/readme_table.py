@@ -25,6 +25,9 @@ CHANGES = {
     "v07_tuned": "the auto-tuner's best config of v06 (128×64 tiles, 4 warps, 2 stages)",
     "v08_tma_mbarrier": "TMA loads into a 2-stage mbarrier ring (full/empty barriers), mma.sync unchanged",
     "v09_wgmma": "wgmma: QKᵀ SS + PV RS, 2 warpgroups × 64 rows, 128×128 tiles",
+    "v10_warp_specialized": "warp specialisation: TMA producer warpgroup (setmaxnreg 24) + 2 consumers (240)",
+    "v11_pingpong": "pingpong: named barriers order the consumers' PV[n-1]+QKᵀ[n] batches; split K/V ring",
+    "v12_intra_wg_overlap": "intra-warpgroup overlap: softmax[n] under its own PV[n-1] (wait_group 1)",
     "sdpa-flash": "torch SDPA, FlashAttention-2 backend",
     "sdpa-cudnn": "torch SDPA, cuDNN backend (wgmma)",
 }

@@ -20,7 +20,7 @@ KERNELS_DIR = Path(__file__).resolve().parent
 _ID_RE = re.compile(r"^v(\d\d)_[a-z0-9_]+$")
 _REQUIRED_STR = ("id", "title", "change", "hypothesis", "expected_bottleneck", "arch", "smem_layout")
 _ARCHES = ("sm_80", "sm_90", "sm_90a")
-ABIS = ("pointers", "tensor_maps")  # launch ABI: (q, k, v, o, seqlen, scale) or (tmap_q, tmap_k, tmap_v, o, ...)
+ABIS = ("pointers", "tensor_maps", "tensor_maps_persistent")  # launch ABI: (q, k, v, o, seqlen, scale) or (tmap_q, tmap_k, tmap_v, o, ...)
 
 
 @dataclass(frozen=True)

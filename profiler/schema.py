@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import types
+import functools
 import typing
 from typing import Any, Optional, TypedDict, Union
 
@@ -222,6 +223,12 @@ class Summary(TypedDict):
 
 
 # --- validation -------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _hints(tp) -> dict:
+    """``typing.get_type_hints`` of a TypedDict, once per type (a summary check asked ~200 times)."""
+    return typing.get_type_hints(tp)
+
+
 def _is_typeddict(tp) -> bool:
     return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__required_keys__")
 
@@ -249,7 +256,7 @@ def _check(value: Any, tp, path: str) -> None:
     if _is_typeddict(tp):
         if not isinstance(value, dict):
             raise SchemaError(f"summary {path or '(top)'}: expected an object, got {type(value).__name__}")
-        hints = typing.get_type_hints(tp)
+        hints = _hints(tp)
         for key in (k for k in hints if k in tp.__required_keys__):  # declaration order
             if key not in value:
                 raise SchemaError(f"summary {path + '.' if path else ''}{key}: missing")

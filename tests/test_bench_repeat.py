@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -93,19 +92,12 @@ def test_compare_committed_against_repeated(tmp_path):
 
 
 def _cli(capsys, *args):
-    from profiler.cli import main
+    """The console script's :func:`profiler.cli.run` in this process; (exit code, stderr), stdout in ``_cli.out``."""
+    from clirun import whowaits
 
-    argv, sys.argv = sys.argv, ["whowaits", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    finally:
-        sys.argv = argv
-    out = capsys.readouterr()
-    _cli.out = out.out
-    return code, out.err
+    proc = whowaits(*args)
+    _cli.out = proc.stdout
+    return proc.returncode, proc.stderr
 
 
 def test_cli_compare_and_repeat_errors_before_any_gpu_work(tmp_path, capsys):

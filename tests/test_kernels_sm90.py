@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernels import build, registry, sass
-from kernels.config import FAMILIES, FwdConfig, WgConfig
+from kernels.config import FAMILIES, FwdConfig, WgConfig, WsConfig
 from profiler.errors import WhowaitsError
 
 needs_nvcc = pytest.mark.skipif(
@@ -23,7 +23,7 @@ needs_nvcc = pytest.mark.skipif(
 
 
 def test_families_template_args_and_short_forms():
-    assert FAMILIES == {"fwd": FwdConfig, "wg": WgConfig}
+    assert FAMILIES == {"fwd": FwdConfig, "wg": WgConfig, "ws": WsConfig}  # ws: ladder III (test_kernels_ws.py)
     w = WgConfig(128, 128, 128, 2, 2, False, "bf16")
     assert w.template_args() == "__nv_bfloat16, 128, 128, 128, 2, 2, false"
     assert w.short_form() == "d128_m128_n128_g2_s2_bf16"

@@ -142,3 +142,13 @@ def test_migration_names_the_heaviest_role_edge():
     assert rows["ext-sdpa-cudnn"]["top_role_edge"] == "consumer —[wgmma group]→ tensor core (wgmma)"
     assert 0.2 < rows["ext-sdpa-cudnn"]["top_role_share"] < 0.3
     assert rows["v07_tuned"]["top_role_edge"] == "cta —[bar 0]→ CTA (all warps)"
+
+
+def test_pingpong_on_runtime_barrier_ids():
+    """v11's consumers take turns with `BAR.SYNC R2, 0x100` / `BAR.ARV R3, 0x100` (ids in registers,
+    the other warpgroup's id in R3): paired as an inferred edge to the other warpgroup."""
+    g = role_graph(load_report(ROOT / "reports/h200/v11_pingpong/b1_h64_s1024_d128_fp16.ncu-rep").launches[0])
+    assert {r.name for r in g.roles} >= {"consumer", "producer"}
+    e = _edge(g, "consumer", "bar (runtime id)")
+    assert e.releaser == "consumer (other warpgroup)" and e.inferred
+    assert _edge(g, "consumer", "wgmma group").releaser == "tensor core (wgmma)"

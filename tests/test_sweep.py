@@ -175,6 +175,10 @@ def test_resume_skips_done_reruns_stale_and_force(first, tmp_path):
                   "v02_smem_tiling": "failed"}
     calls = (tmp_path / "calls.log").read_text().splitlines()
     assert len(calls) == 1 and "kernels.runner v02_smem_tiling " in calls[0]  # only the failed job ran again
+    dry = json.loads(sweep(tmp_path, "--dry-run", "--format", "json").stdout)  # runs nothing
+    assert {r["job"].split(":")[1]: r["status_h200"] for r in dry} == {
+        "v01_naive": "done", "v02_smem_tiling": "todo", "v03_tensor_cores": "done", "ext-sdpa-flash": "done"}
+    assert len((tmp_path / "calls.log").read_text().splitlines()) == 1
 
     side = tmp_path / "reports" / "h200" / "v03_tensor_cores" / f"{SHAPE}.json"
     data = json.loads(side.read_text())
@@ -344,3 +348,19 @@ def test_manifest_crosses_shapes_and_cli_errors(tmp_path):
     cp = subprocess.run([sys.executable, "-c", "import sys; from profiler.cli import main; sys.argv[0] = 'whowaits'; main()",
                          "sweep", str(tmp_path / "nope.toml")], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert cp.returncode == 2 and cp.stderr.strip() == f"whowaits: error: no such manifest: {tmp_path / 'nope.toml'}"
+
+
+def test_ray_backend_without_ray_is_one_line(tmp_path, monkeypatch):
+    """Ray is an optional extra: without it, --backend ray says how to install it (and the local backend
+    needs nothing of it)."""
+    from profiler.sweep import load_manifest, run_sweep
+
+    (tmp_path / "sweep.toml").write_text(MANIFEST)
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    with pytest.raises(WhowaitsError, match=r"pip install 'whowaits\[ray\]'"):
+        run_sweep(load_manifest(tmp_path / "sweep.toml"), backend="ray")
+    with pytest.raises(WhowaitsError, match="unknown backend 'slurm'"):
+        run_sweep(load_manifest(tmp_path / "sweep.toml"), backend="slurm")
+    with pytest.raises(WhowaitsError, match="go with --backend ray"):
+        run_sweep(load_manifest(tmp_path / "sweep.toml"), address="auto")
+    assert not (tmp_path / "reports").exists()

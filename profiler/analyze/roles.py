@@ -47,12 +47,20 @@ __all__ = ["Edge", "Role", "RoleGraph", "WaitSite", "role_edges_json", "role_gra
 _HEX = re.compile(r"^-?0x[0-9a-fA-F]+$|^-?\d+$")
 
 
+def _tuples(d):
+    if isinstance(d, dict):
+        return {k: _tuples(v) for k, v in d.items()}
+    return tuple(d) if isinstance(d, list) else d
+
+
 @lru_cache(maxsize=1)
 def _rules() -> dict:
-    return M._load("roles.toml")
+    """roles.toml with its lists as tuples (hashable: :func:`_match` is cached on them)."""
+    return _tuples(M._load("roles.toml"))
 
 
-def _match(opcode: str, prefixes) -> bool:
+@lru_cache(maxsize=16384)
+def _match(opcode: str, prefixes: tuple) -> bool:
     return any(opcode == p or opcode.startswith(p + ".") for p in prefixes)
 
 
@@ -150,6 +158,12 @@ def _base_offset(inner: str) -> tuple[str | None, int]:
         elif base is None:
             base = tok.split(".")[0]
     return base, off
+
+
+def _runtime_bar(p) -> bool:
+    """A ``BAR.SYNC R2, 0x100`` / ``BAR.ARV R3, 0x100``: a named barrier whose id is in a register."""
+    first = (p.dsts or p.srcs or (None,))[0]  # the parser takes a leading register for a destination
+    return first is not None and first.kind == "reg" and first.text.startswith("R")
 
 
 def _label(offset: int) -> str:
@@ -299,6 +313,8 @@ def _sites(ins, cfg, roles, offsets, samples) -> list[WaitSite]:
             bid = next((b for b in p.barriers if b.kind == "cta"), None)
             if bid is not None:
                 add(("named_barrier", f"bar {bid.id}", roles[i]), i)
+            elif _runtime_bar(p):
+                add(("named_barrier", "bar (runtime id)", roles[i]), i)
         elif _match(op, w["wgmma_group"]):
             add(("wgmma_group", "wgmma group", roles[i]), i)
         elif p.base == "DEPBAR" and _match(op, w["scoreboard"]):
@@ -341,6 +357,8 @@ def _releasers(ins, roles, bases) -> dict:
             b = next((b for b in p.barriers if b.kind == "cta"), None)
             if b is not None:
                 bar_arv.setdefault(int(b.id), set()).add(roles[i])
+            elif _runtime_bar(p):
+                bar_arv.setdefault("runtime", set()).add(roles[i])
         elif _match(p.opcode, rules["wait"]["named_barrier"]):
             b = next((b for b in p.barriers if b.kind == "cta"), None)
             if b is not None:
@@ -375,6 +393,14 @@ def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
         if not parts:
             return None, True, f"no SYNCS.ARRIVE or TMA load on {site.barrier} in the SASS"
         return " + ".join(parts), True, "; ".join(ev)
+    if site.kind == "named_barrier" and site.barrier == "bar (runtime id)":
+        arv = sorted(rel["bar_arv"].get("runtime", set()))
+        if not arv:
+            return None, False, "BAR.SYNC on a register id, and no BAR.ARV on a register id to pair it with"
+        label = [f"{ro} (other warpgroup)" if ro == site.role else ro for ro in arv]
+        return (" + ".join(label), True,
+                f"BAR.SYNC on a register id paired with BAR.ARV on a register id in {'+'.join(arv)} "
+                "(ids are runtime values: the pairing is inferred, e.g. pingpong turns)")
     if site.kind == "named_barrier":
         bid = int(site.barrier.split()[1], 0)
         arv = rel["bar_arv"].get(bid, set())

@@ -126,7 +126,7 @@ def compare_bench(prev_rows: list[dict], cur_rows: list[dict], alpha: float = 0.
 
 
 def verdict_text(res: dict) -> str:
-    """One phrase for a comparison: ``1.12x slower (beyond the ±3.1% run-to-run band, df 4)``."""
+    """One phrase for a comparison: ``1.120x slower (beyond the ±3.1% run-to-run band, df 4)``."""
     if res["verdict"] == "not timed":
         return "not timed on one side"
     r = res["ratio"]
@@ -136,5 +136,5 @@ def verdict_text(res: dict) -> str:
     band = f"±{100 * res['band']:.1f}% run-to-run band, df {res['df']}"
     if res["verdict"] == "within noise":
         return f"{r:.3f}x the time, within noise ({band})"
-    word = f"{r:.3g}x slower" if r > 1 else f"{1 / r:.3g}x faster"
+    word = f"{r:.3f}x slower" if r > 1 else f"{1 / r:.3f}x faster"
     return f"{word} (beyond the {band})"

@@ -356,11 +356,18 @@ def _rows_table(changed: dict[tuple[str, str, str], list[dict]]):
 
 
 def _write_slices(store: Path, table, spans) -> None:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     made: set[str] = set()
     for key, off, n in spans:
-        part = table.slice(off, n)
+        # A part holds one report's few rows: no compression (zstd tripled the cost of writing one), no
+        # statistics, dictionaries or embedded Arrow schema, encoded in memory and written with one call
+        # (1.9 against 2.4 ms of CPU a part for pyarrow's own file path, 300 parts measured). The column types
+        # are parquet's own, so every reader gets the documented schema.
+        sink = pa.BufferOutputStream()
+        pq.write_table(table.slice(off, n), sink, compression="none", write_statistics=False, use_dictionary=False,
+                       store_schema=False)
         dest = str(part_path(store, *key))
         folder = os.path.dirname(dest)
         if folder not in made:
@@ -368,11 +375,8 @@ def _write_slices(store: Path, table, spans) -> None:
             made.add(folder)
         tmp = os.path.join(folder, f".part-0.parquet.{os.getpid()}.tmp")
         try:
-            # A part holds one report's few rows: no compression (zstd tripled the cost of writing one), no
-            # statistics, dictionaries or embedded Arrow schema (1.7 against 2.35 ms of CPU a part, measured
-            # with 300 parts). The column types are parquet's own, so every reader gets the documented schema.
-            pq.write_table(part, tmp, compression="none", write_statistics=False, use_dictionary=False,
-                           store_schema=False)
+            with open(tmp, "wb") as f:
+                f.write(sink.getvalue())
             os.replace(tmp, dest)
         finally:
             if os.path.exists(tmp):

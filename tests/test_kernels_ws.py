@@ -1,0 +1,82 @@
+"""Ladder III without a GPU: the warp-specialised family ``ws`` (v10 on) and the static facts of its rungs
+(real nvcc, real cubins).
+
+SASS facts checked by hand on the cubins built here (nvcc 13.0, sm_90a, default configs d128 fp16,
+2026-12-01): v10 has 16 HGMMA (8 k16 steps of QK^T + 8 of PV), 2 USETMAXREG (the producer's .dec 24 and
+the consumers' .inc 240), 1 BAR (the __syncthreads before the role split); v11 and v12 have 32 HGMMA
+(QK^T and PV are each issued at two sites: the first/last unpaired batch and the loop), 2 USETMAXREG and
+8 BAR (the scheduler barriers' bar.sync / bar.arrive). ptxas reports 168 registers for all three: the
+entry count that __launch_bounds__(384, 1) fixes and setmaxnreg redistributes (128 x 24 + 256 x 240 =
+384 x 168).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kernels import build, registry
+from kernels.config import WsConfig
+from profiler.errors import WhowaitsError
+
+needs_nvcc = pytest.mark.skipif(
+    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="no nvcc"
+)
+
+
+def test_ws_family_threads_short_form_and_parse():
+    c = WsConfig(128, 128, 128, 2, 2, True, "bf16")
+    assert c.threads == 384 and c.warp_count == 12  # 1 producer + 2 consumer warpgroups
+    assert c.template_args() == "__nv_bfloat16, 128, 128, 128, 2, 2, true"
+    assert c.short_form() == "d128_m128_n128_c2_s2_bf16_causal"
+    name = ("void whowaits::v11_pingpong::flash_fwd<__half, (int)128, (int)128, (int)128, (int)2, (int)2, (bool)0>"
+            "(CUtensorMap_st, CUtensorMap_st, CUtensorMap_st, __half *, int, float)")
+    assert registry.parse_kernel_name(name) == ("v11_pingpong", WsConfig(128, 128, 128, 2, 2, False, "fp16"))
+    with pytest.raises(WhowaitsError):
+        WsConfig(consumers=0)
+
+
+def test_ladder3_rungs_declare_ws_with_setmaxnreg_claims():
+    for vid, parent in (("v10", "v09_wgmma"), ("v11", "v10_warp_specialized"), ("v12", "v11_pingpong")):
+        v = registry.get(vid)
+        assert (v.family, v.abi, v.smem_layout, v.parent) == ("ws", "tensor_maps", "tma_q_kv", parent)
+        assert {"SYNCS", "HGMMA", "USETMAXREG"} <= set(v.expect_sass) and not v.allow_spills
+        assert v.config.threads == 384 and v.verdict  # measured: the verdict is written
+
+
+@needs_nvcc
+@pytest.mark.parametrize("vid, hgmma, bars", [("v10", 16, 1), ("v11", 32, 8), ("v12", 32, 8)])
+def test_ladder3_static_sass(vid, hgmma, bars):
+    v = registry.get(vid)
+    r = build.build(v)
+    assert build.static_violations(v, r) == {"spills": [], "expect_sass": [], "forbid_sass": []}
+    assert r.registers == 168 and r.spill_bytes == 0
+    ops = r.sass_opcodes
+    assert ops["HGMMA"] == hgmma and ops["USETMAXREG"] == 2 and ops["BAR"] == bars
+    assert "HMMA" not in ops and "LDSM" not in ops
+
+
+@needs_nvcc
+def test_setmaxnreg_split_must_fit_the_launch_bound():
+    # 1 consumer warpgroup has no register split (setmaxnreg.cuh): the template refuses it at compile time,
+    # which the tuner reports as "does not compile" before any GPU time
+    v = registry.get("v10")
+    with pytest.raises(WhowaitsError, match="consumer"):
+        build.build(v, v.config.replace(block_m=64, consumers=1))
+
+
+def test_persistent_abi_appends_num_bh_to_the_instantiation():
+    # ABI tensor_maps_persistent (kernels/wip/v13_persistent, not landed): the launcher passes B·H after the
+    # contract's six arguments, so the generated instantiation must declare it
+    import dataclasses
+
+    from kernels.registry import ABIS
+
+    assert "tensor_maps_persistent" in ABIS
+    v12 = registry.get("v12")
+    plain = build.translation_unit(v12, v12.config)
+    persistent = build.translation_unit(dataclasses.replace(v12, abi="tensor_maps_persistent"), v12.config)
+    assert plain.rstrip().endswith("__half* __restrict__, int, float);")
+    assert persistent.rstrip().endswith("__half* __restrict__, int, float, int);")

@@ -62,5 +62,5 @@ def test_folded_rows_stay_short_in_chromium(migration, tmp_path):
     folded = _row_max(page.replace("@TABLE@", table), tmp_path)
     unfolded = _row_max(page.replace("@TABLE@", re.sub(r"<details class='fold'><summary>.*?</summary>(.*?)</details>", r"\1",
                                            table, flags=re.S)), tmp_path)
-    assert folded < unfolded
-    assert folded <= 130, folded  # a few lines at most (titles wrap), where the unfolded text runs long
+    assert folded <= 0.6 * unfolded, (folded, unfolded)  # folding takes the long text out of the row height
+    assert folded <= 200, folded  # a few lines at most (titles wrap, they are not folded)

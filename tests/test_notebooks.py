@@ -44,11 +44,6 @@ def test_notebook_runs(path):
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("output_type") == "error"]
     assert not errors
-    if "notebook.pick_" in code:  # the pickers drew their view headless: in the widgets' Output, no error
-        state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
-        drawn = [o for m in state.values() if m.get("model_name") == "OutputModel" for o in m["state"].get("outputs", [])]
-        assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in drawn), path.name
-        assert not [o for o in drawn if o.get("output_type") == "error" or "whowaits: error" in str(o.get("text", ""))]
     # every figure cell produced a plotly figure
     figs = [c for c in nb.cells if c.cell_type == "code" and ".show()" in c.source]
     for c in figs:

@@ -160,10 +160,16 @@ def _base_offset(inner: str) -> tuple[str | None, int]:
     return base, off
 
 
-def _runtime_bar(p) -> bool:
-    """A ``BAR.SYNC R2, 0x100`` / ``BAR.ARV R3, 0x100``: a named barrier whose id is in a register."""
-    first = (p.dsts or p.srcs or (None,))[0]  # the parser takes a leading register for a destination
-    return first is not None and first.kind == "reg" and first.text.startswith("R")
+_RUNTIME = "runtime"
+
+
+def _bar_key(bid) -> int | str:
+    """A named barrier's id, or ``"runtime"`` when the SASS names a register (``BAR.SYNC R2``)."""
+    return _RUNTIME if isinstance(bid, str) else int(bid)
+
+
+def _bar_label(bid) -> str:
+    return "bar (runtime id)" if isinstance(bid, str) else f"bar {bid}"
 
 
 def _label(offset: int) -> str:
@@ -272,12 +278,11 @@ def _tma_barrier_offsets(ins, i: int) -> set[int]:
     return set()
 
 
-def _sites(ins, cfg, roles, offsets, samples) -> list[WaitSite]:
+def _sites(ins, addr_index: dict, roles, offsets, samples) -> list[WaitSite]:
     rules = _rules()
     w = rules["wait"]
     window = int(w["branch_window"])
     n = len(ins)
-    addr_index = cfg.addr_index if hasattr(cfg, "addr_index") else None
     members: dict[tuple, list[int]] = {}
 
     def add(key, idx):
@@ -299,7 +304,7 @@ def _sites(ins, cfg, roles, offsets, samples) -> list[WaitSite]:
                     break
                 if q.is_branch and q.guard == pred:
                     add(key, j)
-                    tgt = addr_index.get(q.target) if (addr_index and q.target is not None) else None
+                    tgt = addr_index.get(q.target) if q.target is not None else None
                     if tgt is not None and tgt > j and q.guard_negated:
                         # out-of-line retry loop: up to its unconditional branch back
                         for k in range(tgt, min(n, tgt + 16)):
@@ -312,9 +317,7 @@ def _sites(ins, cfg, roles, offsets, samples) -> list[WaitSite]:
         elif _match(op, w["named_barrier"]):
             bid = next((b for b in p.barriers if b.kind == "cta"), None)
             if bid is not None:
-                add(("named_barrier", f"bar {bid.id}", roles[i]), i)
-            elif _runtime_bar(p):
-                add(("named_barrier", "bar (runtime id)", roles[i]), i)
+                add(("named_barrier", _bar_label(bid.id), roles[i]), i)
         elif _match(op, w["wgmma_group"]):
             add(("wgmma_group", "wgmma group", roles[i]), i)
         elif p.base == "DEPBAR" and _match(op, w["scoreboard"]):
@@ -356,13 +359,11 @@ def _releasers(ins, roles, bases) -> dict:
         elif _match(p.opcode, r["named_barrier_arrive"]):
             b = next((b for b in p.barriers if b.kind == "cta"), None)
             if b is not None:
-                bar_arv.setdefault(int(b.id), set()).add(roles[i])
-            elif _runtime_bar(p):
-                bar_arv.setdefault("runtime", set()).add(roles[i])
+                bar_arv.setdefault(_bar_key(b.id), set()).add(roles[i])
         elif _match(p.opcode, rules["wait"]["named_barrier"]):
             b = next((b for b in p.barriers if b.kind == "cta"), None)
             if b is not None:
-                bar_sync.setdefault(int(b.id), set()).add(roles[i])
+                bar_sync.setdefault(_bar_key(b.id), set()).add(roles[i])
     return {"arrives": arrives, "tma": tma, "bar_arv": bar_arv, "bar_sync": bar_sync,
             "role_ops": role_ops, "names": names, "rules": r}
 
@@ -393,8 +394,8 @@ def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
         if not parts:
             return None, True, f"no SYNCS.ARRIVE or TMA load on {site.barrier} in the SASS"
         return " + ".join(parts), True, "; ".join(ev)
-    if site.kind == "named_barrier" and site.barrier == "bar (runtime id)":
-        arv = sorted(rel["bar_arv"].get("runtime", set()))
+    if site.kind == "named_barrier" and site.barrier == _bar_label("R"):
+        arv = sorted(rel["bar_arv"].get(_RUNTIME, set()))
         if not arv:
             return None, False, "BAR.SYNC on a register id, and no BAR.ARV on a register id to pair it with"
         label = [f"{ro} (other warpgroup)" if ro == site.role else ro for ro in arv]
@@ -443,8 +444,6 @@ def role_graph(launch) -> RoleGraph:
     executed = (sf["inst_executed"].fillna(0).to_numpy(dtype=np.int64) if "inst_executed" in sf.columns
                 else np.zeros(len(sf), dtype=np.int64))
     cfg = build_cfg(addresses, texts, bases)
-    if not hasattr(cfg, "addr_index"):
-        cfg.addr_index = {a: i for i, a in enumerate(addresses)}
     roles, regs = _assign_roles(ins, cfg, bases)
     role_list = []
     order = ["common", *[r for r in dict.fromkeys(roles) if r not in ("common", "shared")], "shared"]
@@ -456,7 +455,7 @@ def role_graph(launch) -> RoleGraph:
         role_list.append(Role(name, "inferred", int(len(idx)), _ranges(idx, offsets), regs.get(name),
                               int(executed[idx].sum()), int(samples[idx].sum())))
     total = int(samples.sum())
-    sites = _sites(ins, cfg, roles, offsets, samples)
+    sites = _sites(ins, {a: i for i, a in enumerate(addresses)}, roles, offsets, samples)
     rel = _releasers(ins, roles, bases)
     grouped: dict[tuple, dict] = {}
     unresolved: dict[str, int] = {}

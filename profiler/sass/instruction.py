@@ -289,6 +289,8 @@ def _barriers(base: str, opcode: str, ops: list[str]) -> tuple[Barrier, ...]:
                                _int(ops[1]) if len(ops) > 1 else None))
     elif base == "BAR" and ops:
         bid = _int(ops[0])
+        if bid is None and _REG.match(ops[0]):
+            bid = ops[0]  # the id is in a register (BAR.SYNC R2, 0x100): known only at run time
         if bid is not None:
             out.append(Barrier("cta", bid, _int(ops[1]) if len(ops) > 1 else None))
     elif base in ("BSSY", "BSYNC", "BREAK", "BMOV") and ops:

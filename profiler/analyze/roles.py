@@ -52,7 +52,7 @@ from profiler import metrics as M
 from profiler.sass import build_cfg, parse
 from profiler.sass.values import Resolver, Value
 
-__all__ = ["Edge", "Role", "RoleGraph", "WaitSite", "role_edges_json", "role_graph"]
+__all__ = ["Edge", "Role", "RoleGraph", "WaitSite", "mbarrier_labels", "role_edges_json", "role_graph"]
 
 _HEX = re.compile(r"^-?0x[0-9a-fA-F]+$|^-?\d+$")
 
@@ -634,6 +634,29 @@ def role_graph(launch) -> RoleGraph:
     edges.sort(key=lambda e: (-e.samples, e.waiter, e.barrier))
     return RoleGraph(launch.kernel, launch.index, role_list, edges,
                      {"samples": int(sum(unresolved.values())), "reasons": unresolved}, total, sites)
+
+
+def mbarrier_labels(launch) -> dict[int, str]:
+    """Shared address -> the graph's label of every mbarrier the launch's SASS names (each init'd
+    address, each ring member and ring base): what a measured trace (:mod:`profiler.analyze.trace`),
+    which records addresses, needs to name barriers as the static graph does. {} where no address
+    resolves."""
+    sf = launch.sass
+    texts = [str(t) for t in sf["sass"].tolist()]
+    ins = [parse(t) for t in texts]
+    addresses = [int(a) for a in sf["address"].tolist()]
+    offsets = sf["offset"].to_numpy() if "offset" in sf.columns else np.asarray(addresses) - addresses[0]
+    mb = _MbarIndex(ins, build_cfg(addresses, texts, [p.base for p in ins]), offsets)
+    out: dict[int, str] = {}
+    for b, members in mb.rings.items():
+        for a in members:
+            out[a] = mb._ring_label(b)
+    for a in mb.inits:
+        out.setdefault(a, f"mbarrier@{a:#x}")
+    for v, anchored in mb.vals.values():
+        if anchored and v.exact:
+            out.setdefault(v.const, f"mbarrier@{v.const:#x}")
+    return out
 
 
 def edges_frame(graphs: list[RoleGraph]) -> pd.DataFrame:

@@ -59,6 +59,7 @@ from profiler.cli import compare as _compare  # noqa: F401,E402
 from profiler.cli import profile as _profile  # noqa: F401,E402
 from profiler.cli import kernels as _kernels  # noqa: F401,E402
 from profiler.cli import roles as _roles  # noqa: F401,E402
+from profiler.cli import trace as _trace  # noqa: F401,E402
 from profiler.cli import check as _check  # noqa: F401,E402
 from profiler.cli import sweep as _sweep  # noqa: F401,E402
 

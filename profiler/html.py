@@ -170,6 +170,11 @@ def _version_section(p, m, verbose: bool = False) -> str:
              f"{' · ' + str(p.launches) + ' launches merged' if p.launches > 1 else ''}</p>"]
     parts.append(_fig(plots.stall_breakdown(shares, title=f"{label}: stall reasons (95% intervals)")))
     parts.append(_fig(plots.who_waits_heatmap(waits, title=f"{label}: who waits on whom (% of samples)")))
+    edges = [e for e in (s.get("role_edges") or []) if e.get("samples")]
+    if edges:
+        parts.append(_fig(plots.role_graph(
+            edges, title=f"{label}: who waits on whom between warp roles (arrow: waiter → releaser, % of samples)",
+            inferred=_no_source(s), note="dashed: the pairing is inferred")))
     wo = s.get("waits_on") or []
     if wo:
         rows = [[_e(f"{w['class']}·{w['reason']}"), _e(f"← {w['producer_class']} ({w['producer_opcode']})"),
@@ -193,6 +198,13 @@ def _version_section(p, m, verbose: bool = False) -> str:
         parts.append("<p class='note'>" + "<br>".join(_e(x) for x in lines) + "</p>")
     parts.append("</section>")
     return "".join(parts)
+
+
+def _no_source(summary: dict) -> bool:
+    """A launch whose report carries no source of ours (cuDNN, torch SDPA): its regions are inferred from
+    the SASS, and so is everything the role graph says."""
+    regions = summary.get("regions") or []
+    return bool(regions) and all(r.get("source") == "inferred" for r in regions)
 
 
 def _diff_section(d) -> str:

@@ -22,7 +22,7 @@ for v in ${VERSIONS:-v10 v11 v12}; do
   done
 done
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-for rep in reports/h200/v1[012]_*/b1_h64_s1024_d128_fp16.ncu-rep; do
+for rep in ${REPORTS_ROOT:-reports}/h200/v1[012]_*/b1_h64_s1024_d128_fp16.ncu-rep; do
   [ "$(left)" -lt 15 ] && { echo "skip ncu export (budget)"; break; }
   name=$(basename "$(dirname "$rep")")
   timeout 60 "$NCU" --import "$rep" --page source --csv --print-source sass 2> "$R/golden/$name.err" \

@@ -16,8 +16,11 @@ reading. A pure function of those arrays (no GPU, no ncu), so it runs on committ
   whose leader arrived on it (``arrive.expect_tx`` = ``TMA ← producer``); a named barrier by id (the static
   label ``bar N``, or ``bar (runtime id)`` where the SASS holds ids in registers) released by the other
   warpgroups that ``bar.arrive`` on it; a wgmma group wait by the tensor core. Weight: the cycles the
-  leader spent inside the waits (begin to end), summed over slots, as a share of all slots' active cycles
-  (first to last event).
+  leader spent inside the waits (begin to end), summed over slots (``cycles``), and the same times the warps
+  that wait there (``warp_cycles``: what ncu's PC sampler sees, which samples warps uniformly in time): every
+  warp of a consumer warpgroup executes each of these waits (4), of the producer only the elected thread's
+  warp (1; its other warps have exited) — ``warps``. Shares are of all slots' active warp-cycles (first to
+  last event); edges are ordered by ``warp_cycles``, so the heaviest edge compares with the static graph's.
 * **Overlap**: for every TMA load (an ``arrive.expect_tx`` of the producer), its time in flight = from that
   issue to the first consumer's wait end on that barrier after it; the share of it during which no consumer
   of the CTA was blocked in any wait is the load latency hidden behind consumer work.
@@ -174,20 +177,24 @@ def _edge_of(w: Wait, s: Slot, mb, nb, labels: dict, static_labels: set | None, 
     return label, " + ".join(parts) if parts else "unresolved"
 
 
+WARPS = {"producer": 1, "consumer": 4}  # warps that execute each wait of the role (ws family, CONTRACT.md)
+
+
 def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_labels: set | None = None,
-              *, block_cycles: int = 200, n_blocks: int | None = None) -> dict:
+              *, block_cycles: int = 200, n_blocks: int | None = None, warps: dict | None = None) -> dict:
     """Per-edge wait time, overlap and critical path of one traced launch (see the module docstring).
 
     ``labels``: mbarrier address -> static label (from :func:`profiler.analyze.roles.mbarrier_labels`);
     ``static_labels``: every barrier label of the static graph (to name named barriers alike)."""
     labels = labels or {}
+    warps = warps or WARPS
     slots = _slots(arrays, meta)
     if not slots:
         return {"version": meta.get("version"), "edges": [], "missing": "no events in the trace"}
     ghz, clock_how = _clock_ghz(slots, meta)
     mb, nb = _releasers(slots)
     wg_role = _role
-    active = sum(s.last - s.first for s in slots)
+    active = sum((s.last - s.first) * warps.get(s.role, 1) for s in slots)
     by_role_active: dict[str, int] = defaultdict(int)
     for s in slots:
         by_role_active[s.role] += s.last - s.first
@@ -201,12 +208,13 @@ def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_label
             g["blocking"] += int(w.cycles > block_cycles)
     edges = []
     for (waiter, barrier, releaser), g in agg.items():
+        wc = g["cycles"] * warps.get(waiter, 1)
         edges.append({"waiter": waiter, "barrier": barrier, "releaser": releaser, "cycles": int(g["cycles"]),
-                      "ns": g["cycles"] / ghz, "share": g["cycles"] / active if active else 0.0,
+                      "warp_cycles": int(wc), "ns": g["cycles"] / ghz, "share": wc / active if active else 0.0,
                       "share_of_waiter": g["cycles"] / by_role_active[waiter] if by_role_active[waiter] else 0.0,
                       "waits": g["waits"], "blocking_waits": g["blocking"],
                       "mean_cycles": g["cycles"] / g["waits"]})
-    edges.sort(key=lambda e: -e["cycles"])
+    edges.sort(key=lambda e: -e["warp_cycles"])
     overlap = _overlap(slots)
     crit = _critical(slots, mb, nb, labels, static_labels, block_cycles, n_blocks)
     spans = [(s.gt0 + (s.last - s.clk0) / ghz) - (s.gt0 - (s.clk0 - s.first) / ghz) for s in slots]
@@ -214,7 +222,7 @@ def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_label
         "version": meta.get("version"), "shape": meta.get("shape"), "config": meta.get("config"),
         "gpu": meta.get("gpu"), "ctas": meta.get("ctas"), "slots": len(slots),
         "events": int(sum(len(s.events) + 2 for s in slots)), "dropped_events": meta.get("dropped_events", 0),
-        "clock_ghz": ghz, "clock_from": clock_how,
+        "clock_ghz": ghz, "clock_from": clock_how, "warps_per_wait": warps,
         "overhead": {"untraced_us": meta["untraced_ms"] * 1e3, "traced_us": meta["traced_ms"] * 1e3,
                      "overhead_pct": meta["overhead_pct"], "reps": meta.get("reps"), "rounds": meta.get("rounds"),
                      "max_abs_diff_traced_vs_untraced": meta.get("max_abs_diff_traced_vs_untraced")},

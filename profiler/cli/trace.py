@@ -94,7 +94,7 @@ def trace(
     print(f"{s['version']} {s['shape']}: {s['ctas']} CTAs, {s['events']} events, clock {s['clock_ghz']:.3f} GHz "
           f"({s['clock_from']})")
     print(f"overhead: untraced {o['untraced_us']:.1f} us, traced {o['traced_us']:.1f} us ({o['overhead_pct']:+.1f}%)")
-    print("edges (leader-thread wait time, share of all warpgroups' active cycles):")
+    print("edges (leader-thread wait time; share = warp-weighted, of all warpgroups' active warp-cycles):")
     for e in s["edges"]:
         print(f"  {e['waiter']:9s} —[{e['barrier']}]→ {e['releaser']:28s} {e['ns'] / 1e3:9.1f} us "
               f"{100 * e['share']:5.1f}%  {e['waits']} waits, {e['blocking_waits']} blocking")

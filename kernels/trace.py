@@ -148,8 +148,7 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     L._ensure_context(dev)
     module = L._call(driver.cuModuleLoad(str(traced.cubin).encode()), "cuModuleLoad(traced)")
     fn = L._call(driver.cuModuleGetFunction(module, traced.entry.encode()), "cuModuleGetFunction(traced)")
-    own = traced.smem_dynamic_bytes
-    dyn = own + 8 * SLOTS  # the slots' event counters sit past the kernel's own dynamic smem (trace.cuh)
+    dyn = traced.smem_dynamic_bytes
     if dyn > 48 * 1024:
         attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         L._call(driver.cuFuncSetAttribute(fn, attr, dyn), "cuFuncSetAttribute(max dynamic smem)")
@@ -158,7 +157,7 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     ctas = grid[0] * grid[1] * grid[2]
     events = torch.zeros((ctas * SLOTS, CAPACITY, 2), dtype=torch.int64, device=q.device)  # 16 B an event
     counts = torch.zeros(ctas * SLOTS, dtype=torch.int32, device=q.device)
-    host = (ctypes.c_uint64 * 4)(events.data_ptr(), counts.data_ptr(), CAPACITY | (ctas << 32), own)
+    host = (ctypes.c_uint64 * 3)(events.data_ptr(), counts.data_ptr(), CAPACITY | (ctas << 32))
     if int(gsize) != ctypes.sizeof(host):
         raise WhowaitsError(f"whowaits_trace is {gsize} bytes on the device, expected {ctypes.sizeof(host)}")
     _set_global(driver, L, gptr, host)

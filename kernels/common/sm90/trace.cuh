@@ -29,8 +29,6 @@ struct WhowaitsTraceBuffer {
     uint32_t* counts;            // [max_ctas * WHOWAITS_TRACE_SLOTS] events written (may exceed capacity)
     uint32_t capacity;
     uint32_t max_ctas;
-    uint32_t smem_offset;        // the kernel's own dynamic smem bytes: the slots' counters sit right after
-    uint32_t pad;
 };
 
 enum WhowaitsTraceKind : uint32_t {
@@ -51,11 +49,6 @@ enum WhowaitsTraceKind : uint32_t {
 extern "C" {
 __device__ WhowaitsTraceBuffer whowaits_trace;  // zero (no buffer: nothing recorded) until the host sets it
 }
-// Each slot's event counter lives in shared memory past the kernel's own dynamic smem (the traced launch asks
-// for 8 bytes a slot more), so a stamp costs no global-memory round trip: the static __shared__ layout (the
-// mbarrier addresses the static graph names) is untouched. A counter holds (CTA id + 1) << 32 | count, so a
-// value left by an earlier CTA on the SM reads as count 0.
-extern __shared__ __align__(16) unsigned char whowaits_trace_dsmem[];
 
 namespace whowaits { namespace trace {
 
@@ -66,22 +59,13 @@ __device__ __forceinline__ unsigned long long clock() {
 }
 
 __device__ __forceinline__ void record_slow(uint32_t kind, uint32_t arg, unsigned long long t) {
-    WhowaitsTraceEvent* events = reinterpret_cast<WhowaitsTraceEvent*>(
-        __ldg(reinterpret_cast<const unsigned long long*>(&whowaits_trace.events)));
-    if (events == nullptr) return;
-    uint32_t* counts = reinterpret_cast<uint32_t*>(__ldg(reinterpret_cast<const unsigned long long*>(&whowaits_trace.counts)));
-    const uint32_t capacity = __ldg(&whowaits_trace.capacity), max_ctas = __ldg(&whowaits_trace.max_ctas);
+    const WhowaitsTraceBuffer b = whowaits_trace;
+    if (b.events == nullptr) return;
     const uint32_t cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    if (cta >= max_ctas) return;
-    const uint32_t wg = threadIdx.x >> 7;
-    const uint32_t slot = cta * WHOWAITS_TRACE_SLOTS + wg;
-    unsigned long long* counter =
-        reinterpret_cast<unsigned long long*>(whowaits_trace_dsmem + __ldg(&whowaits_trace.smem_offset)) + wg;
-    const unsigned long long c = *reinterpret_cast<volatile unsigned long long*>(counter);
-    const unsigned long long tag = static_cast<unsigned long long>(cta + 1) << 32;
-    uint32_t n = (c & 0xFFFFFFFF00000000ull) == tag ? static_cast<uint32_t>(c) : 0u;
-    WhowaitsTraceEvent* ev = events + static_cast<size_t>(slot) * capacity;
-    const WhowaitsTraceBuffer b = {events, counts, capacity, max_ctas, 0, 0};
+    if (cta >= b.max_ctas) return;
+    const uint32_t slot = cta * WHOWAITS_TRACE_SLOTS + (threadIdx.x >> 7);
+    uint32_t n = b.counts[slot];
+    WhowaitsTraceEvent* ev = b.events + static_cast<size_t>(slot) * b.capacity;
     if (n == 0 && b.capacity >= 2) {
         uint32_t smid;
         unsigned long long gt;
@@ -92,8 +76,7 @@ __device__ __forceinline__ void record_slow(uint32_t kind, uint32_t arg, unsigne
         n = 2;
     }
     if (n < b.capacity) ev[n] = {t, kind, arg};
-    *reinterpret_cast<volatile unsigned long long*>(counter) = tag | (n + 1);
-    counts[slot] = n + 1;
+    b.counts[slot] = n + 1;
 }
 
 // Stamp first (the clock of the event itself), then file it away on the leader thread only.

@@ -8,7 +8,10 @@
 # under `timeout -k 5 N` (a hung persistent kernel is killed within ~60 s) and the script stops starting
 # steps after $BUDGET seconds. v13 joins the bench only if its check passed. Everything lands in
 # $OUT/results.tgz.
-#   WHOWAITS_GIT_COMMIT=$(git rev-parse HEAD) STEPS="check sanitize bench profile extra tune" bash kernels/h200_v13.sh
+# On the H200 install with `python3 -m pip install --no-deps --no-build-isolation -e .` (the plain pip is another
+# Python's; NCU-NOTES.md). Sidecars/bench provenance: a tree carried under /work/main/.devcarry/NAME still finds
+# main's .git upward, so git_state reports main's HEAD, not $WHOWAITS_GIT_COMMIT (fix the files afterwards).
+#   WHOWAITS_GIT_COMMIT=<commit> STEPS="check sanitize bench profile extra tune gputest" bash kernels/h200_v13.sh
 set -u
 STEPS=${STEPS:-"check sanitize bench profile extra tune gputest"}
 BUDGET=${BUDGET:-540}
@@ -19,7 +22,7 @@ left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 stamp() { echo "== $1 at +$(( $(date +%s) - T0 ))s"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$R/nvidia-smi.txt" 2>&1
 python3 -c "import torch, triton; print(torch.__version__, triton.__version__)" > "$R/versions.txt" 2>&1
-V13=""
+V13=${V13:-}  # set to v13 to skip the check gate (a later call of the same tree)
 ALL="v01 v02 v03 v04 v05 v06 v07 v08 v09 v10 v11 v12"
 for step in $STEPS; do
   if [ "$(left)" -lt 30 ]; then echo "skip $step (budget)"; continue; fi

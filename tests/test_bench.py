@@ -122,3 +122,48 @@ def test_cli_bench_bad_input_is_one_line():
         proc = _cli(*args)
         assert proc.returncode == 2, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("whowaits: error: ")
+
+
+SEED_FIXTURE = REPO / "reports/h200/bench/2026-12-01-b1_h64_s1024_d128_fp16.json"  # the 08:16 device run
+
+
+def _fixture_rows():
+    data = json.loads(SEED_FIXTURE.read_text())
+    fields = set(bench.BenchRow.__dataclass_fields__)
+    return data, [bench.BenchRow(**{k: v for k, v in r.items() if k in fields}) for r in data["rows"]]
+
+
+def test_seed_fixture_is_a_real_device_run():
+    data, rows = _fixture_rows()
+    assert "H200" in data["provenance"]["gpu"] and data["provenance"]["repeat"] == 3
+    names = [r.implementation for r in rows]
+    assert "flex-attention" in names and "v13_persistent" in names and "flashinfer" not in names  # not installed
+    assert data["summary"]["best_version"] == "v13_persistent"
+    # summarize() on the stored rows gives the stored summary back
+    again = bench.summarize(rows, data["dense_gemm"])
+    assert again["best_version"] == data["summary"]["best_version"]
+    assert again["best_vs"] == pytest.approx(data["summary"]["best_vs"])
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "table"])
+def test_cli_bench_seed_columns(fmt, monkeypatch, tmp_path):
+    # the CLI's rendering of a real run (bench.run replaced by the stored rows: no GPU)
+    data, rows = _fixture_rows()
+    shape = Shape.parse(data["rows"][0]["shape"])
+    monkeypatch.setattr(bench, "run", lambda *a, **k: [(shape, rows, tmp_path / "x.json")])
+    proc = _cli("bench", "--shape", shape.key, "--format", fmt)
+    assert proc.returncode == 0, proc.stderr
+    seed = ["ms", "tflops", "snr_db", "max_err", "best_vs", "pct_gemm"]
+    if fmt == "csv":
+        out = list(csv.DictReader(proc.stdout.splitlines()))
+        assert set(seed) <= set(out[0]) and [r["implementation"] for r in out] == [r.implementation for r in rows]
+        v13 = next(r for r in out if r["implementation"] == "v13_persistent")
+        assert float(v13["best_vs"]) == pytest.approx(1.0)
+    elif fmt == "json":
+        out = json.loads(proc.stdout)
+        assert all(set(seed) <= set(r) for r in out)
+        cudnn = next(r for r in out if r["implementation"] == "sdpa-cudnn")
+        assert cudnn["best_vs"] == pytest.approx(data["summary"]["best_vs"]["sdpa-cudnn"])
+    else:
+        for word in ("best_vs", "pct_gemm", "max_err", "flex-attention", "v13_persistent"):
+            assert word in proc.stdout, word

@@ -90,15 +90,14 @@ def _summary(version):
     return json.loads(path.read_text())
 
 
-V11_DISAGREES = pytest.mark.xfail(strict=True, reason=(
-    "measured on the H200: v11's trace puts the pingpong named barrier first (6.9% of warp-cycles) just above "
-    "the full-K wait (6.4%) and the wgmma group (6.3%, the static graph's heaviest at 16.5% of samples); the "
-    "trace costs +96% time on v11, and every stamp delays the warpgroup that takes it while the other waits on "
-    "it at the named barrier"))
+NOT_MET = pytest.mark.xfail(strict=True, reason=(
+    "issue 12's done-when is not met by the committed traces: a stamp costs 273 cycles on the H200 (the "
+    "shortest wait of the launch), ~12 stamps per consumer iteration of ~6000 traced cycles, so the traced "
+    "kernels run +68/+96/+116% longer and become consumer-bound: calibrated for the stamp cost, the heaviest "
+    "edge is the producer's empty-barrier wait, not the consumers' wgmma group the ncu samples name"))
 
 
-@pytest.mark.parametrize("version", ["v10_warp_specialized", pytest.param("v11_pingpong", marks=V11_DISAGREES),
-                                     "v12_intra_wg_overlap"])
+@pytest.mark.parametrize("version", [pytest.param(v, marks=NOT_MET) for v in VERSIONS])
 def test_trace_heaviest_edge_agrees_with_static_graph(version):
     """Done-when of issue 12: the measured trace and the static graph (ncu samples of the committed
     report) name the same heaviest edge, for the same version (trace edges weighted by the warps that
@@ -141,6 +140,7 @@ def test_committed_summary_is_what_the_raw_events_say(version):
     o = committed["overhead"]
     assert o["traced_us"] > 0 and o["untraced_us"] > 0
     assert o["max_abs_diff_traced_vs_untraced"] == 0  # the trace does not change the result
+    assert 250 < committed["stamp_cycles"]["consumer"] < 300  # what a stamp costs (see NOT_MET)
     assert meta["gpu"].startswith("NVIDIA H200")
 
 
@@ -158,3 +158,19 @@ def test_perfetto_json_shape():
     assert all(e["dur"] >= 0 for e in waits)
     assert any(re.match(r"wait mbarrier@0x4[0-4]0", e["name"]) for e in waits)
     assert any(e["name"] == "wait bar (runtime id)" for e in waits)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_trace_and_static_graph_name_the_same_edges(version):
+    """Measured and sampled, the same ring: every edge the trace saw (barrier by address, releaser by who
+    arrived) is an edge of the static graph of the same version, and the mbarrier edges coincide."""
+    from profiler.analyze.roles import role_graph
+    from profiler.report import load_report
+
+    s = _summary(version)
+    g = role_graph(load_report(ROOT / f"reports/h200/{version}/{SHAPE}.ncu-rep").launches[0])
+    static = {(e.waiter, e.barrier, e.releaser) for e in g.edges}
+    traced = {(e["waiter"], e["barrier"], e["releaser"]) for e in s["edges"]}
+    assert traced <= static
+    mb = {e for e in static if e[1].startswith("mbarrier")}
+    assert {e for e in traced if e[1].startswith("mbarrier")} == mb

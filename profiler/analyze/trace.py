@@ -21,6 +21,12 @@ reading. A pure function of those arrays (no GPU, no ncu), so it runs on committ
   warp of a consumer warpgroup executes each of these waits (4), of the producer only the elected thread's
   warp (1; its other warps have exited) — ``warps``. Shares are of all slots' active warp-cycles (first to
   last event); edges are ordered by ``warp_cycles``, so the heaviest edge compares with the static graph's.
+* **Stamp cost.** A stamp is not free (the leader's bookkeeping takes a few hundred cycles on the H200), and a
+  wait's begin stamp is taken before that bookkeeping, so every wait interval holds one stamp's cost. The
+  cost is calibrated from the launch itself: the shortest wait of any role (a wait that found its barrier
+  already complete lasts one stamp; the stamp is the same code in every role), ``stamp_cycles``; every wait
+  is counted as its interval minus that (at least 0), ``raw_cycles`` keeps the interval, and
+  ``heaviest_uncalibrated`` names the heaviest edge by raw intervals.
 * **Overlap**: for every TMA load (an ``arrive.expect_tx`` of the producer), its time in flight = from that
   issue to the first consumer's wait end on that barrier after it; the share of it during which no consumer
   of the CTA was blocked in any wait is the load latency hidden behind consumer work.
@@ -67,10 +73,15 @@ class Wait:
     begin: int
     end: int
     parity: int = 0
+    stamp: int = 0  # the stamp cost calibrated for the role (summarize sets it)
+
+    @property
+    def raw_cycles(self) -> int:
+        return self.end - self.begin
 
     @property
     def cycles(self) -> int:
-        return self.end - self.begin
+        return max(0, self.end - self.begin - self.stamp)
 
 
 @dataclass
@@ -117,6 +128,12 @@ def _slots(arrays: dict, meta: dict) -> list[Slot]:
                 sl.waits.append(Wait(sl.index, wk, key, t0, tt, (a0 >> 31) & 1 if k == 3 else 0))
         out.append(sl)
     return out
+
+
+def _stamp_cycles(slots: list[Slot]) -> dict[str, int]:
+    """The shortest wait interval of the launch (any role): one stamp's cost (module docstring), per role."""
+    lo = min((w.raw_cycles for s in slots for w in s.waits), default=0)
+    return {s.role: lo for s in slots}
 
 
 def _clock_ghz(slots: list[Slot], meta: dict) -> tuple[float, str]:
@@ -192,6 +209,10 @@ def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_label
     if not slots:
         return {"version": meta.get("version"), "edges": [], "missing": "no events in the trace"}
     ghz, clock_how = _clock_ghz(slots, meta)
+    stamp = _stamp_cycles(slots)
+    for sl in slots:
+        for w in sl.waits:
+            w.stamp = stamp.get(sl.role, 0)
     mb, nb = _releasers(slots)
     wg_role = _role
     active = sum((s.last - s.first) * warps.get(s.role, 1) for s in slots)
@@ -202,18 +223,20 @@ def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_label
     for s in slots:
         for w in s.waits:
             b, r = _edge_of(w, s, mb, nb, labels, static_labels, wg_role)
-            g = agg.setdefault((s.role, b, r), {"cycles": 0, "waits": 0, "blocking": 0})
+            g = agg.setdefault((s.role, b, r), {"cycles": 0, "raw": 0, "waits": 0, "blocking": 0})
             g["cycles"] += w.cycles
+            g["raw"] += w.raw_cycles
             g["waits"] += 1
             g["blocking"] += int(w.cycles > block_cycles)
     edges = []
     for (waiter, barrier, releaser), g in agg.items():
         wc = g["cycles"] * warps.get(waiter, 1)
         edges.append({"waiter": waiter, "barrier": barrier, "releaser": releaser, "cycles": int(g["cycles"]),
-                      "warp_cycles": int(wc), "ns": g["cycles"] / ghz, "share": wc / active if active else 0.0,
+                      "raw_cycles": int(g["raw"]), "warp_cycles": int(wc), "ns": g["cycles"] / ghz, "share": wc / active if active else 0.0,
                       "share_of_waiter": g["cycles"] / by_role_active[waiter] if by_role_active[waiter] else 0.0,
                       "waits": g["waits"], "blocking_waits": g["blocking"],
                       "mean_cycles": g["cycles"] / g["waits"]})
+    raw_top = max(edges, key=lambda e: e["raw_cycles"] * warps.get(e["waiter"], 1), default=None)
     edges.sort(key=lambda e: -e["warp_cycles"])
     overlap = _overlap(slots)
     crit = _critical(slots, mb, nb, labels, static_labels, block_cycles, n_blocks)
@@ -222,12 +245,13 @@ def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_label
         "version": meta.get("version"), "shape": meta.get("shape"), "config": meta.get("config"),
         "gpu": meta.get("gpu"), "ctas": meta.get("ctas"), "slots": len(slots),
         "events": int(sum(len(s.events) + 2 for s in slots)), "dropped_events": meta.get("dropped_events", 0),
-        "clock_ghz": ghz, "clock_from": clock_how, "warps_per_wait": warps,
+        "clock_ghz": ghz, "clock_from": clock_how, "warps_per_wait": warps, "stamp_cycles": stamp,
         "overhead": {"untraced_us": meta["untraced_ms"] * 1e3, "traced_us": meta["traced_ms"] * 1e3,
                      "overhead_pct": meta["overhead_pct"], "reps": meta.get("reps"), "rounds": meta.get("rounds"),
                      "max_abs_diff_traced_vs_untraced": meta.get("max_abs_diff_traced_vs_untraced")},
         "active_cycles": int(active), "mean_slot_span_us": float(np.mean(spans)) / 1e3 if spans else None,
-        "edges": edges, "heaviest": edges[0] if edges else None, "overlap": overlap, "critical_path": crit,
+        "edges": edges, "heaviest": edges[0] if edges else None,
+        "heaviest_uncalibrated": {k: raw_top[k] for k in ("waiter", "barrier", "releaser", "raw_cycles")} if raw_top else None, "overlap": overlap, "critical_path": crit,
     }
 
 
@@ -358,7 +382,7 @@ def _walk(wgs: dict, start_slot: Slot, t0: int, t1: int, mb, nb, labels, static_
         t = w.end
         if w.cycles <= block_cycles:
             t = w.begin
-            segs.append({"role": slot.role, "wg": slot.wg, "what": f"{slot.role} work", "cycles": w.cycles})
+            segs.append({"role": slot.role, "wg": slot.wg, "what": f"{slot.role} work", "cycles": w.raw_cycles})
             continue
         barrier, releaser = _edge_of(w, slot, mb, nb, labels, static_labels, _role)
         if w.kind == "wgmma_group":
@@ -386,7 +410,7 @@ def _walk(wgs: dict, start_slot: Slot, t0: int, t1: int, mb, nb, labels, static_
                     best = (a, s2)
             if best is None:
                 segs.append({"role": slot.role, "wg": slot.wg, "what": f"wait {barrier} (releaser unseen)",
-                             "cycles": w.cycles})
+                             "cycles": w.raw_cycles})
                 t = w.begin
                 continue
             segs.append({"role": slot.role, "wg": slot.wg, "what": f"wait {barrier} → {releaser}",
@@ -403,7 +427,7 @@ def _walk(wgs: dict, start_slot: Slot, t0: int, t1: int, mb, nb, labels, static_
                 best = (a, s2)
         if best is None:
             segs.append({"role": slot.role, "wg": slot.wg, "what": f"wait {barrier} (releaser unseen)",
-                         "cycles": w.cycles})
+                         "cycles": w.raw_cycles})
             t = w.begin
             continue
         segs.append({"role": slot.role, "wg": slot.wg, "what": f"wait {barrier} → {releaser}",
@@ -423,6 +447,10 @@ def chrome_trace(arrays: dict, meta: dict, labels: dict | None = None, static_la
         keep = sorted({s.cta for s in slots})[:max_ctas]
         slots = [s for s in slots if s.cta in set(keep)]
     ghz, how = _clock_ghz(slots, meta)
+    stamp = _stamp_cycles(slots)
+    for sl in slots:
+        for w in sl.waits:
+            w.stamp = stamp.get(sl.role, 0)
     mb, nb = _releasers(slots)
     t_min = min(s.gt0 - (s.clk0 - s.first) / ghz for s in slots) if slots else 0
 
@@ -439,8 +467,8 @@ def chrome_trace(arrays: dict, meta: dict, labels: dict | None = None, static_la
         for w in s.waits:
             b, r = _edge_of(w, s, mb, nb, labels, static_labels, _role)
             ev.append({"ph": "X", "name": f"wait {b}", "cat": w.kind, "pid": s.sm, "tid": tid,
-                       "ts": us(s, w.begin), "dur": round(w.cycles / ghz / 1e3, 4),
-                       "args": {"releaser": r, "cycles": w.cycles}})
+                       "ts": us(s, w.begin), "dur": round(w.raw_cycles / ghz / 1e3, 4),
+                       "args": {"releaser": r, "cycles": w.raw_cycles, "cycles_less_stamp": w.cycles}})
         for tt, k, a in s.events:
             if k in (4, 5, 8, 11):
                 name = {4: "arrive", 5: "TMA issue (expect_tx)", 8: "bar.arrive", 11: "wgmma commit"}[k]

@@ -182,6 +182,9 @@ def _version_section(p, m, verbose: bool = False) -> str:
              f"{' · ' + str(p.launches) + ' launches merged' if p.launches > 1 else ''}</p>"]
     parts.append(_fig(plots.stall_breakdown(shares, title=f"{label}: stall reasons (95% intervals)")))
     parts.append(_fig(plots.who_waits_heatmap(waits, title=f"{label}: who waits on whom (% of samples)")))
+    from profiler.html_flow import flow_section  # noqa: PLC0415
+
+    parts.append(flow_section(s, label))
     wo = s.get("waits_on") or []
     if wo:
         rows = [[_e(f"{w['class']}·{w['reason']}"), _e(f"← {w['producer_class']} ({w['producer_opcode']})"),

@@ -71,7 +71,8 @@ def test_report_loads_draws_and_logs_no_errors(tmp_path):
     dom, console = open_in_chromium(out, tmp_path)
     p = _Plots()
     p.feed(dom)
-    # 8 migration charts (4 + timelines, phases, warp states, regions) + 2 per version + 1 per consecutive
+    # 8 migration charts (4 + timelines, phases, warp states, regions) + 3 per version (stall reasons, who waits
+    # on whom as a heat map and as a flow) + 1 per consecutive
     # diff, and in a diff the tensor-pipe timelines (either side has PM samples) and warp states (either side)
     from profiler.compare import migrate
 
@@ -81,7 +82,7 @@ def test_report_loads_draws_and_logs_no_errors(tmp_path):
     warps = {v: bool(((tl["version"] == v) & tl["series"].str.startswith("warps_")).any()) for v in m.versions}
     pairs = list(zip(m.versions, m.versions[1:]))
     extra = sum(curve[a] or curve[b] for a, b in pairs) + sum(warps[a] or warps[b] for a, b in pairs)
-    expected = 8 + 2 * n_versions + (n_versions - 1) + extra
+    expected = 8 + 3 * n_versions + (n_versions - 1) + extra
     assert p.graph_divs == expected
     assert p.rendered == expected, f"{p.rendered} of {expected} charts rendered"
     assert p.main_svgs >= expected

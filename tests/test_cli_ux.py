@@ -54,3 +54,81 @@ def test_the_supervisor_pipe_reaches_profiler_report_when_imported():
             "c._note_fd_on_import(w + 100); assert report.NATIVE_NOTE_FD == w + 100; print('ok')")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+# --- progress bars (issue 16 §6): on stderr, on a terminal only; piped output is exactly what it was ---------
+TERMINAL = {"FORCE_COLOR": "1", "TTY_COMPATIBLE": "1", "COLUMNS": "120"}  # rich takes stderr for a terminal
+
+
+def _piped_env() -> dict:
+    return {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR", "WHOWAITS_NCU")}
+
+
+def test_profile_all_shows_a_bar_on_a_terminal_only(tmp_path):
+    from kernels import registry
+
+    ids = [v.id for v in registry.versions()]
+    fake = ROOT / "tests" / "fake_ncu"
+    env = dict(_piped_env(), PATH=f"{fake}{os.pathsep}{os.environ.get('PATH', '')}", FAKE_NCU_MODE="ok",
+               FAKE_NCU_REPORT=str(ROOT / "reports/h200/ext-sdpa-flash-fullset/b1_h64_s1024_d128_fp16.ncu-rep"),
+               FAKE_NCU_KERNELS=",".join(f"void whowaits::{i}::flash_fwd<__half>()" for i in ids),
+               FAKE_NCU_LOG=str(tmp_path / "calls.log"))
+
+    def profile(out, **extra):
+        return subprocess.run([sys.executable, "-m", "profiler.fastcli", "profile", "--all", "--out", str(out)],
+                              cwd=ROOT, env=dict(env, **extra), capture_output=True, text=True, timeout=300)
+
+    piped = profile(tmp_path / "a")
+    assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+    term = profile(tmp_path / "b", **TERMINAL)
+    assert term.returncode == 0, term.stderr
+    assert term.stdout.replace(str(tmp_path / "b"), "X").splitlines()[:-1] == \
+        piped.stdout.replace(str(tmp_path / "a"), "X").splitlines()[:-1]  # the last line: the session's wall time
+    assert f"/{len(ids)}" in term.stderr and f"profiled {ids[-1]}" in term.stderr
+
+
+def test_bench_and_tune_show_a_bar_on_a_terminal_only(monkeypatch):
+    from kernels import bench, tune
+
+    def fake_bench(names, shapes, log=print, **kw):
+        for v in ("v01_naive", "v02_smem_tiling"):
+            log(f"  {v}  1.0 ms")
+        return []
+
+    def fake_tune(version, shape, log=print, **kw):
+        log("3 configs, 1 dropped (spills), 2 to time")
+        for c in ("block_m=64", "block_m=128"):
+            log(f"  {c}  1.0 ms")
+        return [], None
+
+    monkeypatch.setattr(bench, "run", fake_bench)
+    monkeypatch.setattr(tune, "tune", fake_tune)
+    for args, bar in ((["bench", "v01", "v02", "--format", "json"], "timing"),
+                      (["tune", "v02", "--format", "json"], "tuning v02")):
+        piped = run(*args, env={"FORCE_COLOR": None, "TTY_COMPATIBLE": None})
+        assert piped.returncode == 0 and bar not in piped.stderr, piped.stderr
+        term = run(*args, env=TERMINAL)
+        assert term.returncode == 0 and term.stdout == piped.stdout, term.stderr
+        assert bar in term.stderr, (args, term.stderr)
+    assert "/2" in term.stderr  # tune: the total is known from the space's line
+
+
+def test_sweep_shows_a_bar_on_a_terminal_only(tmp_path):
+    try:
+        from test_sweep import MANIFEST, env_for
+    except ImportError:  # tests/ imported as a package
+        from tests.test_sweep import MANIFEST, env_for
+    (tmp_path / "sweep.toml").write_text(MANIFEST.replace('versions = ["v01", "v02", "v03"]', 'versions = ["v01"]'))
+
+    def sweep(**extra):
+        env = {k: v for k, v in env_for(tmp_path, FAKE_NCU_SLEEP="0.5", **extra).items()
+               if extra or k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+        return subprocess.run([sys.executable, "-m", "profiler.fastcli", "sweep", str(tmp_path / "sweep.toml"),
+                               "--format", "json", "--force"], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=300)
+
+    piped = sweep()
+    assert piped.returncode == 0 and "sweep" not in piped.stderr and "GPU-" not in piped.stderr, piped.stderr
+    term = sweep(**TERMINAL)
+    assert term.returncode == 0, term.stderr
+    assert "/2" in term.stderr and ("GPU-" in term.stderr or "sweep" in term.stderr), term.stderr[-1000:]

@@ -132,3 +132,57 @@ def test_sweep_shows_a_bar_on_a_terminal_only(tmp_path):
     term = sweep(**TERMINAL)
     assert term.returncode == 0, term.stderr
     assert "/2" in term.stderr and ("GPU-" in term.stderr or "sweep" in term.stderr), term.stderr[-1000:]
+
+
+# --- parameter coercion without pydantic (profiler/cli/_app.py: _lean_coercion) ------------------------------
+SAMPLES = ["3", "0", "-1", " 7 ", "1.5", "x", "", "table", "JSON", "csv", "true", "no", "v07", "reports",
+           "reports/h200/v07_tuned/b1_h64_s1024_d128_fp16.ncu-rep", "/nonexistent/x", ["a", "b"], ["3", "4"]]
+
+
+def _params():
+    import typer.main
+
+    from profiler.cli import app
+
+    root = typer.main.get_command(app)
+    stack = [(root, name, cmd) for name, cmd in root.commands.items()]
+    while stack:
+        parent, name, cmd = stack.pop()
+        for sub_name, sub in getattr(cmd, "commands", {}).items():
+            stack.append((cmd, sub_name, sub))
+        for param in cmd.params:
+            if hasattr(param, "type_descriptor"):
+                yield cmd, param
+
+
+def test_every_parameter_is_coerced_as_typer_would():
+    import profiler.cli  # noqa: F401 (sets the lean coercion)
+    from typer import core
+    from typer._click import Context
+    from typer._click.exceptions import BadParameter
+
+    lean = core.build_runtime_param
+    assert getattr(lean, "whowaits_lean", False), "typer's internals changed: the lean coercion is off"
+    n_lean = n_params = 0
+    for cmd, param in _params():
+        n_params += 1
+        mine = lean(param.type_descriptor)
+        if type(mine).__name__ != "LeanRuntimeParam":
+            continue
+        n_lean += 1
+        theirs = lean.typer_build(param.type_descriptor)
+        ctx = Context(cmd)
+        for v in SAMPLES:
+            got = []
+            for rp in (mine, theirs):
+                try:
+                    got.append(("ok", rp._coerce_value(v, param=param, ctx=ctx)))
+                except BadParameter as exc:
+                    got.append(("bad", type(exc).__name__))
+            assert got[0] == got[1], (cmd.name, param.name, v, got)
+    assert n_lean == n_params > 80  # every parameter of every command is one of the lean types
+
+
+def test_a_computed_command_loads_no_pydantic():
+    mods = _imported("show", "reports/h200/v07_tuned/b1_h64_s1024_d128_fp16.ncu-rep", "--format", "json", "--top", "3")
+    assert "pandas" in mods and "pydantic" not in mods

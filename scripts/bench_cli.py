@@ -21,20 +21,21 @@ columns see the same load: the way to read an import-time change on a shared, lo
 
 Usage: python scripts/bench_cli.py [--runs N] [--check] [--format table|json] [--against DIR]
 
-Measured 2026-12-01 08:45 UTC, ``--runs 5 --against /work/main`` (main at 51def00), load average 6.8 -> 5.8 on
-the 2 shared cores; median wall s, this tree / main:
+Measured 2026-12-01 on the 2 cores shared by six sessions, ``--runs 5 --against /work/main`` (main at 51def00);
+median wall s, this tree / main, the same run (the computed rows 2 runs each):
 
-    whowaits --help                       0.331 / 1.129   (main imported profiler.report, hence pandas, in the
-                                                            crash supervisor before forking; now an import hook)
-    show / diff / migration --format json 0.054 / 0.095 / 0.084 (replayed; main the same)
-    computed: show --format json          1.25 / 1.24     (2 runs each)
-    computed: diff v06 v07 --format json  1.02 / 1.27
-    computed: migration --format json     1.57 / 1.82
+    run (load before -> after)            08:45 (6.8 -> 5.8)    08:55 (7.6 -> 6.7; + lean typer coercion)
+    whowaits --help                       0.331 / 1.129         0.646 / 1.787
+    replayed show / diff / migration      0.05-0.10 (both)      0.07-0.11 (both)
+    computed: show --format json          1.25 / 1.24           1.18 / 1.49
+    computed: diff v06 v07 --format json  1.02 / 1.27           1.18 / 1.40
+    computed: migration --format json     1.57 / 1.82           1.57 / 2.07
 
-What the computed rows still import (-X importtime, same run): pandas + numpy ~0.9 s of ~1.0 s (the analyses
-and Diff/Migration frames are pandas: profiler.analyze, profiler.compare), typer's pydantic TypeAdapters
-~0.14 s (typer >= 0.2x coerces every parameter through pydantic; --help does not), the CLI's command
-modules with typer ~0.1 s.
+--help: main imported profiler.report (hence pandas, numpy) in the crash supervisor before forking; now an
+import hook hands it the pipe when something imports it. Computed rows: typer (>= 0.2x) no longer builds a
+pydantic TypeAdapter per parameter (profiler/cli/_app.py). What they still import (-X importtime, 08:55):
+~0.7 s, nearly all pandas + numpy + pyarrow under profiler.analyze / profiler.compare (the analyses and the
+Diff/Migration frames are pandas), then the CLI's command modules with typer (~0.08 s).
 """
 
 from __future__ import annotations

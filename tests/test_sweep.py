@@ -364,3 +364,26 @@ def test_ray_backend_without_ray_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(WhowaitsError, match="go with --backend ray"):
         run_sweep(load_manifest(tmp_path / "sweep.toml"), address="auto")
     assert not (tmp_path / "reports").exists()
+
+
+def test_resume_counts_a_report_with_the_same_sass_as_done(tmp_path):
+    """A report whose recorded key differs from the rung's current key but whose SASS is the current build's
+    (freshness 'restamp') is done; one whose SASS differs (v03's report filed as v04) is stale."""
+    import shutil
+
+    from profiler.sweep import jobs as J
+
+    pytest.importorskip("kernels.build").find_nvcc()
+    src = REPO / "reports" / "h200"
+    for folder, as_version in (("v03_tensor_cores", "v03_tensor_cores"), ("v03_tensor_cores", "v04_swizzle_cp_async")):
+        dst = tmp_path / "h200" / as_version
+        dst.mkdir(parents=True)
+        shutil.copy(src / folder / f"{SHAPE}.ncu-rep", dst)
+        side = json.loads((src / folder / f"{SHAPE}.json").read_text()) | {"version": as_version, "build_hash": "f" * 24}
+        (dst / f"{SHAPE}.json").write_text(json.dumps(side))
+    st = {}
+    for v in ("v03_tensor_cores", "v04_swizzle_cp_async"):
+        j = J.Job("profile", SHAPE, v, runner_arg=v)
+        st[v] = J.status(j, tmp_path, "h200", J.expected_build_hash(j))
+    assert st == {"v03_tensor_cores": "restamp", "v04_swizzle_cp_async": "stale"}
+    assert "restamp" in J.DONE and "stale" not in J.DONE

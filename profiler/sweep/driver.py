@@ -110,9 +110,12 @@ def prepare(manifest, force: bool, slugs: list[str]) -> tuple[list[J.Job], dict,
     commit = git_state(J.REPO)[0]
     todo, skipped = [], []
     for j in all_jobs:
-        if not force and slugs and all(J.status(j, manifest.out, s, hashes.get(j.id), manifest.logs, commit) == "done"
-                                       for s in slugs):
-            skipped.append(J.Outcome(j.id, "skipped", gpu=",".join(sorted(set(slugs))), note="done (same build hash)"))
+        st = [] if force or not slugs else [J.status(j, manifest.out, s, hashes.get(j.id), manifest.logs, commit)
+                                            for s in slugs]
+        if st and all(x in J.DONE for x in st):
+            note = ("done (same SASS; build key changed: scripts/backfill_provenance.py --restamp)"
+                    if "restamp" in st else "done (same build hash)")
+            skipped.append(J.Outcome(j.id, "skipped", gpu=",".join(sorted(set(slugs))), note=note))
         else:
             todo.append(j)
     return todo, hashes, skipped
@@ -224,7 +227,7 @@ def run_local(manifest, *, force: bool = False, on_event: Callable[[dict], None]
             retry = None
             try:
                 run_jobs = [j for j in batch.jobs if force or batch.attempt > 1
-                            or J.status(j, manifest.out, slug, hashes.get(j.id), manifest.logs, commit) != "done"]
+                            or J.status(j, manifest.out, slug, hashes.get(j.id), manifest.logs, commit) not in J.DONE]
                 for j in batch.jobs:
                     if j not in run_jobs:  # done meanwhile (by another sweep)
                         with flock:

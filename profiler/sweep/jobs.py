@@ -10,7 +10,10 @@ bench/check jobs are batches of one.
 
 Resume: a profile job is *done* when its report and sidecar exist and the sidecar's ``build_hash`` equals the
 build cache key of the rung it would profile now (:func:`expected_build_hash`; null for external programs,
-so for them the existing pair counts as done); a report whose hash differs is *stale* and profiled again.
+so for them the existing pair counts as done). A report whose hash differs is profiled again (*stale*) unless
+the rung's current build has the profiled SASS instruction by instruction (:func:`profiler.freshness.check_report`
+says ``restamp``: a header moved, a comment changed): then it still describes the code and counts as done
+(status ``restamp``; ``scripts/backfill_provenance.py --restamp`` takes the new key into its sidecar).
 A bench job is done when today's result file for its shape exists (the file ``whowaits bench`` writes);
 a check job when its log under the sweep's logs says it passed at the same commit.
 
@@ -177,8 +180,24 @@ def report_path(out: Path, gpu: str, job: Job) -> Path:
     return Path(out) / gpu / str(job.subject) / f"{job.shape}.ncu-rep"
 
 
+DONE = ("done", "restamp")  # statuses a resumed sweep skips
+
+
+def same_sass(report: Path) -> bool:
+    """True when ``report``'s rung builds today to the SASS it profiled (freshness ``restamp`` or ``fresh``);
+    False when it differs or cannot be told here (no nvcc, an unreadable report: profile again)."""
+    try:
+        from profiler import freshness
+
+        f = freshness.check_report(report)
+    except Exception:  # noqa: BLE001 - cannot tell: the safe answer is to profile again
+        return False
+    return f is not None and f.status in ("fresh", "restamp")
+
+
 def status(job: Job, out: Path, gpu: str, expected: str | None, logs: Path | None = None, commit: str | None = None) -> str:
-    """``done`` | ``stale`` | ``todo`` for a job on a GPU folder (see the module docstring)."""
+    """``done`` | ``restamp`` | ``stale`` | ``todo`` for a job on a GPU folder (see the module docstring);
+    :data:`DONE` are the ones a sweep skips."""
     if job.kind == "profile":
         rep = report_path(out, gpu, job)
         side = rep.with_name(job.shape + ".json")
@@ -188,7 +207,11 @@ def status(job: Job, out: Path, gpu: str, expected: str | None, logs: Path | Non
             recorded = json.loads(side.read_text()).get("build_hash")
         except (OSError, ValueError, AttributeError):
             return "stale"
-        return "done" if recorded == expected else "stale"
+        if recorded == expected:
+            return "done"
+        if recorded and expected and same_sass(rep):
+            return "restamp"
+        return "stale"
     if job.kind == "bench":
         day = _dt.datetime.now(_dt.timezone.utc).date().isoformat()
         return "done" if (Path(out) / gpu / "bench" / f"{day}-{job.shape}.json").is_file() else "todo"

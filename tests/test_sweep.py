@@ -387,3 +387,22 @@ def test_resume_counts_a_report_with_the_same_sass_as_done(tmp_path):
         st[v] = J.status(j, tmp_path, "h200", J.expected_build_hash(j))
     assert st == {"v03_tensor_cores": "restamp", "v04_swizzle_cp_async": "stale"}
     assert "restamp" in J.DONE and "stale" not in J.DONE
+
+
+def test_git_commit_from_the_environment_wins_and_travels_with_the_job(monkeypatch):
+    """$WHOWAITS_GIT_COMMIT wins over the .git git finds (a copy nested in another checkout, as the device's
+    .devcarry/<name>, would report the outer HEAD); the sweep puts the driver's commit into every job's env;
+    every device-side script refuses to start without it."""
+    from profiler.provenance import git_state
+    from profiler.sweep import jobs as J
+
+    monkeypatch.setenv("WHOWAITS_GIT_COMMIT", "c" * 40)
+    monkeypatch.setenv("WHOWAITS_GIT_DIRTY", "0")
+    assert git_state(REPO) == ("c" * 40, False)
+    assert J.commit_env() == {"WHOWAITS_GIT_COMMIT": "c" * 40, "WHOWAITS_GIT_DIRTY": "0"}
+    monkeypatch.delenv("WHOWAITS_GIT_COMMIT")
+    assert git_state(REPO)[0] != "c" * 40
+    for script in ("kernels/h200_run.sh", "kernels/h200_ladder3.sh", "scripts/h200_profile_dataset.sh",
+                   "scripts/h200_sweep.sh", "scripts/h200_recollect.py"):
+        text = (REPO / script).read_text()
+        assert "WHOWAITS_GIT_COMMIT:?" in text or 'os.environ.get("WHOWAITS_GIT_COMMIT")' in text, script

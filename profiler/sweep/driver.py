@@ -218,6 +218,7 @@ def run_local(manifest, *, force: bool = False, on_event: Callable[[dict], None]
     from profiler.provenance import git_state
 
     commit = git_state(J.REPO)[0]
+    git_env = J.commit_env()  # every job records the driver's commit (a copy without .git: $WHOWAITS_GIT_COMMIT)
 
     def worker(g: Gpu) -> None:
         slug = slugs[g.pin]
@@ -250,7 +251,7 @@ def run_local(manifest, *, force: bool = False, on_event: Callable[[dict], None]
                         record.event("lock", gpu=where, lock=str(lock.path), waited_s=round(waited, 3),
                                      jobs=[j.id for j in run_jobs], attempt=batch.attempt)
                         try:
-                            spec = J.spec_for(batch, manifest, manifest.out, slug, hashes)
+                            spec = J.spec_for(batch, manifest, manifest.out, slug, hashes, git_env)
                             outs = J.run_process(spec, g.pin, timeout=manifest.timeout_s, log=log,
                                                  workdir=manifest.logs / ".spec")
                         finally:

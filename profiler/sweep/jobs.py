@@ -239,9 +239,22 @@ class Spec:
     env: dict = field(default_factory=dict)  # extra environment for ncu and the profiled program
 
 
-def spec_for(batch: Batch, manifest, out: Path, gpu: str, hashes: dict) -> Spec:
+def commit_env() -> dict[str, str]:
+    """``WHOWAITS_GIT_COMMIT`` / ``WHOWAITS_GIT_DIRTY`` of the driver's checkout, for the job's environment:
+    a job process on a Ray node (or in a copy without .git) records the commit of the code the driver planned."""
+    from profiler.provenance import git_state
+
+    commit, dirty = git_state(REPO)
+    env = {"WHOWAITS_GIT_COMMIT": commit} if commit else {}
+    if commit and dirty is not None:
+        env["WHOWAITS_GIT_DIRTY"] = "1" if dirty else "0"
+    return env
+
+
+def spec_for(batch: Batch, manifest, out: Path, gpu: str, hashes: dict, git_env: dict | None = None) -> Spec:
+    env = (commit_env() if git_env is None else git_env) | dict(manifest.env)
     return Spec([asdict(j) for j in batch.jobs], str(out), gpu, manifest.section_set, manifest.warmup,
-                str(manifest.logs), {j.id: hashes.get(j.id) for j in batch.jobs}, dict(manifest.env))
+                str(manifest.logs), {j.id: hashes.get(j.id) for j in batch.jobs}, env)
 
 
 def _profile(spec: Spec, jobs: list[Job], log) -> list[Outcome]:

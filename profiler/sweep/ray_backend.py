@@ -151,6 +151,7 @@ def run_ray(manifest, *, address: str | None = None, accelerator_type: str | Non
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         todo, hashes, skipped = prepare(manifest, force, [manifest.gpu] if manifest.gpu else [])
         recorded = {} if force else _recorded(manifest, todo, hashes)
+        git_env = J.commit_env()  # the driver's commit travels to the nodes (they may have no checkout)
         record = Record(manifest.logs, on_event)
         record.event("start", backend="ray", manifest=str(manifest.path), address=address,
                      gpus=[f"ray: {ray.cluster_resources().get('GPU', 0):g} GPU(s)"], jobs=len(todo) + len(skipped),
@@ -169,7 +170,7 @@ def run_ray(manifest, *, address: str | None = None, accelerator_type: str | Non
             now = time.monotonic()
             for b in [b for b in waiting if b.not_before <= now]:
                 waiting.remove(b)
-                spec = J.spec_for(b, manifest, Path("."), manifest.gpu or "", hashes)
+                spec = J.spec_for(b, manifest, Path("."), manifest.gpu or "", hashes, git_env)
                 ref = remote.remote(asdict(spec), recorded, force, manifest.gpu, manifest.timeout_s,
                                     str(manifest.lock_dir), manifest.lock_timeout_s, b.attempt)
                 pending[ref] = b

@@ -406,3 +406,34 @@ def test_git_commit_from_the_environment_wins_and_travels_with_the_job(monkeypat
                    "scripts/h200_sweep.sh", "scripts/h200_recollect.py"):
         text = (REPO / script).read_text()
         assert "WHOWAITS_GIT_COMMIT:?" in text or 'os.environ.get("WHOWAITS_GIT_COMMIT")' in text, script
+
+
+def test_an_interrupted_sweep_kills_its_running_ncu_sessions(tmp_path):
+    """SIGTERM to the sweep (timeout, a scheduler) while a batch profiles: the job process runs in a session of
+    its own, so the sweep kills it and ncu with it before it ends (its GPU lock dies with it: an ncu left running
+    would profile on an unlocked GPU)."""
+    import signal
+
+    (tmp_path / "sweep.toml").write_text(MANIFEST)
+    argv = [sys.executable, "-c", "import sys; from profiler.cli import main; sys.argv[0] = 'whowaits'; main()",
+            "sweep", str(tmp_path / "sweep.toml")]
+    proc = subprocess.Popen(argv, cwd=REPO, env=env_for(tmp_path, FAKE_NCU_SLEEP="60", FAKE_NCU_CRASH_IF="^$",
+                                                         FAKE_NVIDIA_SMI_GPUS="1"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tl = tmp_path / "timeline.txt"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (tl.is_file() and "start" in tl.read_text()):
+        time.sleep(0.2)
+    assert tl.is_file(), proc.communicate(timeout=30)
+    pids = [int(line.split()[2]) for line in tl.read_text().splitlines() if line.startswith("start")]
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    assert proc.returncode != 0
+    time.sleep(0.5)
+    for pid in pids:
+        try:  # gone, or a zombie nobody reaped yet (a container's init may not): not running
+            state = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("State:"))
+        except (OSError, StopIteration):
+            state = "gone"
+        assert state == "gone" or "Z" in state.split()[1], f"fake ncu {pid} still running ({state}) after the interrupt"
+    assert any(e["event"] == "interrupted" and e["signal"] == "SIGTERM" for e in events(tmp_path))

@@ -199,6 +199,38 @@ def _settle(manifest, batch: J.Batch, outs: list[J.Outcome], where: str, record:
     return J.Batch(again, attempt=batch.attempt + 1, not_before=time.monotonic() + manifest.retry_delay_s)
 
 
+class _kill_jobs_on_interrupt:
+    """While the workers run: SIGINT / SIGTERM (Ctrl-C, ``timeout``, a batch scheduler) kill the running job
+    processes with their process groups (:func:`profiler.sweep.jobs.kill_live`: they run in sessions of their
+    own, so the signal does not reach them), record it, and end the sweep as the signal would. Without this an
+    interrupted sweep released its GPU locks (they die with the driver) while its ncu sessions went on."""
+
+    def __init__(self, record: Record):
+        self.record, self.old = record, {}
+
+    def _handler(self, signum, frame):
+        import signal
+
+        J.kill_live()
+        self.record.event("interrupted", signal=signal.Signals(signum).name)
+        raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(128 + signum)
+
+    def __enter__(self):
+        import signal
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.old[sig] = signal.signal(sig, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        for sig, h in self.old.items():
+            signal.signal(sig, h)
+        J.kill_live()  # nothing is left running on a normal exit; after an error, nothing may be
+
+
 def run_local(manifest, *, force: bool = False, on_event: Callable[[dict], None] | None = None,
               gpus: list[Gpu] | None = None) -> SweepResult:
     """Run ``manifest`` on this host's visible GPUs (see the module docstring)."""
@@ -270,10 +302,11 @@ def run_local(manifest, *, force: bool = False, on_event: Callable[[dict], None]
                 queue.finish(retry)
 
     threads = [threading.Thread(target=worker, args=(g,), name=f"sweep-{g.label}", daemon=True) for g in gpus]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with _kill_jobs_on_interrupt(record):
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     return _finish(manifest, "local", [g.pin for g in gpus], todo, skipped, final, record, t0, started)
 
 

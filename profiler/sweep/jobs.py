@@ -356,6 +356,22 @@ def execute(spec: Spec, log=print) -> list[Outcome]:
     return outs
 
 
+_LIVE: set[int] = set()  # job processes running now (each leads its own process group: ncu and the program too)
+
+
+def kill_live() -> None:
+    """Kill every running job process with its process group (ncu, the profiled program). The job processes
+    start sessions of their own (so a batch's timeout kills exactly its batch), so a signal to the sweep does
+    not reach them: the driver calls this when it is interrupted, or a GPU would go on profiling unlocked."""
+    import signal
+
+    for pid in list(_LIVE):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def run_process(spec: Spec, pin: str, *, timeout: float, log, workdir: Path) -> list[Outcome]:
     """Run one batch in a job process of its own, pinned with ``CUDA_VISIBLE_DEVICES=pin``; a process that
     runs past ``timeout`` is killed (its process group: ncu and the profiled program too)."""
@@ -375,6 +391,7 @@ def run_process(spec: Spec, pin: str, *, timeout: float, log, workdir: Path) -> 
     try:
         proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, errors="replace", bufsize=1, start_new_session=True)
+        _LIVE.add(proc.pid)
         killed = threading.Event()
 
         def kill():
@@ -392,6 +409,7 @@ def run_process(spec: Spec, pin: str, *, timeout: float, log, workdir: Path) -> 
         for line in proc.stdout:
             log(line.rstrip("\n"))
         rc = proc.wait()
+        _LIVE.discard(proc.pid)
         if timer:
             timer.cancel()
         try:

@@ -437,3 +437,30 @@ def test_an_interrupted_sweep_kills_its_running_ncu_sessions(tmp_path):
             state = "gone"
         assert state == "gone" or "Z" in state.split()[1], f"fake ncu {pid} still running ({state}) after the interrupt"
     assert any(e["event"] == "interrupted" and e["signal"] == "SIGTERM" for e in events(tmp_path))
+
+
+def test_sweep_vs_singles_compares_per_shape(tmp_path):
+    """scripts/sweep_vs_singles.py: per shape, the sweep's batches lock to unlock and its share of the command's
+    wall against the sum of single `whowaits profile` runs, on the shapes that have singles only."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import sweep_vs_singles as SV
+
+    a, b = "b1_h64_s1024_d128_fp16", "b4_h16_s4096_d128_fp16"
+    ev = [{"t": 0, "event": "start"},
+          {"t": 1, "event": "lock", "gpu": "g", "jobs": [f"profile:v01:{a}", f"profile:v02:{a}"]},
+          {"t": 11, "event": "unlock", "gpu": "g"},
+          {"t": 11, "event": "lock", "gpu": "g", "jobs": [f"profile:v01:{b}", f"profile:v02:{b}"]},
+          {"t": 41, "event": "unlock", "gpu": "g"}]
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "sweep.jsonl").write_text("\n".join(json.dumps(e) for e in ev))
+    jobs = [{"job": f"profile:{v}:{s}", "status": "done"} for v in ("v01", "v02") for s in (a, b)]
+    (tmp_path / "logs" / "results.json").write_text(json.dumps(
+        {"wall_s": 44.0, "jobs": jobs, "done": 4, "failed": 0, "gpus": ["g"], "started": "x"}))
+    steps = [{"step": "sweep", "wall_s": 48.0, "rc": 0}] + [
+        {"step": "single", "shape": a, "version": v, "wall_s": w, "rc": 0} for v, w in (("v01", 9.0), ("v02", 11.0))]
+    (tmp_path / "timings.jsonl").write_text("\n".join(json.dumps(s) for s in steps))
+    res = SV.compare(tmp_path)
+    assert res["compared_shapes"] == [a]
+    assert res["shapes"][a]["sweep_gpu_s"] == 10 and res["shapes"][a]["singles_s"] == 20
+    assert res["shapes"][a]["speedup_gpu"] == 2.0 and res["shapes"][a]["sweep_share_s"] == 12.0
+    assert "singles_s" not in res["shapes"][b] and "speedup_command" not in res["compared"]

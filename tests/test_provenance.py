@@ -3,8 +3,8 @@ current build.
 
 Decision (issue 8 §6): a report whose recorded ``build_hash`` differs from the rung's current build key
 **fails** only when the current build's SASS differs from the profiled SASS (``stale``: the report and its
-verdict describe code that no longer builds). A changed key with identical SASS (a header moved, a new
-header beside the old ones: ``kernels.build``'s key covers every file of ``kernels/common``) only **warns**,
+verdict describe code that no longer builds). A changed key with identical SASS (a comment edited in an
+included header, a header renamed: ``kernels.build``'s key covers the rung's included files) only **warns**,
 naming the fix (``scripts/backfill_provenance.py --restamp``): failing there would turn every unrelated
 header into a red CI while the reports are still exact, and would teach people to re-stamp blindly.
 """

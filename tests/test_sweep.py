@@ -402,7 +402,7 @@ def test_git_commit_from_the_environment_wins_and_travels_with_the_job(monkeypat
     assert J.commit_env() == {"WHOWAITS_GIT_COMMIT": "c" * 40, "WHOWAITS_GIT_DIRTY": "0"}
     monkeypatch.delenv("WHOWAITS_GIT_COMMIT")
     assert git_state(REPO)[0] != "c" * 40
-    for script in ("kernels/h200_run.sh", "kernels/h200_ladder3.sh", "scripts/h200_profile_dataset.sh",
+    for script in ("kernels/h200_run.sh", "kernels/h200_ladder3.sh", "kernels/h200_v13.sh", "scripts/h200_profile_dataset.sh",
                    "scripts/h200_sweep.sh", "scripts/h200_recollect.py"):
         text = (REPO / script).read_text()
         assert "WHOWAITS_GIT_COMMIT:?" in text or 'os.environ.get("WHOWAITS_GIT_COMMIT")' in text, script

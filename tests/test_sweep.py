@@ -464,3 +464,24 @@ def test_sweep_vs_singles_compares_per_shape(tmp_path):
     assert res["shapes"][a]["sweep_gpu_s"] == 10 and res["shapes"][a]["singles_s"] == 20
     assert res["shapes"][a]["speedup_gpu"] == 2.0 and res["shapes"][a]["sweep_share_s"] == 12.0
     assert "singles_s" not in res["shapes"][b] and "speedup_command" not in res["compared"]
+
+
+def test_the_committed_h200_sweep_record(tmp_path):
+    """reports/h200/sweeps/ladder-3-shapes/: the H200 sweep (39 jobs, none failed), its store (every report's
+    row; queried from a copy, whose DuckDB file is rebuilt from the parquet parts) and its comparison."""
+    import shutil
+
+    pytest.importorskip("duckdb")
+    rec = REPO / "reports" / "h200" / "sweeps" / "ladder-3-shapes"
+    res = json.loads((rec / "logs" / "results.json").read_text())
+    assert (res["done"], res["failed"], len(res["jobs"])) == (39, 0, 39)
+    cmp_ = json.loads((rec / "comparison.json").read_text())
+    assert cmp_["compared_shapes"] == [SHAPE] and cmp_["compared"]["speedup_gpu"] > 3
+    shutil.copytree(rec / "store", tmp_path / "store", ignore=shutil.ignore_patterns("launches.duckdb", "index.json"))
+    from profiler import store
+
+    df = store.query("SELECT subject, shape, top_waiter FROM launches WHERE gpu = 'h200'", tmp_path / "store")
+    assert len(df) == 39 and df["shape"].nunique() == 3 and df["subject"].nunique() == 13
+    top = {(r.subject, r.shape): r.top_waiter for r in df.itertuples()}
+    assert top[("v01_naive", "b4_h16_s4096_d128_fp16")] == "FP16·long_scoreboard"
+    assert top[("v13_persistent", "b2_h32_s2048_d128_fp16")] == "WARPGROUP·barrier"

@@ -50,8 +50,10 @@ def bench_json(shape: str, version: str = "v07_tuned") -> Path:
                 if any(r["implementation"] == version for r in json.loads(p.read_text())["rows"]))
 
 
-def tflops(version: str, shape: str) -> float:
-    rows = json.loads(bench_json(shape, version).read_text())["rows"]
+def tflops(version: str, shape: str, of: str | None = None) -> float:
+    """``version``'s TFLOPS in the newest bench file with a row for ``of`` (default: ``version`` itself), so a
+    baseline's row comes from the same run as the rung it is compared with."""
+    rows = json.loads(bench_json(shape, of or version).read_text())["rows"]
     return next(r["tflops"] for r in rows if r["implementation"] == version)
 
 
@@ -162,7 +164,7 @@ def test_policy_shape_of_committed_rules():
 
 def test_lowered_tflops_fails_naming_rule_value_and_limit(tmp_path):
     bench = planted_bench(tmp_path, "v07_tuned", B1, 1.25)  # 321.0 -> 256.8 TFLOPS
-    slow, flash = tflops("v07_tuned", B1) / 1.25, tflops("sdpa-flash", B1)
+    slow, flash = tflops("v07_tuned", B1) / 1.25, tflops("sdpa-flash", B1, of="v07_tuned")
     pol = tmp_path / "whowaits.toml"
     pol.write_text(f'[check]\nreports = "{REPORTS}"\nbench = "{bench}"\n'
                    f'[[check.rule]]\nversion = "v07_tuned"\nshape = "{B1}"\nmin_tflops = 288\n'
@@ -541,7 +543,7 @@ def test_newest_bench_row_per_implementation(tmp_path):
     assert res[("v06_softmax_fusion", "min_tflops")].verdict == "pass"
     assert res[("v06_softmax_fusion", "min_tflops")].source.endswith(bench_json(B1).name)
     # ratios stay within one run: v07's is against the new run's sdpa-flash row
-    expect = tflops("v07_tuned", B1) / 1.25 / tflops("sdpa-flash", B1)
+    expect = tflops("v07_tuned", B1) / 1.25 / tflops("sdpa-flash", B1, of="v07_tuned")
     assert res[("v07_tuned", "min_ratio[sdpa-flash]")].value == pytest.approx(expect, rel=1e-12)
 
 

@@ -1,7 +1,8 @@
 """The measured role trace (issue 12): the compile-time switch and the committed traces.
 
 * ``-DWHOWAITS_TRACE`` off, the cubin's SASS is identical to a build whose headers carry no trace code at
-  all (the same headers with every ``WHOWAITS_TRACE_EVENT`` line and the trace.cuh include removed), for
+  all (the same headers and kernels with every ``WHOWAITS_TRACE_EVENT`` / ``WHOWAITS_TRACE_INIT`` line and
+  the trace.cuh include removed), for
   v10, v11, v12; on, it differs (clock64 reads). Compiled here, no GPU (nvcc 13.0 in the dev extra).
 * The committed traces (reports/h200/traces/<version>/, measured on the H200 with ``whowaits trace``) are
   re-analysed from their raw events and agree with the static graph's heaviest edge of the same version.
@@ -54,12 +55,14 @@ def untraced_headers(tmp_path_factory):
     root = tmp_path_factory.mktemp("plain") / "kernels"
     shutil.copytree(KERNELS_DIR, root, ignore=shutil.ignore_patterns("__pycache__", "wip"))
     (root / "common/sm90/trace.cuh").unlink()
-    for h in (root / "common/sm90").glob("*.cuh"):
+    for h in [*(root / "common/sm90").glob("*.cuh"), *root.glob("v*/kernel.cu")]:
         text = h.read_text()
         kept = [ln for ln in text.splitlines(keepends=True)
-                if "WHOWAITS_TRACE_EVENT" not in ln and '#include "common/sm90/trace.cuh"' not in ln]
+                if "WHOWAITS_TRACE_EVENT" not in ln and "WHOWAITS_TRACE_INIT" not in ln
+                and '#include "common/sm90/trace.cuh"' not in ln]
         h.write_text("".join(kept))
-    assert not any("WHOWAITS_TRACE" in h.read_text() for h in (root / "common").glob("**/*.cuh"))
+    assert not any("WHOWAITS_TRACE" in h.read_text()
+                   for h in [*(root / "common").glob("**/*.cuh"), *root.glob("v*/kernel.cu")])
     return root
 
 

@@ -71,7 +71,8 @@ def test_report_loads_draws_and_logs_no_errors(tmp_path):
     dom, console = open_in_chromium(out, tmp_path)
     p = _Plots()
     p.feed(dom)
-    # 8 migration charts (4 + timelines, phases, warp states, regions) + 2 per version + 1 per consecutive
+    # 8 migration charts (4 + timelines, phases, warp states, regions) + 3 per version (stall reasons, who waits
+    # on whom as a heat map and as a flow) + 1 per consecutive
     # diff, and in a diff the tensor-pipe timelines (either side has PM samples) and warp states (either side)
     from profiler.compare import migrate
 
@@ -83,7 +84,7 @@ def test_report_loads_draws_and_logs_no_errors(tmp_path):
     extra = sum(curve[a] or curve[b] for a, b in pairs) + sum(warps[a] or warps[b] for a, b in pairs)
     # one role graph per version whose summary has role edges with samples
     graphs = _role_graphs()
-    expected = 8 + 2 * n_versions + (n_versions - 1) + extra + graphs
+    expected = 8 + 3 * n_versions + (n_versions - 1) + extra + graphs
     assert p.graph_divs == expected
     assert p.rendered == expected, f"{p.rendered} of {expected} charts rendered"
     assert p.main_svgs >= expected

@@ -5,6 +5,7 @@
 # with $OUT set; every step has a time limit and the script stops starting steps after $BUDGET seconds. Everything
 # lands in $OUT/results.tgz (the device returns at most 8 files).
 #   BUDGET=240 bash kernels/h200_trace.sh
+#   BUDGET=170 SKIP_GOLDEN=1 EXTRA_SHAPES=b4_h16_s4096_d128_fp16 bash kernels/h200_trace.sh   (trace2's run)
 set -u
 BUDGET=${BUDGET:-240}
 SHAPES=${SHAPES:-"b1_h64_s1024_d128_fp16"}
@@ -21,8 +22,27 @@ for v in ${VERSIONS:-v10 v11 v12}; do
     echo "trace $v $s rc=$? at +$(( $(date +%s) - T0 ))s"; head -4 "$R/traces/$v-$s.txt" | cut -c1-160
   done
 done
+# extra shapes (overhead at a larger problem): summaries and logs always come back, the raw events only if the
+# tarball stays under the device's 16 MB file limit
+if [ -n "${EXTRA_SHAPES:-}" ]; then
+  X=/tmp/trace-extra; rm -rf "$X"; mkdir -p "$X"
+  for v in ${VERSIONS:-v10 v11 v12}; do
+    for s in $EXTRA_SHAPES; do
+      [ "$(left)" -lt 30 ] && { echo "skip trace $v $s (budget)"; continue; }
+      timeout 90 whowaits trace $v --shape $s --out "$X" > "$X/$v-$s.txt" 2>&1
+      echo "trace $v $s rc=$? at +$(( $(date +%s) - T0 ))s"; head -4 "$X/$v-$s.txt" | cut -c1-160
+    done
+  done
+  tar czf "$OUT/extra.tgz" -C "$X" . 
+  if [ "$(stat -c %s "$OUT/extra.tgz")" -gt 15000000 ]; then
+    tar czf "$OUT/extra.tgz" -C "$X" --exclude '*.trace-raw.npz' --exclude '*.trace.json.gz' .
+    echo "extra: raw events left out (size)"
+  fi
+fi
+[ -n "${SKIP_GOLDEN:-}" ] && REPORTS_ROOT=/nonexistent
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 for rep in ${REPORTS_ROOT:-reports}/h200/v1[012]_*/b1_h64_s1024_d128_fp16.ncu-rep; do
+  [ -f "$rep" ] || continue
   [ "$(left)" -lt 15 ] && { echo "skip ncu export (budget)"; break; }
   name=$(basename "$(dirname "$rep")")
   timeout 60 "$NCU" --import "$rep" --page source --csv --print-source sass 2> "$R/golden/$name.err" \

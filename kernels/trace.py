@@ -9,8 +9,8 @@ copy; the launch ABI is unchanged: ``kernels/launch.py`` launches it like the un
 * correctness: the traced output against the untraced one on the same inputs (the trace must not change
   the result);
 * the overhead, in the same run: ``rounds`` rounds of ``reps`` timed launches of the untraced and the traced
-  cubin, interleaved (CUDA events, L2 flushed before each, the trace buffer's counters cleared outside the
-  timed region), medians compared;
+  cubin, interleaved (CUDA events, L2 flushed before each), medians compared; the traced launch asks for
+  ``SLOTS * 16`` bytes of dynamic shared memory more (the slots' cursors, ``trace.cuh``);
 * one traced launch kept: the raw events (``numpy`` arrays: per slot = (CTA, warpgroup) its count and events)
   written as ``<out>/<shape>.trace-raw.npz`` beside a ``meta`` JSON (version, config, shape, clock rate,
   timings). :mod:`profiler.analyze.trace` turns that into the Perfetto JSON and the summary, on any machine.
@@ -148,7 +148,7 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     L._ensure_context(dev)
     module = L._call(driver.cuModuleLoad(str(traced.cubin).encode()), "cuModuleLoad(traced)")
     fn = L._call(driver.cuModuleGetFunction(module, traced.entry.encode()), "cuModuleGetFunction(traced)")
-    dyn = traced.smem_dynamic_bytes
+    dyn = traced.smem_dynamic_bytes + SLOTS * 16  # + the slots' cursors (trace.cuh: end of the dynamic smem)
     if dyn > 48 * 1024:
         attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         L._call(driver.cuFuncSetAttribute(fn, attr, dyn), "cuFuncSetAttribute(max dynamic smem)")
@@ -173,8 +173,8 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     def traced_launch():
         L.launch_tma(fn, grid, config.threads, dyn, maps, o_traced, s, scale)
 
-    def clear():
-        counts.zero_()
+    def clear():  # the device keeps no counters: a slot's count is its number of non-zero stamps
+        events.zero_()
 
     for _ in range(3):
         plain()
@@ -187,12 +187,12 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     traced_ms: list[float] = []
     for _ in range(rounds):
         plain_ms += _timed(plain, reps, flush)
-        traced_ms += _timed(traced_launch, reps, flush, before=clear)
+        traced_ms += _timed(traced_launch, reps, flush)
     clear()
     traced_launch()
     torch.cuda.synchronize()
-    cnt = counts.cpu().numpy().astype(np.int64)
     ev = events.cpu().numpy().view(np.uint64).reshape(ctas * SLOTS, CAPACITY, 2)
+    cnt = (ev[:, :, 0] != 0).sum(axis=1).astype(np.int64)  # a slot's events are contiguous from its start
     t = ev[:, :, 0].copy()
     kind = (ev[:, :, 1] & 0xFFFFFFFF).astype(np.uint32)
     arg = (ev[:, :, 1] >> np.uint64(32)).astype(np.uint32)
@@ -208,7 +208,7 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
         "kernel": traced.entry, "registers_traced": traced.registers, "gpu": torch.cuda.get_device_name(dev),
         "clock_rate_khz": int(clock_khz), "max_abs_diff_traced_vs_untraced": diff,
         "untraced_ms": pm, "traced_ms": tm, "overhead_pct": 100.0 * (tm - pm) / pm,
-        "reps": reps, "rounds": rounds, "dropped_events": int(np.maximum(cnt - CAPACITY, 0).sum()),
+        "reps": reps, "rounds": rounds, "dropped_events": int(np.maximum(cnt - CAPACITY, 0).sum()), "full_slots": int((cnt >= CAPACITY).sum()),
         "git_commit": os.environ.get("WHOWAITS_GIT_COMMIT", ""),
     }
     out = Path(out_dir)

@@ -1,7 +1,8 @@
 """The measured role trace (issue 12): the compile-time switch and the committed traces.
 
 * ``-DWHOWAITS_TRACE`` off, the cubin's SASS is identical to a build whose headers carry no trace code at
-  all (the same headers with every ``WHOWAITS_TRACE_EVENT`` line and the trace.cuh include removed), for
+  all (the same headers and kernels with every ``WHOWAITS_TRACE_EVENT`` / ``WHOWAITS_TRACE_INIT`` line and
+  the trace.cuh include removed), for
   v10, v11, v12; on, it differs (clock64 reads). Compiled here, no GPU (nvcc 13.0 in the dev extra).
 * The committed traces (reports/h200/traces/<version>/, measured on the H200 with ``whowaits trace``) are
   re-analysed from their raw events and agree with the static graph's heaviest edge of the same version.
@@ -54,12 +55,14 @@ def untraced_headers(tmp_path_factory):
     root = tmp_path_factory.mktemp("plain") / "kernels"
     shutil.copytree(KERNELS_DIR, root, ignore=shutil.ignore_patterns("__pycache__", "wip"))
     (root / "common/sm90/trace.cuh").unlink()
-    for h in (root / "common/sm90").glob("*.cuh"):
+    for h in [*(root / "common/sm90").glob("*.cuh"), *root.glob("v*/kernel.cu")]:
         text = h.read_text()
         kept = [ln for ln in text.splitlines(keepends=True)
-                if "WHOWAITS_TRACE_EVENT" not in ln and '#include "common/sm90/trace.cuh"' not in ln]
+                if "WHOWAITS_TRACE_EVENT" not in ln and "WHOWAITS_TRACE_INIT" not in ln
+                and '#include "common/sm90/trace.cuh"' not in ln]
         h.write_text("".join(kept))
-    assert not any("WHOWAITS_TRACE" in h.read_text() for h in (root / "common").glob("**/*.cuh"))
+    assert not any("WHOWAITS_TRACE" in h.read_text()
+                   for h in [*(root / "common").glob("**/*.cuh"), *root.glob("v*/kernel.cu")])
     return root
 
 
@@ -91,11 +94,11 @@ def _summary(version):
 
 
 NOT_MET = pytest.mark.xfail(strict=True, reason=(
-    "issue 12's done-when is not met by the committed traces: a stamp costs 273 cycles on the H200 (the "
-    "shortest wait of the launch), ~12 stamps per consumer iteration of ~6000 traced cycles, so the traced "
-    "kernels run +68/+96/+116% longer and become consumer-bound: calibrated for the stamp cost, the heaviest "
-    "edge is the producer's empty-barrier wait, not the consumers' wgmma group the ncu samples name"))
-
+    "issue 12's done-when is not met by the committed traces (light stamp, e303d95): a stamp still costs "
+    "97-144 cycles on the H200 (the launch's shortest wait), traced +11/+27/+33%, and the 1-3 stamps a "
+    "consumer takes between a wgmma commit and its wait give the tensor core that time: the measured wgmma "
+    "waits shrink to 5.0/1.7/1.4% of warp-cycles, so the heaviest traced edge is the consumers' Q wait at "
+    "each CTA's start (7.6/7.7/7.4%), the static graph's second edge; see test_wgmma_untraced_estimate"))
 
 @pytest.mark.parametrize("version", [pytest.param(v, marks=NOT_MET) for v in VERSIONS])
 def test_trace_heaviest_edge_agrees_with_static_graph(version):
@@ -136,12 +139,39 @@ def test_committed_summary_is_what_the_raw_events_say(version):
     top, st = committed["heaviest"], committed["static_heaviest"]
     assert committed["heaviest_agrees"] == ((top["waiter"], top["barrier"], top["releaser"])
                                            == (st["waiter"], st["barrier"], st["releaser"]))
-    assert committed["dropped_events"] == 0
+    assert committed["wgmma_untraced"] == s["wgmma_untraced"]
+    assert committed["dropped_events"] == 0 and meta.get("full_slots", 0) == 0
     o = committed["overhead"]
     assert o["traced_us"] > 0 and o["untraced_us"] > 0
     assert o["max_abs_diff_traced_vs_untraced"] == 0  # the trace does not change the result
-    assert 250 < committed["stamp_cycles"]["consumer"] < 300  # what a stamp costs (see NOT_MET)
+    # the light stamp (cursor in shared memory, no global load): 97-144 cycles, was 273; overhead +11..33%,
+    # was +68..116%
+    assert committed["stamp_cycles"]["consumer"] < 160
+    assert o["overhead_pct"] < 40
     assert meta["gpu"].startswith("NVIDIA H200")
+
+
+UNDETERMINED = pytest.mark.xfail(strict=True, reason=(
+    "v11/v12: the untraced estimate of the wgmma edge brackets the Q wait (lower bound below, upper above: "
+    "most of their wgmma waits did not block in the trace, so only an upper bound is known for them)"))
+
+
+@pytest.mark.parametrize("version", [VERSIONS[0], *(pytest.param(v, marks=UNDETERMINED) for v in VERSIONS[1:])])
+def test_wgmma_untraced_estimate(version):
+    """The stamps between a wgmma commit and its wait given back (profiler/analyze/trace.py, "wgmma group,
+    untraced estimate"): even the lower bound of the consumers' wgmma-group waits, untraced, outweighs every
+    other traced edge, as the static graph says. Holds for v10 (22.0M..26.8M warp-cycles vs the Q wait's
+    12.1M); v11/v12 undetermined."""
+    from profiler.analyze.trace import load_raw, summarize
+    from profiler.cli.trace import static_labels
+
+    _summary(version)
+    arrays, meta = load_raw(TRACES / version / f"{SHAPE}.trace-raw.npz")
+    labels, names, static_top = static_labels(version, SHAPE)
+    u = summarize(arrays, meta, labels, names)["wgmma_untraced"]
+    assert static_top["barrier"] == "wgmma group"
+    assert u["warp_cycles_lo"] <= u["warp_cycles_hi"]
+    assert u["heaviest_if_untraced"] == "agrees", u
 
 
 def test_perfetto_json_shape():

@@ -27,6 +27,18 @@ reading. A pure function of those arrays (no GPU, no ncu), so it runs on committ
   already complete lasts one stamp; the stamp is the same code in every role), ``stamp_cycles``; every wait
   is counted as its interval minus that (at least 0), ``raw_cycles`` keeps the interval, and
   ``heaviest_uncalibrated`` names the heaviest edge by raw intervals.
+* **wgmma group, untraced estimate.** The stamps a consumer takes between a wgmma commit and the wait on it
+  give the tensor core free cycles, so the traced wgmma waits are shorter than the untraced ones (the edge
+  the static graph names heaviest). Per wgmma wait (begin b, end e) with its group's commit stamp c (the
+  last commit before b, or the (N+1)-th last for ``wait_group N``) and k stamps in [c, b): the consumer's
+  untraced work between commit and wait is W = (b - c) - k·stamp, the tensor core's time D = e - c when the
+  wait blocked, so the untraced wait is D - W = (e - b) + k·stamp. A wait that did not block (interval within
+  ``block_margin`` cycles of the shortest wgmma wait) gives only an upper bound ((e - b) + k·stamp) and 0 as
+  the lower; ``wgmma_untraced`` reports both sums, times the consumer's warps, and whether that edge would be
+  the heaviest against every other edge's calibrated warp-cycles (``agrees`` when even the lower bound is,
+  ``disagrees`` when not even the upper bound is, else ``undetermined``). The other edges are left as
+  measured: the producer's empty waits are, if anything, inflated by the slowed consumers; the Q wait at a
+  CTA's start is not (Q is issued after the CTA barrier, before any consumer stamp).
 * **Overlap**: for every TMA load (an ``arrive.expect_tx`` of the producer), its time in flight = from that
   issue to the first consumer's wait end on that barrier after it; the share of it during which no consumer
   of the CTA was blocked in any wait is the load latency hidden behind consumer work.
@@ -238,6 +250,7 @@ def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_label
                       "mean_cycles": g["cycles"] / g["waits"]})
     raw_top = max(edges, key=lambda e: e["raw_cycles"] * warps.get(e["waiter"], 1), default=None)
     edges.sort(key=lambda e: -e["warp_cycles"])
+    wgmma_est = _wgmma_untraced(slots, stamp.get("consumer", 0), edges, warps.get("consumer", 4))
     overlap = _overlap(slots)
     crit = _critical(slots, mb, nb, labels, static_labels, block_cycles, n_blocks)
     spans = [(s.gt0 + (s.last - s.clk0) / ghz) - (s.gt0 - (s.clk0 - s.first) / ghz) for s in slots]
@@ -251,8 +264,44 @@ def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_label
                      "max_abs_diff_traced_vs_untraced": meta.get("max_abs_diff_traced_vs_untraced")},
         "active_cycles": int(active), "mean_slot_span_us": float(np.mean(spans)) / 1e3 if spans else None,
         "edges": edges, "heaviest": edges[0] if edges else None,
-        "heaviest_uncalibrated": {k: raw_top[k] for k in ("waiter", "barrier", "releaser", "raw_cycles")} if raw_top else None, "overlap": overlap, "critical_path": crit,
+        "heaviest_uncalibrated": {k: raw_top[k] for k in ("waiter", "barrier", "releaser", "raw_cycles")} if raw_top else None,
+        "wgmma_untraced": wgmma_est, "overlap": overlap, "critical_path": crit,
     }
+
+
+def _wgmma_untraced(slots: list[Slot], stamp: int, edges: list[dict], n_warps: int, *,
+                    block_margin: int = 64) -> dict | None:
+    """The consumers' wgmma-group waits as the untraced kernel would have them (module docstring)."""
+    import bisect
+
+    waits = [(s, w) for s in slots if s.role == "consumer" for w in s.waits if w.kind == "wgmma_group"]
+    if not waits:
+        return None
+    shortest = min(w.raw_cycles for _, w in waits)
+    lo = hi = blocked = 0
+    ks = []
+    for s, w in waits:
+        ts = [e[0] for e in s.events]
+        commits = [e[0] for e in s.events if e[1] == 11 and e[0] < w.begin]
+        if len(commits) <= w.key:
+            continue
+        c = commits[-1 - w.key]
+        k = bisect.bisect_left(ts, w.begin) - bisect.bisect_left(ts, c)
+        ks.append(k)
+        est = w.raw_cycles + k * stamp
+        hi += est
+        if w.raw_cycles > shortest + block_margin:
+            lo += est
+            blocked += 1
+    others = [e for e in edges if not (e["waiter"] == "consumer" and e["barrier"] == "wgmma group")]
+    top = max(others, key=lambda e: e["warp_cycles"], default=None)
+    bar = top["warp_cycles"] if top else 0
+    verdict = "agrees" if lo * n_warps > bar else "disagrees" if hi * n_warps < bar else "undetermined"
+    return {"waits": len(ks), "blocked_waits": blocked, "stamps_between_commit_and_wait_median": float(np.median(ks)) if ks else None,
+            "shortest_wait_cycles": int(shortest), "block_margin": block_margin, "cycles_lo": int(lo), "cycles_hi": int(hi),
+            "warp_cycles_lo": int(lo * n_warps), "warp_cycles_hi": int(hi * n_warps),
+            "heaviest_other": {k: top[k] for k in ("waiter", "barrier", "releaser", "warp_cycles")} if top else None,
+            "heaviest_if_untraced": verdict}
 
 
 def _blocked_intervals(slots: list[Slot]) -> dict[int, list[tuple[int, int]]]:

@@ -108,3 +108,9 @@ def trace(
             print(f"  {100 * v:5.1f}%  {k}")
     if s.get("static_heaviest"):
         print(f"heaviest edge agrees with the static graph: {s.get('heaviest_agrees')}")
+    u = s.get("wgmma_untraced")
+    if u:
+        print(f"wgmma group, untraced estimate (stamps between commit and wait given back, median "
+              f"{u['stamps_between_commit_and_wait_median']:g}): {u['warp_cycles_lo']:,}..{u['warp_cycles_hi']:,} "
+              f"warp-cycles vs the next edge's {u['heaviest_other'] and u['heaviest_other']['warp_cycles']:,}: "
+              f"heaviest {u['heaviest_if_untraced']}")

@@ -42,3 +42,17 @@ def py(value):
     if value is pd.NA:
         return None
     return value
+
+
+def group_sum(key: np.ndarray, mat: np.ndarray, groups: int) -> np.ndarray:
+    """Row sums of the integer matrix ``mat`` (rows x columns) by group ``key[row]`` in
+    ``range(groups)``: ``np.add.at(out, key, mat)`` with a sort and ``np.add.reduceat`` (3300 PCs x
+    20 reasons into 8 groups: 1.7 ms instead of 4.0, load average 8)."""
+    out = np.zeros((groups, mat.shape[1]), dtype=mat.dtype)
+    if len(key) == 0 or mat.shape[1] == 0:
+        return out
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+    out[ks[starts]] = np.add.reduceat(mat[order], starts, axis=0)
+    return out

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from profiler import metrics as M
-from profiler.analyze._common import missing, with_missing
+from profiler.analyze._common import group_sum, missing, with_missing
 
 
 def stall_breakdown(launch) -> pd.DataFrame:
@@ -84,10 +84,8 @@ def who_waits(launch) -> pd.DataFrame:
     total = int(mat.sum())
     classes, cls_idx = np.unique(sass["opcode_class"].to_numpy(dtype=object), return_inverse=True)
     opcodes, op_idx = np.unique(sass["opcode"].to_numpy(dtype=object), return_inverse=True)
-    cells = np.zeros((len(classes), len(reasons)), dtype=np.int64)
-    np.add.at(cells, cls_idx, mat)
-    by_op = np.zeros((len(opcodes), len(reasons)), dtype=np.int64)
-    np.add.at(by_op, op_idx, mat)
+    cells = group_sum(cls_idx, mat, len(classes))
+    by_op = group_sum(op_idx, mat, len(opcodes))
     op_class = np.zeros(len(opcodes), dtype=np.int64)
     op_class[op_idx] = cls_idx
     address = sass["address"].to_numpy()

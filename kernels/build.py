@@ -267,9 +267,14 @@ def build(version: Version, config=None, *, force: bool = False) -> BuildResult:
         meta["command"] = " ".join(cmd)
         meta["sass_opcodes"] = _sass.opcode_counts(_sass.sass_text(cubin))
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        if out.exists():  # a concurrent build of the same key won; use it
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+        if not force and (out / "meta.json").is_file():
+            # a concurrent build of the same key won (e.g. two pytest-xdist workers): keep it (never
+            # remove a folder another process may be reading) and answer with it; ours goes below
+            meta = json.loads((out / "meta.json").read_text())
+        else:
+            if out.exists():
+                shutil.rmtree(out)
+            os.replace(tmp, out)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

@@ -44,9 +44,18 @@ STARTER_REPORTS = {
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_cache_dir(tmp_path_factory):
-    """Point the ingestion cache at a fresh folder for the session (never ~/.cache)."""
+    """Point the ingestion cache at a fresh folder for the session (never ~/.cache).
+
+    Under pytest-xdist the workers share one folder (the session's base folder, above each
+    worker's own): its entries are content-keyed and written atomically (profiler.cachefile),
+    so a report one worker ingested is a cache hit for the other, as in a one-process run."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # .../pytest-N/popen-gwK -> .../pytest-N, this session's own
+    folder = base / "whowaits-cache"
+    folder.mkdir(exist_ok=True)
     mp = pytest.MonkeyPatch()
-    mp.setenv("WHOWAITS_CACHE_DIR", str(tmp_path_factory.mktemp("whowaits-cache")))
+    mp.setenv("WHOWAITS_CACHE_DIR", str(folder))
     yield
     mp.undo()
 

@@ -5,11 +5,20 @@ Method (also stored in every result file's provenance):
 - Implementations: the listed ladder versions (launched through ``kernels.launch.forward``, default
   config) and the baselines ``sdpa-auto``, ``sdpa-cudnn``, ``sdpa-flash``, ``sdpa-efficient``,
   ``sdpa-math`` (``torch.nn.functional.scaled_dot_product_attention`` pinned with ``sdpa_kernel``) and
-  ``torch-unfused`` (``softmax(q kᵀ · scale) v`` as three plain torch ops in the input dtype), all timed in
-  the same process on the same inputs, one after another.
+  ``torch-unfused`` (``softmax(q kᵀ · scale) v`` as three plain torch ops in the input dtype),
+  ``flex-attention`` (``torch.compile(flex_attention)``; causal through a block mask built once per shape,
+  outside the timing; the compile happens in the first, untimed call) and, when ``flashinfer-python`` is
+  importable (the optional extra ``.[flashinfer]``), ``flashinfer`` (its prefill kernel; skipped otherwise),
+  all timed in the same process on the same inputs, one after another.
+- Dense GEMM rate (``dense_gemm`` in each result file, unless ``--no-gemm``): ``torch.matmul`` of two
+  8192 × 8192 fp16 matrices into a preallocated output, timed the same way in the same run;
+  ``tflops`` = 2·8192³ / median time. ``pct_gemm`` of a row is its TFLOPS as a percentage of it.
 - Inputs: fresh ``randn`` q, k, v of the shape (never zeros), one set per shape.
 - Correctness: each implementation's output against the float64 reference (``kernels.reference``):
-  ``rel_err`` = ‖out − ref‖ / ‖ref‖, ``snr_db``.
+  ``rel_err`` = ‖out − ref‖ / ‖ref‖, ``snr_db``, ``max_err`` = max |out − ref|.
+- Ratio to our best version: ``best_vs`` of a row = the TFLOPS of the fastest ladder version in the run
+  divided by the row's (≥ 1: our best is that much faster); ``summary`` in each file names that version
+  and its ratios to the baselines and its percentage of the dense GEMM rate.
 - Timing: ``warmup`` untimed calls (default 5), then ``reps`` (default 50, at least 30) timed calls; before
   each timed call a 256 MB device buffer is overwritten (``zero_()``), which flushes the 60 MB L2, then
   CUDA events are recorded around the call alone on the current stream. ``ms`` is the median of the reps;
@@ -22,7 +31,8 @@ Method (also stored in every result file's provenance):
 - A backend that raises (no kernel for this shape, out of memory, an unsupported version) gets a row
   with ``ms = null`` and the first line of the error in ``note``; the run goes on.
 
-Results per shape go to ``<out>/<YYYY-MM-DD>-<shape>.json`` = ``{"provenance": {...}, "rows": [...]}`` and a
+Results per shape go to ``<out>/<YYYY-MM-DD>-<shape>.json`` = ``{"provenance": {...}, "rows": [...],
+"dense_gemm": {...}, "summary": {...}}`` (the last two since 2026-12-01 ladder III; older files lack them) and a
 CSV beside it (written to a temporary file and renamed; an existing file is kept unless ``force``).
 """
 
@@ -44,7 +54,10 @@ from profiler.errors import WhowaitsError
 from profiler.paths import reports_root
 from profiler.provenance import git_state, gpu_slug
 
-BASELINES = ("sdpa-auto", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math", "torch-unfused")
+BASELINES = ("sdpa-auto", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math", "torch-unfused", "flex-attention")
+BASELINES_BEFORE_FLEX = BASELINES[:6]  # what result files written before flex-attention joined hold
+OPTIONAL_BASELINES = ("flashinfer",)  # added only when importable (module docstring)
+GEMM_N = 8192  # the dense fp16 GEMM's M = N = K
 FLUSH_BYTES = 256 * 1024 * 1024
 REPO = Path(__file__).resolve().parent.parent
 METHOD = (
@@ -52,7 +65,7 @@ METHOD = (
     "the call alone; 256 MB buffer overwritten before every timed rep (L2 flush); rel_err and SNR vs float64 reference"
 )
 CSV_COLUMNS = ("implementation", "shape", "ms", "tflops", "rel_err", "snr_db", "ms_min", "ms_p90", "reps",
-               "pct_sdpa_flash", "pct_sdpa_cudnn", "config", "note")
+               "pct_sdpa_flash", "pct_sdpa_cudnn", "config", "note", "max_err", "best_vs", "pct_gemm")
 
 
 @dataclass
@@ -71,6 +84,9 @@ class BenchRow:
     config: str = ""
     note: str = ""
     ms_runs: list[float] | None = None  # one median per round with repeat > 1 (module docstring)
+    max_err: float | None = None  # max |out - ref|
+    best_vs: float | None = None  # best ladder version's TFLOPS / this row's
+    pct_gemm: float | None = None  # 100 * TFLOPS / the same run's dense fp16 GEMM TFLOPS
 
 
 def torch_unfused(q, k, v, causal: bool):
@@ -84,10 +100,85 @@ def torch_unfused(q, k, v, causal: bool):
     return torch.softmax(s, dim=-1) @ v
 
 
+def flex_attention_callable():
+    """fn(q, k, v, causal) -> o through ``torch.compile(flex_attention)`` (scale 1/sqrt(D), its default);
+    causal through a block mask built on the first call of a shape and reused (not timed after that)."""
+    import torch
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    compiled = torch.compile(flex_attention, dynamic=False)
+    masks: dict = {}
+
+    def causal_mod(b, h, q_idx, kv_idx):
+        return q_idx >= kv_idx
+
+    def run(q, k, v, causal):
+        block_mask = None
+        if causal:
+            key = (int(q.shape[-2]), str(q.device))
+            block_mask = masks.get(key)
+            if block_mask is None:
+                block_mask = masks[key] = create_block_mask(causal_mod, None, None, key[0], key[0], device=q.device)
+        return compiled(q, k, v, block_mask=block_mask)
+
+    return run
+
+
+def flashinfer_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("flashinfer") is not None
+
+
+def flashinfer_callable():
+    """fn(q, k, v, causal) -> o through FlashInfer's ragged batch prefill (``flashinfer-python``).
+
+    FlashInfer takes tokens-major (B·S, H, D) tensors: the (B, H, S, D) inputs are copied to that layout once
+    per input tensor (cached by pointer, outside the timing after the first call), the planned wrapper is
+    cached per shape, and the output comes back as a (B, H, S, D) view. Raises when it is not installed.
+    """
+    import torch
+
+    try:
+        import flashinfer
+    except ImportError as err:
+        raise WhowaitsError("flashinfer-python is not installed (pip install '.[flashinfer]')") from err
+    nhd: dict = {}
+    plans: dict = {}
+
+    def tokens_major(t):
+        key = (t.data_ptr(), tuple(t.shape), str(t.dtype))
+        if key not in nhd:
+            b, h, s, d = t.shape
+            if len(nhd) > 6:  # a long-lived process with many tensors: start over
+                nhd.clear()
+            nhd[key] = t.transpose(1, 2).reshape(b * s, h, d).contiguous()
+        return nhd[key]
+
+    def run(q, k, v, causal):
+        b, h, s, d = (int(x) for x in q.shape)
+        key = (b, h, s, d, str(q.dtype), bool(causal))
+        wrapper = plans.get(key)
+        if wrapper is None:
+            workspace = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=q.device)
+            wrapper = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(workspace, kv_layout="NHD")
+            indptr = torch.arange(0, (b + 1) * s, s, dtype=torch.int32, device=q.device)
+            wrapper.plan(indptr, indptr, h, h, d, causal=bool(causal), q_data_type=q.dtype)
+            plans[key] = wrapper
+        out = wrapper.run(tokens_major(q), tokens_major(k), tokens_major(v))
+        return out.reshape(b, s, h, d).transpose(1, 2)
+
+    return run
+
+
 def implementation(name: str, config=None):
     """(display name, config short form, fn(q, k, v, causal) -> o)."""
     if name == "torch-unfused":
         return name, "", torch_unfused
+    if name == "flex-attention":
+        return name, "", flex_attention_callable()
+    if name == "flashinfer":
+        return name, "", flashinfer_callable()
     if name.startswith("sdpa-"):
         from kernels.runner import sdpa_callable
 
@@ -133,9 +224,16 @@ def bench_shape(names: list[str], shape: Shape, *, reps: int = 50, warmup: int =
     """Benchmark every implementation on one shape, in the order given; see the module docstring."""
     import torch
 
-    from kernels.reference import attention_ref, random_qkv, rel_err, snr_db
+    from kernels.reference import attention_ref, max_err, random_qkv, rel_err, snr_db
 
-    impls = [implementation(n, (configs or {}).get(n)) for n in names]  # unknown names fail before GPU work
+    impls = []  # unknown names fail before GPU work; a baseline whose library is missing gets a noted row
+    for n in names:
+        try:
+            impls.append(implementation(n, (configs or {}).get(n)))
+        except (ImportError, WhowaitsError) as exc:
+            if n not in BASELINES + OPTIONAL_BASELINES:
+                raise
+            impls.append((n, "", _raiser(exc)))
     q, k, v = random_qkv(shape, seed=seed)
     ref = attention_ref(q, k, v, shape.causal)
     flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
@@ -145,12 +243,13 @@ def bench_shape(names: list[str], shape: Shape, *, reps: int = 50, warmup: int =
         try:
             out = fn(q, k, v, shape.causal)
             torch.cuda.synchronize()
-            err, snr = rel_err(out, ref), snr_db(out, ref)
+            err, snr, mx = rel_err(out, ref), snr_db(out, ref), max_err(out, ref)
             del out
             times = sorted(time_fn(fn, (q, k, v, shape.causal), reps=reps, warmup=warmup, flush=flush))
             ms = statistics.median(times)
             row = BenchRow(display, shape.key, ms, shape.flops() / (ms * 1e-3) / 1e12, err, snr,
-                           times[0], times[min(len(times) - 1, int(0.9 * len(times)))], reps, config=cfg)
+                           times[0], times[min(len(times) - 1, int(0.9 * len(times)))], reps, config=cfg,
+                           max_err=mx)
         except Exception as exc:  # a backend without a kernel for this shape, OOM, ...: note it, go on
             if isinstance(exc, torch.cuda.OutOfMemoryError):
                 torch.cuda.empty_cache()
@@ -174,6 +273,57 @@ def bench_shape(names: list[str], shape: Shape, *, reps: int = 50, warmup: int =
             if r.tflops is not None and b is not None and b.tflops:
                 setattr(r, attr, 100.0 * r.tflops / b.tflops)
     return rows
+
+
+def _raiser(exc: BaseException):
+    def run(q, k, v, causal):
+        raise exc
+
+    return run
+
+
+def time_dense_gemm(*, reps: int = 50, warmup: int = 5, repeat: int = 1, flush=None) -> dict:
+    """The dense fp16 GEMM rate of this GPU in this run: ``torch.matmul`` of two GEMM_N² fp16 matrices into a
+    preallocated output, timed like the attention rows (``repeat`` rounds pooled); module docstring."""
+    import torch
+
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(0)
+    a, b = (torch.randn((GEMM_N, GEMM_N), generator=gen, device="cuda", dtype=torch.float32).half() for _ in range(2))
+    c = torch.empty((GEMM_N, GEMM_N), device="cuda", dtype=torch.float16)
+    runs = [sorted(time_fn(lambda: torch.matmul(a, b, out=c), (), reps=reps, warmup=warmup, flush=flush))
+            for _ in range(repeat)]
+    pooled = sorted(t for run in runs for t in run)
+    ms = statistics.median(pooled)
+    del a, b, c
+    return {"implementation": "torch-matmul", "m": GEMM_N, "n": GEMM_N, "k": GEMM_N, "dtype": "fp16", "ms": ms,
+            "tflops": 2.0 * GEMM_N**3 / (ms * 1e-3) / 1e12, "ms_min": pooled[0],
+            "ms_runs": [statistics.median(r) for r in runs], "reps": len(pooled)}
+
+
+def is_ladder(name: str) -> bool:
+    return len(name) > 4 and name[0] == "v" and name[1:3].isdigit() and name[3] == "_"
+
+
+def summarize(rows: list[BenchRow], gemm: dict | None) -> dict:
+    """Set each row's ``best_vs`` and ``pct_gemm``; return the file's ``summary``: the fastest ladder version,
+    its ratio to every baseline row and its percentage of the dense GEMM rate (module docstring)."""
+    timed = [r for r in rows if r.tflops]
+    ladder = [r for r in timed if is_ladder(r.implementation)]
+    best = max(ladder, key=lambda r: r.tflops) if ladder else None
+    gemm_tflops = gemm["tflops"] if gemm else None
+    for r in timed:
+        if best is not None:
+            r.best_vs = best.tflops / r.tflops
+        if gemm_tflops:
+            r.pct_gemm = 100.0 * r.tflops / gemm_tflops
+    summary: dict = {"best_version": best.implementation if best else None,
+                     "best_tflops": best.tflops if best else None,
+                     "dense_gemm_tflops": gemm_tflops,
+                     "best_pct_gemm": best.pct_gemm if best else None,
+                     "best_vs": {r.implementation: r.best_vs for r in timed
+                                 if best is not None and not is_ladder(r.implementation)}}
+    return summary
 
 
 def apply_rounds(row: BenchRow, runs: list[list[float]], shape: Shape) -> None:
@@ -234,14 +384,16 @@ def rows_csv(rows: list[dict], columns=CSV_COLUMNS) -> str:
 
 
 def write_result(out_dir: Path, stem: str, prov: dict, rows: list[dict], force: bool = False,
-                 columns=CSV_COLUMNS) -> tuple[Path, Path]:
-    """Write ``<stem>.json`` and ``<stem>.csv`` atomically; refuse to overwrite unless ``force``."""
+                 columns=CSV_COLUMNS, extra: dict | None = None) -> tuple[Path, Path]:
+    """Write ``<stem>.json`` and ``<stem>.csv`` atomically; refuse to overwrite unless ``force``. ``extra``
+    adds top-level keys after ``rows`` (``dense_gemm``, ``summary``)."""
     jpath, cpath = out_dir / f"{stem}.json", out_dir / f"{stem}.csv"
     if not force:
         for p in (jpath, cpath):
             if p.exists():
                 raise WhowaitsError(f"{p} exists; pass --force to overwrite it")
-    _atomic_write(jpath, json.dumps({"provenance": prov, "rows": rows}, indent=1, allow_nan=False) + "\n", force=True)
+    doc = {"provenance": prov, "rows": rows, **(extra or {})}
+    _atomic_write(jpath, json.dumps(doc, indent=1, allow_nan=False) + "\n", force=True)
     _atomic_write(cpath, rows_csv(rows, columns), force=True)
     return jpath, cpath
 
@@ -251,10 +403,15 @@ def _finite(d: dict) -> dict:
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
 
+def _finite_deep(d: dict) -> dict:
+    return {k: (_finite_deep(v) if isinstance(v, dict) else v) for k, v in _finite(d).items()}
+
+
 def run(names: list[str] | None, shapes: list[str], *, baselines: bool = True, reps: int = 50, warmup: int = 5,
-        out_dir: Path | None = None, force: bool = False, log=print, repeat: int = 1,
+        out_dir: Path | None = None, force: bool = False, log=print, repeat: int = 1, gemm: bool = True,
         ) -> list[tuple[Shape, list[BenchRow], Path | None]]:
-    """Benchmark ``names`` (default: every version) plus the baselines on each shape and save each table."""
+    """Benchmark ``names`` (default: every version) plus the baselines on each shape and save each table
+    (with the dense GEMM rate and the summary, measured per shape in the same run unless ``gemm`` is off)."""
     from kernels import registry
     from kernels.launch import require_cuda_torch
 
@@ -266,9 +423,13 @@ def run(names: list[str] | None, shapes: list[str], *, baselines: bool = True, r
     parsed = [Shape.parse(s) for s in shapes]
     if not names:
         names = [v.id for v in registry.versions()]
-    names = [n if (n in BASELINES) else registry.get(n).id for n in names]
+    names = [n if (n in BASELINES + OPTIONAL_BASELINES) else registry.get(n).id for n in names]
     if baselines:
         names += [b for b in BASELINES if b not in names]
+        if flashinfer_available():
+            names += [b for b in OPTIONAL_BASELINES if b not in names]
+        else:
+            log("flashinfer: not installed, no row (pip install '.[flashinfer]')")
     prov = provenance(reps, warmup)
     prov["repeat"] = repeat
     out_dir = out_dir or reports_root() / gpu_slug(prov["gpu"]) / "bench"  # never inside site-packages
@@ -280,6 +441,18 @@ def run(names: list[str] | None, shapes: list[str], *, baselines: bool = True, r
             raise WhowaitsError(f"{out_dir / stem}.json exists; pass --force to overwrite it")
         log(f"bench {shape.key} ({prov['gpu']}, reps {reps})")
         rows = bench_shape(names, shape, reps=reps, warmup=warmup, log=log, repeat=repeat)
-        path, _ = write_result(out_dir, stem, prov, [_finite(asdict(r)) for r in rows], force=force)
+        dense = None
+        if gemm:
+            dense = time_dense_gemm(reps=reps, warmup=warmup, repeat=repeat)
+            log(f"  {'torch-matmul 8192^3 fp16':24s} {dense['ms']:9.4f} ms {dense['tflops']:7.1f} TFLOPS (dense GEMM)")
+        summary = summarize(rows, dense)
+        if summary["best_version"]:
+            log(f"  best version {summary['best_version']}: {summary['best_tflops']:.1f} TFLOPS"
+                + (f", {summary['best_pct_gemm']:.1f}% of the dense GEMM" if dense else "")
+                + "".join(f", {v:.3f}x {k}" for k, v in summary["best_vs"].items() if k in ("sdpa-cudnn", "flex-attention", "flashinfer")))
+        extra = {"summary": _finite_deep(summary)}
+        if dense:
+            extra = {"dense_gemm": dense, **extra}
+        path, _ = write_result(out_dir, stem, prov, [_finite(asdict(r)) for r in rows], force=force, extra=extra)
         results.append((shape, rows, path))
     return results

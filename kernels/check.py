@@ -4,7 +4,8 @@ For each version and shape: fresh random q, k, v (``randn``, a new seed per run)
 poisoned with NaN before the launch (an element the kernel forgets to write stays NaN and fails), the
 result compared with the float64 reference (``kernels.reference``): relative error
 ‖out − ref‖ / ‖ref‖ must be ≤ 5e-3 for fp16 and ≤ 1e-2 for bf16; NaN never passes; SNR in dB is shown.
-The default shapes cover both head dims, both dtypes, causal, S = 1 and S not a multiple of any tile.
+The default shapes cover both head dims, both dtypes, causal, S = 1, S not a multiple of any tile, and two
+shapes with more tiles than SMs (persistent grids).
 A shape a version does not support is listed as ``skip`` with the reason. Exit status 1 if anything failed,
 2 on a usage error.
 """
@@ -29,6 +30,10 @@ DEFAULT_SHAPES = (
     "b1_h3_s190_d64_bf16_causal",
     "b1_h8_s1024_d128_fp16",
     "b1_h4_s515_d128_bf16",
+    # more tiles than the H200's 132 SMs, so a persistent grid (v13) walks several tiles per CTA: 512 tiles
+    # of 8 key blocks; and 480 causal ragged tiles (S = 700: 6 query blocks per head, the last one partial)
+    "b1_h64_s1024_d128_fp16",
+    "b2_h40_s700_d64_bf16_causal",
 )
 
 

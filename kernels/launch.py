@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 import threading
 
 from kernels import registry
@@ -170,7 +171,7 @@ def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | 
         # one CTA per SM (at most one per tile); the kernel walks tiles blockIdx.x, + gridDim.x, ... of the
         # ceil(S / block_m) x (B·H) tiles, so it gets B·H as an extra argument
         tiles = grid[0] * h * b
-        grid = (min(tiles, _sm_count(q.device)), 1, 1)
+        grid = (min(tiles, persistent_ctas(q.device)), 1, 1)
         maps = (tensor_map(q, config.block_m), tensor_map(k, config.block_n), tensor_map(v, config.block_n))
         launch_tma(fn, grid, config.threads, result.smem_dynamic_bytes, maps, out, s, 1.0 / math.sqrt(d), b * h)
     elif ver.abi == "tensor_maps":
@@ -222,6 +223,17 @@ def tensor_map(t, box_rows: int):
         _tmaps.pop(next(iter(_tmaps)))
     _tmaps[key] = tm
     return tm
+
+
+def persistent_ctas(device) -> int:
+    """CTAs of a persistent grid: the SM count, or ``$WHOWAITS_MAX_CTAS`` when set (a test knob: a small
+    problem then still walks several tiles per CTA, e.g. under compute-sanitizer)."""
+    cap = os.environ.get("WHOWAITS_MAX_CTAS", "").strip()
+    if cap:
+        if not cap.isdigit() or int(cap) < 1:
+            raise WhowaitsError(f"WHOWAITS_MAX_CTAS must be a positive integer, got {cap!r}")
+        return int(cap)
+    return _sm_count(device)
 
 
 def _sm_count(device) -> int:

@@ -28,18 +28,23 @@ CHANGES = {
     "v10_warp_specialized": "warp specialisation: TMA producer warpgroup (setmaxnreg 24) + 2 consumers (240)",
     "v11_pingpong": "pingpong: named barriers order the consumers' PV[n-1]+QKᵀ[n] batches; split K/V ring",
     "v12_intra_wg_overlap": "intra-warpgroup overlap: softmax[n] under its own PV[n-1] (wait_group 1)",
+    "v13_persistent": "persistent CTAs: grid = SMs, static tile scheduler, K/V ring and producer across tiles",
     "sdpa-flash": "torch SDPA, FlashAttention-2 backend",
     "sdpa-cudnn": "torch SDPA, cuDNN backend (wgmma)",
+    "flex-attention": "torch.compile(flex_attention) (Triton)",
+    "flashinfer": "FlashInfer prefill (flashinfer-python)",
 }
+BASELINE_ROWS = ("sdpa-flash", "sdpa-cudnn", "flex-attention", "flashinfer")  # those present in every file
 
 
 def table(date: str) -> str:
-    benches = []
+    benches, files = [], []
     for shape in SHAPES:
         data = json.loads((ROOT / "reports/h200/bench" / f"{date}-{shape}.json").read_text())
-        benches.append({r["implementation"]: r for r in data["rows"]})
+        files.append(data)
+        benches.append({r["implementation"]: r for r in data["rows"] if r.get("tflops")})
     versions = sorted(v for v in benches[0] if re.match(r"v\d\d_", v))
-    names = versions + ["sdpa-flash", "sdpa-cudnn"]
+    names = versions + [b for b in BASELINE_ROWS if all(b in bench for bench in benches)]
     cells = {n: [] for n in names}
     for bench in benches:
         flash, cudnn = bench["sdpa-flash"]["tflops"], bench["sdpa-cudnn"]["tflops"]
@@ -61,6 +66,14 @@ def table(date: str) -> str:
                 text = f"{v:.1f}"
                 row.append(f"**{text}**" if n in versions and v == best[3 * s + c] and (c < 2 or v > 100) else text)
         lines.append(f"| {n} | {CHANGES.get(n, '')} | " + " | ".join(row) + " |")
+    gemm = [f.get("dense_gemm") for f in files]
+    if all(gemm):
+        best = [max(bench[v]["tflops"] for v in versions) for bench in benches]
+        lines.append("")
+        lines.append("Dense fp16 GEMM (`torch.matmul`, 8192³) in the same runs: "
+                     + " / ".join(f"{g['tflops']:.1f}" for g in gemm)
+                     + " TFLOPS; the best version reaches "
+                     + " / ".join(f"{100 * b / g['tflops']:.1f}%" for b, g in zip(best, gemm)) + " of it.")
     return "\n".join(lines) + "\n"
 
 

@@ -3,7 +3,8 @@
 ``attention_ref(q, k, v, causal)`` upcasts to float64 and computes softmax(q kᵀ / sqrt(D) [+ mask]) v on
 the tensors' device, one (batch, head) slab group at a time to bound memory. ``rel_err`` is
 ‖out − ref‖₂ / ‖ref‖₂ (NaN/Inf anywhere in ``out`` gives ``inf``, so it never passes), ``snr_db`` is
-10·log10(‖ref‖² / ‖out − ref‖²). torch is imported lazily.
+10·log10(‖ref‖² / ‖out − ref‖²), ``max_err`` is max |out − ref| (the seed's "error against the reference").
+torch is imported lazily.
 """
 
 from __future__ import annotations
@@ -65,3 +66,13 @@ def snr_db(out, ref) -> float:
     noise = float(torch.linalg.vector_norm(o - ref) ** 2)
     signal = float(torch.linalg.vector_norm(ref) ** 2)
     return math.inf if noise == 0 else 10.0 * math.log10(signal / noise)
+
+
+def max_err(out, ref) -> float:
+    """max |out − ref| over all elements in float64; ``inf`` when out holds NaN or Inf."""
+    import torch
+
+    o = out.double()
+    if not torch.isfinite(o).all():
+        return math.inf
+    return float((o - ref).abs().max())

@@ -5,7 +5,8 @@ SASS facts checked by hand on the cubins built here (nvcc 13.0, sm_90a, default 
 2026-12-01): v10 has 16 HGMMA (8 k16 steps of QK^T + 8 of PV), 2 USETMAXREG (the producer's .dec 24 and
 the consumers' .inc 240), 1 BAR (the __syncthreads before the role split); v11 and v12 have 32 HGMMA
 (QK^T and PV are each issued at two sites: the first/last unpaired batch and the loop), 2 USETMAXREG and
-8 BAR (the scheduler barriers' bar.sync / bar.arrive). ptxas reports 168 registers for all three: the
+8 BAR (the scheduler barriers' bar.sync / bar.arrive); v13 (v12 on a persistent grid) the same 32 / 2 / 8.
+ptxas reports 168 registers for all four: the
 entry count that __launch_bounds__(384, 1) fixes and setmaxnreg redistributes (128 x 24 + 256 x 240 =
 384 x 168).
 """
@@ -47,7 +48,7 @@ def test_ladder3_rungs_declare_ws_with_setmaxnreg_claims():
 
 
 @needs_nvcc
-@pytest.mark.parametrize("vid, hgmma, bars", [("v10", 16, 1), ("v11", 32, 8), ("v12", 32, 8)])
+@pytest.mark.parametrize("vid, hgmma, bars", [("v10", 16, 1), ("v11", 32, 8), ("v12", 32, 8), ("v13", 32, 8)])
 def test_ladder3_static_sass(vid, hgmma, bars):
     v = registry.get(vid)
     r = build.build(v)
@@ -67,9 +68,27 @@ def test_setmaxnreg_split_must_fit_the_launch_bound():
         build.build(v, v.config.replace(block_m=64, consumers=1))
 
 
+def test_v13_is_persistent_ws():
+    v = registry.get("v13")
+    assert (v.id, v.family, v.abi, v.smem_layout, v.parent) == (
+        "v13_persistent", "ws", "tensor_maps_persistent", "tma_q_kv", "v12_intra_wg_overlap")
+    assert {"SYNCS", "HGMMA", "USETMAXREG"} <= set(v.expect_sass) and not v.allow_spills
+    assert v.config.threads == 384 and v.verdict
+
+
+def test_persistent_grid_cap(monkeypatch):
+    from kernels import launch
+
+    monkeypatch.setenv("WHOWAITS_MAX_CTAS", "2")
+    assert launch.persistent_ctas(None) == 2
+    monkeypatch.setenv("WHOWAITS_MAX_CTAS", "0")
+    with pytest.raises(WhowaitsError, match="WHOWAITS_MAX_CTAS"):
+        launch.persistent_ctas(None)
+
+
 def test_persistent_abi_appends_num_bh_to_the_instantiation():
-    # ABI tensor_maps_persistent (kernels/wip/v13_persistent, not landed): the launcher passes B·H after the
-    # contract's six arguments, so the generated instantiation must declare it
+    # ABI tensor_maps_persistent (v13_persistent): the launcher passes B·H after the contract's six
+    # arguments, so the generated instantiation must declare it
     import dataclasses
 
     from kernels.registry import ABIS

@@ -79,12 +79,7 @@ _GROUP_BIT: dict[str, int] = {}
 @lru_cache(maxsize=1)
 def _cfg() -> dict:
     d = M._load("producers.toml")
-    return {"version": d["version"], "max_walk": int(d["max_walk"]), "dest_window": int(d["dest_window"])}
-
-
-def data_version() -> int:
-    """``version`` of ``data/producers.toml``."""
-    return int(_cfg()["version"])
+    return {"max_walk": int(d["max_walk"]), "dest_window": int(d["dest_window"])}
 
 
 def _group_bit(group: str | None) -> int:

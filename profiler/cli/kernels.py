@@ -112,6 +112,8 @@ def bench_cmd(
     force: bool = typer.Option(False, "--force", help="overwrite an existing result file"),
     repeat: int = typer.Option(1, "--repeat", help="rounds of timing, interleaved over the rows; N >= 2 measures "
                                                    "the run-to-run spread (ms_runs) that --compare and check use"),
+    gemm: bool = typer.Option(True, "--gemm/--no-gemm", help="also time the dense fp16 GEMM (torch.matmul 8192^3) "
+                                                            "per shape: pct_gemm, summary"),
     compare: Optional[list[str]] = typer.Option(None, "--compare", help="earlier bench .json (one per shape): "
                                                 "noise-aware verdict per row (slower / faster / within noise)"),
     fmt: Format = FORMAT_OPTION,
@@ -142,14 +144,17 @@ def bench_cmd(
                 bar.advance(line.split()[0])
 
         results = bench.run(names, shape, baselines=baselines, reps=reps, warmup=warmup,
-                            out_dir=Path(out) if out else None, force=force, log=log, repeat=repeat)
+                            out_dir=Path(out) if out else None, force=force, log=log, repeat=repeat,
+                            gemm=gemm)
     rows = []
     for _shape, shape_rows, path in results:
         for r in shape_rows:
             rows.append(bench._finite(bench.asdict(r)))
         if not quiet:
             typer.echo(f"wrote {path} (+ .csv)")
-    columns = ["implementation", "shape", "ms", "tflops", "rel_err", "snr_db", "pct_sdpa_flash", "pct_sdpa_cudnn", "note"]
+    # the seed's columns: ms, TFLOPS, SNR, error against the reference (max_err), ratio to our best version
+    columns = ["implementation", "shape", "ms", "tflops", "snr_db", "max_err", "rel_err", "best_vs", "pct_sdpa_cudnn",
+               "pct_gemm", "note"]
     if compare:
         for key, b in prev.items():
             cur = [r for r in rows if r["shape"] == key]
@@ -160,11 +165,13 @@ def bench_cmd(
         columns.append("vs_prev")
     if fmt == Format.table:
         for r in rows:
-            for key, digits in (("ms", 4), ("tflops", 1), ("snr_db", 1), ("pct_sdpa_flash", 1), ("pct_sdpa_cudnn", 1)):
+            for key, digits in (("ms", 4), ("tflops", 1), ("snr_db", 1), ("pct_sdpa_flash", 1), ("pct_sdpa_cudnn", 1),
+                                ("best_vs", 3), ("pct_gemm", 1)):
                 if r.get(key) is not None:
                     r[key] = round(r[key], digits)
-            if r.get("rel_err") is not None:
-                r["rel_err"] = f"{r['rel_err']:.2e}"
+            for key in ("rel_err", "max_err"):
+                if r.get(key) is not None:
+                    r[key] = f"{r[key]:.2e}"
     _emit(rows, fmt, columns, "whowaits bench")
 
 

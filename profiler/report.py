@@ -704,13 +704,28 @@ def _read_actions(path: Path, ncu) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataF
         raise WhowaitsError(
             f"{path}: no profiled kernel launch in this report (empty, truncated or corrupt)"
         )
-    mf = pd.DataFrame(metric_rows, columns=METRIC_COLUMNS[1:])
-    mf["value"] = mf["value"].astype(np.float64)
-    mf = _normalize(mf)
+    mf = _metrics_frame(metric_rows)
     sf = pd.concat(sass_frames, ignore_index=True)
     tf = pd.concat(timeline_frames, ignore_index=True) if timeline_frames else _empty_timeline()
     rf = pd.DataFrame(source_rows, columns=SOURCE_COLUMNS).astype({"launch": np.int64, "file": object, "text": object})
     return mf, sf, tf, rf
+
+
+def _metrics_frame(rows: list[tuple]) -> pd.DataFrame:
+    """The metrics frame (``METRIC_COLUMNS`` but ``report``) of ``(launch, kernel, metric, instance,
+    value, text, unit)`` rows, built column by column: ``pd.DataFrame(rows)`` then :func:`_normalize`
+    took 23-27 ms for the flash report's 2,623 rows, this 2.6 ms (load average 7; the same frame,
+    dtypes included). ``instance`` and ``text`` hold str or None (object columns, as _normalize makes them)."""
+    launch, kernel, metric, instance, value, text, unit = (list(c) for c in zip(*rows))
+    return pd.DataFrame({
+        "launch": pd.Series(launch, dtype=np.int64),
+        "kernel": pd.Series(kernel),
+        "metric": pd.Series(metric),
+        "instance": pd.Series(instance, dtype=object),
+        "value": np.array(value, dtype=np.float64),
+        "text": pd.Series(text, dtype=object),
+        "unit": pd.Series(unit),
+    })
 
 
 def load_report(path: str | os.PathLike, *, use_cache: bool = True) -> Report:

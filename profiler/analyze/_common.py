@@ -56,3 +56,24 @@ def group_sum(key: np.ndarray, mat: np.ndarray, groups: int) -> np.ndarray:
     starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
     out[ks[starts]] = np.add.reduceat(mat[order], starts, axis=0)
     return out
+
+
+def shared_cfg(launch, addresses, texts, bases):
+    """:func:`profiler.sass.build_cfg` of a launch's SASS, built once for the analyses that walk it
+    (the producers' walk and the role graph each built it: ~5% of a warm ``show`` of the flash
+    report, py-spy). Kept on the launch while its ``sass`` frame is the same object and the base
+    opcodes given are equal (the graph depends on nothing else of the frame)."""
+    from profiler.sass import build_cfg  # noqa: PLC0415
+
+    sass = getattr(launch, "sass", None)
+    key = None if bases is None else list(bases)
+    memo = getattr(launch, "_cfg_memo", None)
+    if memo is not None and key is not None and memo[0] is sass and memo[1] == key:
+        return memo[2]
+    cfg = build_cfg(addresses, texts, bases)
+    if key is not None:
+        try:
+            launch._cfg_memo = (sass, key, cfg)
+        except AttributeError:  # a frozen stand-in: no memo
+            pass
+    return cfg

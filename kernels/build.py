@@ -3,8 +3,9 @@
 For each build a tiny translation unit is generated that includes ``kernels/<version>/kernel.cu`` and
 explicitly instantiates ``whowaits::<version>::flash_fwd<config.template_args()>``. Results are cached
 under ``$WHOWAITS_BUILD_DIR`` or ``<repo>/.cache/whowaits/build/<hash>/`` where the hash covers the
-kernel source, every file in ``kernels/common/``, the flags, the nvcc version and the config; a cache
-entry is written to a temporary folder and renamed into place, so a half-finished build is never read.
+files the translation unit includes (transitively, each by its name relative to ``kernels/`` and its bytes),
+the flags, the nvcc version and the config; a cache entry is written to a temporary folder and renamed
+into place, so a half-finished build is never read.
 
 ``NVCC_FLAGS`` (the one place the flags live), with reasons:
 
@@ -52,7 +53,7 @@ NVCC_FLAGS: tuple[str, ...] = (
     "-Xptxas",
     "-v",
 )
-CACHE_FORMAT = 1  # bump when BuildResult's meta.json changes
+CACHE_FORMAT = 2  # bump when BuildResult's meta.json or the key's inputs change (2: only included files)
 
 
 @dataclass
@@ -178,19 +179,46 @@ def fatal_warnings(log: str) -> list[str]:
     return [ln.strip() for ln in log.splitlines() if "warning" in ln.lower() and any(c in ln for c in FATAL_PTXAS_WARNINGS)]
 
 
+_QUOTED_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def included_files(text: str, including: Path | None = None) -> list[Path]:
+    """Every file of ``kernels/`` that ``text`` includes with ``#include "..."``, transitively, in a stable order
+    (first reached first). A name is looked up as nvcc does for the quoted form: beside the including file,
+    then under ``-I kernels``. Names that resolve nowhere in ``kernels/`` (none today) are left out: nvcc
+    would fail on them, or take them from the toolkit, which ``nvcc --version`` in the key already covers."""
+    seen: dict[Path, None] = {}
+    todo = [(text, including)]
+    root = KERNELS_DIR.resolve()
+    while todo:
+        src, where = todo.pop(0)
+        for name in _QUOTED_INCLUDE_RE.findall(src):
+            for base in ([where.parent] if where is not None else []) + [KERNELS_DIR]:
+                cand = (base / name).resolve()
+                if cand.is_file() and cand.is_relative_to(root):
+                    if cand not in seen:
+                        seen[cand] = None
+                        todo.append((cand.read_text(errors="replace"), cand))
+                    break
+    return list(seen)
+
+
 def _source_hash(version: Version, config: FwdConfig) -> str:
+    """The build key: nvcc's version, the flags, the generated translation unit, the launch contract fields,
+    and the name (relative to ``kernels/``) and bytes of every file the translation unit includes, followed
+    transitively (the rung's kernel.cu, another rung's kernel.cu it compiles, and the shared headers it uses).
+    Only the files the rung includes: a header added beside them, or a checkout elsewhere, keeps the key."""
     h = hashlib.sha256()
     h.update(f"format={CACHE_FORMAT}\n".encode())
     h.update(nvcc_version().encode())
     h.update(" ".join(NVCC_FLAGS).encode())
-    h.update(translation_unit(version, config).encode())
+    tu = translation_unit(version, config)
+    h.update(tu.encode())
     h.update(f"{version.smem_layout}|{version.abi}|{version.family}".encode())
-    # a version may compile another version's kernel.cu under its own namespace (v07 includes v06's)
-    included = [KERNELS_DIR / m for m in re.findall(r'#include\s+"(v\d\d_[a-z0-9_]+/[^"]+)"', version.source.read_text())]
-    for path in [version.source, *included, *sorted((KERNELS_DIR / "common").glob("**/*"))]:
-        if path.is_file():
-            h.update(str(path.relative_to(KERNELS_DIR)).encode())
-            h.update(path.read_bytes())
+    root = KERNELS_DIR.resolve()
+    for path in included_files(tu):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
     return h.hexdigest()[:24]
 
 

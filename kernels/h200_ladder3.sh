@@ -6,6 +6,10 @@
 # the whole script stops starting steps after $BUDGET seconds. Everything lands in $OUT/results.tgz.
 #   STEPS="check bench causal profile sanitize" BUDGET=480 bash kernels/h200_ladder3.sh
 set -u
+# sidecars record $WHOWAITS_GIT_COMMIT (the device copy has no .git of its own, or sits inside another checkout's):
+#   pass WHOWAITS_GIT_COMMIT=$(git rev-parse HEAD) [WHOWAITS_GIT_DIRTY=0] in the device command, after committing
+: "${WHOWAITS_GIT_COMMIT:?set WHOWAITS_GIT_COMMIT=<commit of the code> (the device copy has no .git of its own)}"
+export WHOWAITS_GIT_COMMIT
 STEPS=${STEPS:-"check bench causal profile sanitize"}
 BUDGET=${BUDGET:-480}
 NEW=${NEW_VERSIONS:-"v10 v11"}

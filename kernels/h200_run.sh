@@ -4,6 +4,10 @@
 #   STEPS="check sanitize bench profile" bash kernels/h200_run.sh     (also: gputest, tune)
 # Everything lands in $OUT/results.tgz (logs, bench JSON/CSV, reports + sidecars); a summary is printed last.
 set -u
+# sidecars record $WHOWAITS_GIT_COMMIT (the device copy has no .git of its own, or sits inside another checkout's):
+#   pass WHOWAITS_GIT_COMMIT=$(git rev-parse HEAD) [WHOWAITS_GIT_DIRTY=0] in the device command, after committing
+: "${WHOWAITS_GIT_COMMIT:?set WHOWAITS_GIT_COMMIT=<commit of the code> (the device copy has no .git of its own)}"
+export WHOWAITS_GIT_COMMIT
 STEPS=${STEPS:-"check sanitize bench profile"}
 R=/tmp/ladder2; rm -rf "$R"; mkdir -p "$R"
 export PYTHONUNBUFFERED=1 WHOWAITS_CACHE_DIR=/tmp/whowaits-parse

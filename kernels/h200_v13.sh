@@ -9,10 +9,12 @@
 # steps after $BUDGET seconds. v13 joins the bench only if its check passed. Everything lands in
 # $OUT/results.tgz.
 # On the H200 install with `python3 -m pip install --no-deps --no-build-isolation -e .` (the plain pip is another
-# Python's; NCU-NOTES.md). Sidecars/bench provenance: a tree carried under /work/main/.devcarry/NAME still finds
-# main's .git upward, so git_state reports main's HEAD, not $WHOWAITS_GIT_COMMIT (fix the files afterwards).
+# Python's; NCU-NOTES.md). Sidecars/bench provenance: $WHOWAITS_GIT_COMMIT (required; it wins over main's .git
+# that a tree carried under /work/main/.devcarry/NAME finds upward: profiler.provenance.git_state).
 #   WHOWAITS_GIT_COMMIT=<commit> STEPS="check sanitize bench profile extra tune gputest" bash kernels/h200_v13.sh
 set -u
+: "${WHOWAITS_GIT_COMMIT:?set WHOWAITS_GIT_COMMIT=<commit of the code> (the device copy has no .git of its own)}"
+export WHOWAITS_GIT_COMMIT
 STEPS=${STEPS:-"check sanitize bench profile extra tune gputest"}
 BUDGET=${BUDGET:-540}
 R=/tmp/v13run; rm -rf "$R"; mkdir -p "$R"

@@ -1,7 +1,7 @@
 """The console script ``whowaits``: replays a read-only command's stored output before loading the CLI.
 
 ``whowaits show REPORT --format json``, ``diff A B --format json`` and ``migration --format json`` are pure
-functions of what they read. Loading the CLI alone (typer, which builds on pydantic) costs ~0.3 s and the
+functions of what they read. Loading the CLI alone (typer, rich) costs ~0.2-0.3 s and the
 analyses another second (pandas, pyarrow, ncu_report); when nothing they read has changed, asking again
 should cost neither. So :func:`main` looks the command line up first, importing only the standard library:
 

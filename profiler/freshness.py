@@ -7,9 +7,11 @@ part of it, so nvcc must be on PATH; no GPU) and sorts each report into one of:
 
 - ``fresh``: the key is unchanged;
 - ``restamp``: the key changed but the current build's SASS is the profiled SASS, instruction by instruction
-  (same opcode with modifiers at every offset, same length): e.g. a header moved or a new header added
-  beside the old ones (the key covers every file of ``kernels/common``). The report still describes the
-  code; its sidecar can take the new key (``scripts/backfill_provenance.py --restamp``);
+  (same opcode with modifiers at every offset, same length): e.g. a comment edited in an included header, a
+  header renamed, or the key's own inputs changed (it covers the files the rung includes, transitively, by
+  name relative to ``kernels/`` and bytes, so a header added beside them or another checkout path keeps it).
+  The report still describes the code; its sidecar can take the new key
+  (``scripts/backfill_provenance.py --restamp``), and a resumed sweep counts it as done;
 - ``stale``: the SASS differs: the report, and any verdict drawn from it, describes code that no longer
   builds. Re-profile the rung (``whowaits profile VERSION --force``) or restore its sources (a landed rung is
   frozen);

@@ -132,7 +132,9 @@ def _ladder_table(m) -> str:
     extra = [k for k in ("gbps", "hypothesis", "verdict")
              if any((isinstance(r.get(k), str) and r.get(k)) or (isinstance(r.get(k), float) and r[k] == r[k])
                     for r in recs)]
-    for r in recs:
+    beside = set(m.steps["dst"][m.steps["beside"]]) if "beside" in m.steps and len(m.steps) else set()
+    above = [None if r["version"] in beside else v for r, v in zip(recs, [None] + [r["version"] for r in recs[:-1]])]
+    for r, prev in zip(recs, above):
         top = f"{_e(r['top_class'])}·{_e(r['top_reason'])}" if r.get("top_class") else "—"
         if isinstance(r.get("top_producer"), str):
             top += f" ← {_e(r['top_producer'])}"
@@ -140,7 +142,7 @@ def _ladder_table(m) -> str:
             top += f" <span class='note'>on {_e(r['top_opcode'])}</span>"
         rows.append([f"<a href='#v-{_anchor(r['version'])}'>{_e(r['version'])}</a>", _e(r.get("title")),
                      _fold(r.get("change")), _e(fmt_ns(r.get("duration_ns"))), _num(r.get("tflops"), "{:.3g}"),
-                     _num(r.get("speedup_prev"), "{:.2f}x"), top,
+                     _speedup(r, prev), top,
                      f"{_pct(r.get('top_share'))} <span class='note'>[{_pct(r.get('top_lo'))}, "
                      f"{_pct(r.get('top_hi'))}]</span>",
                      _fold(r.get("expected_bottleneck")),
@@ -149,10 +151,20 @@ def _ladder_table(m) -> str:
                     + [_num(r.get(k), "{:.0f}") if k == "gbps" else _fold(r.get(k)) for k in extra])
     names = {"gbps": "GB/s", "hypothesis": "hypothesis", "verdict": "verdict"}
     num = {3, 4, 5, 7, 10, 11} | ({12} if extra[:1] == ["gbps"] else set())
-    return _table(["version", "title", "change", "duration", "TFLOPS", "vs prev (ext-: vs top rung)", "top waiter",
+    return _table(["version", "title", "change", "duration", "TFLOPS", "speed-up (vs the row above)", "top waiter",
                    "share [95%]",
                    "expected bottleneck", "tensor path", "tensor pipe (own peak)", "tensor roof (dense)"]
                   + [names[k] for k in extra], rows, num)
+
+
+def _speedup(r: dict, prev) -> str:
+    """The row's speed-up against the row above, or ``0.64x vs v12_…`` where migration measured it against
+    another version (an external subject against the ladder's top rung)."""
+    x = _num(r.get("speedup_prev"), "{:.2f}x")
+    vs = r.get("vs")
+    if x == "—" or not isinstance(vs, str) or vs == prev:
+        return x
+    return f"{x} <span class='note'>vs {_e(vs)}</span>"
 
 
 def _version_section(p, m, verbose: bool = False) -> str:
@@ -170,6 +182,14 @@ def _version_section(p, m, verbose: bool = False) -> str:
              f"{' · ' + str(p.launches) + ' launches merged' if p.launches > 1 else ''}</p>"]
     parts.append(_fig(plots.stall_breakdown(shares, title=f"{label}: stall reasons (95% intervals)")))
     parts.append(_fig(plots.who_waits_heatmap(waits, title=f"{label}: who waits on whom (% of samples)")))
+    from profiler.html_flow import flow_section  # noqa: PLC0415
+
+    parts.append(flow_section(s, label))
+    edges = [e for e in (s.get("role_edges") or []) if e.get("samples")]
+    if edges:
+        parts.append(_fig(plots.role_graph(
+            edges, title=f"{label}: who waits on whom between warp roles (arrow: waiter → releaser, % of samples)",
+            inferred=_no_source(s), note="dashed: the pairing is inferred")))
     wo = s.get("waits_on") or []
     if wo:
         rows = [[_e(f"{w['class']}·{w['reason']}"), _e(f"← {w['producer_class']} ({w['producer_opcode']})"),
@@ -193,6 +213,13 @@ def _version_section(p, m, verbose: bool = False) -> str:
         parts.append("<p class='note'>" + "<br>".join(_e(x) for x in lines) + "</p>")
     parts.append("</section>")
     return "".join(parts)
+
+
+def _no_source(summary: dict) -> bool:
+    """A launch whose report carries no source of ours (cuDNN, torch SDPA): its regions are inferred from
+    the SASS, and so is everything the role graph says."""
+    regions = summary.get("regions") or []
+    return bool(regions) and all(r.get("source") == "inferred" for r in regions)
 
 
 def _diff_section(d) -> str:

@@ -3,10 +3,19 @@ they hold no logic of their own.
 
 - :func:`show_views`, :func:`diff_views`, :func:`migration_views`: the figures and tables of ``whowaits
   show`` / ``diff`` / ``migration`` for one choice, as a list (strings, plotly figures, DataFrames).
-- :func:`pick_show`, :func:`pick_diff`, :func:`pick_migration`: an ``ipywidgets.interactive`` with the
-  choices of the reports folder (a report; two versions; versions and a shape); it renders the views at
-  once with the first choice (so a headless run, e.g. nbclient in the test suite, executes the whole view:
+- :func:`pick_show`, :func:`pick_diff`, :func:`pick_migration`: the choices of the reports folder (a
+  report; two versions; versions and a shape) above an ``ipywidgets.Output``; it renders the views at once
+  with the first choice (so a headless run, e.g. nbclient in the test suite, executes the whole view:
   widgets need no front end to run) and again on every change. ``.result`` holds the last views.
+
+  The views are written into the Output widget's ``outputs`` state from the kernel, never captured with
+  ``with output:`` (what ``ipywidgets.interactive`` does). A capture asks the front end to route the cell's
+  messages into the widget, and nbclient's stand-in front end answers every routed output with a
+  ``comm_msg`` sent on the shell socket while its other coroutine awaits the ``execute_reply`` on that
+  same socket; the send consumes the socket's edge-triggered wake-up, so the reply, already there, is
+  only read when the cell timeout's final poll finds it (jupyter/nbclient#312): the cell "passes" after
+  300 s. Written as state, the views travel on IOPub as ``comm_msg`` from the kernel and the client sends
+  nothing back.
 - :func:`profile_live`: profile a version now under ncu when a GPU and ncu are here, then show it; else
   say why it was skipped, without an error.
 
@@ -120,14 +129,63 @@ def _shown(views: list) -> list:
     return views
 
 
-def _render(make, *args, **kw) -> list:
+def _views(make, *args, **kw) -> list:
+    """``make(*args, **kw)``, or the one line ``whowaits: error: …`` for a choice the reports cannot answer."""
     try:
-        return _shown(make(*args, **kw))
+        return make(*args, **kw)
     except WhowaitsError as err:
-        return _shown([f"whowaits: error: {err}"])
+        return [f"whowaits: error: {err}"]
+
+
+def _render(make, *args, **kw) -> list:
+    return _shown(_views(make, *args, **kw))
+
+
+def _as_outputs(views: list) -> tuple[dict, ...]:
+    """The views as nbformat outputs (strings as stdout, the rest through IPython's display formatter), to
+    be set as an Output widget's state; nothing outside IPython (no front end to show them)."""
+    try:
+        from IPython import get_ipython  # noqa: PLC0415
+    except ImportError:
+        return ()
+    ip = get_ipython()
+    if ip is None:
+        return ()
+    outs = []
+    for v in views:
+        if isinstance(v, str):
+            outs.append({"output_type": "stream", "name": "stdout", "text": v + "\n"})
+        elif hasattr(v, "_ipython_display_") and hasattr(v, "_repr_mimebundle_"):
+            # plotly figures display themselves (to the cell, not the widget) when formatted: take their bundle
+            data = v._repr_mimebundle_(include=None, exclude=None)
+            outs.append({"output_type": "display_data", "data": {"text/plain": repr(v)[:200], **data}, "metadata": {}})
+        else:
+            data, metadata = ip.display_formatter.format(v)
+            outs.append({"output_type": "display_data", "data": data, "metadata": metadata})
+    return tuple(outs)
 
 
 # ------------------------------------------------------------------------------------------ pickers
+def _picker(draw, **controls):
+    """A VBox of ``controls`` above an Output widget that holds ``draw(**values)``; drawn now and on every
+    change of a control's value. ``.result``: the last views. See the module docstring for why the views are
+    set as the Output's state rather than captured."""
+    import ipywidgets as w  # noqa: PLC0415
+
+    out = w.Output()
+    box = w.VBox([*controls.values(), out])
+    box.add_class("whowaits-picker")
+
+    def redraw(_change=None):
+        box.result = _views(draw, **{k: c.value for k, c in controls.items()})
+        out.outputs = _as_outputs(box.result)  # one state update per redraw
+
+    for c in controls.values():
+        c.observe(redraw, names="value")
+    redraw()
+    return box
+
+
 def pick_show(reports=None, report: str | None = None):
     """A drop-down of every report; shows the chosen one (:func:`show_views`). ``report``: the first choice."""
     import ipywidgets as w  # noqa: PLC0415
@@ -138,7 +196,7 @@ def pick_show(reports=None, report: str | None = None):
     values = [c[1] for c in choices]
     first = next((v for v in values if report and (v == report or Path(v).parent.name == report)), values[0])
     pick = w.Dropdown(options=choices, value=first, description="report", layout=w.Layout(width="60%"))
-    return w.interactive(lambda report: _render(show_views, report, reports=reports), report=pick)
+    return _picker(lambda report: show_views(report, reports=reports), report=pick)
 
 
 def pick_diff(reports=None, a: str | None = None, b: str | None = None):
@@ -150,7 +208,7 @@ def pick_diff(reports=None, a: str | None = None, b: str | None = None):
         raise WhowaitsError(f"diff needs two versions with reports in {_rdir(reports)}")
     da = w.Dropdown(options=vs, value=a if a in vs else vs[0], description="A")
     db = w.Dropdown(options=vs, value=b if b in vs else vs[1], description="B")
-    return w.interactive(lambda a, b: _render(diff_views, a, b, reports=reports), a=da, b=db)
+    return _picker(lambda a, b: diff_views(a, b, reports=reports), a=da, b=db)
 
 
 def pick_migration(reports=None, versions: list[str] | None = None, shape: str | None = None):
@@ -175,8 +233,7 @@ def pick_migration(reports=None, versions: list[str] | None = None, shape: str |
         counts = Counter(s for v in sel.value for s in shapes_of(_rdir(reports), v))
         first = counts.most_common(1)[0][0] if counts else shapes[0]
     sh = w.Dropdown(options=shapes, value=first, description="shape")
-    return w.interactive(lambda versions, shape: _render(migration_views, versions, shape, reports=reports),
-                         versions=sel, shape=sh)
+    return _picker(lambda versions, shape: migration_views(versions, shape, reports=reports), versions=sel, shape=sh)
 
 
 # ---------------------------------------------------------------------------------------- live

@@ -304,3 +304,59 @@ def region_bars(regions: pd.DataFrame, title: str = "Where the samples sit: sour
     fig.update_layout(template=_TEMPLATE, barmode="stack", title=title + " (d = declared, i = inferred)",
                       yaxis_title="share of samples (%)", height=440)
     return fig
+
+
+def role_graph(edges: list[dict], title: str = "Who waits on whom between warp roles", inferred: bool = False,
+               note: str = "") -> "object":
+    """The role wait graph of one version: an arrow ``waiter → releaser`` (the waiter waits on the
+    releaser) per pair, its width the summed share of the launch's samples, labelled with each barrier
+    and its share; a dashed arrow where every edge of the pair is ``inferred``. ``edges``: dicts with
+    waiter, barrier, releaser, share, inferred (a summary's ``role_edges``). ``inferred`` marks the whole
+    graph (no source: roles and pairings read from the SASS alone, e.g. cuDNN) in the title."""
+    go = _go()
+    edges = [e for e in edges if (e.get("share") or 0) > 0]
+    if inferred:
+        title = f"{title} — inferred (no source: roles and barriers read from the SASS)"
+    if not edges:
+        return _empty(title, "no wait site with samples")
+    pairs: dict[tuple[str, str], list[dict]] = {}
+    for e in edges:
+        pairs.setdefault((e["waiter"], e["releaser"]), []).append(e)
+    waiters = list(dict.fromkeys(e["waiter"] for e in edges))
+    others = [r for r in dict.fromkeys(e["releaser"] for e in edges) if r not in waiters]
+    nodes = waiters + others
+    pos = {}
+    for k, n in enumerate(waiters):  # waiting roles on the left, what they wait on to the right
+        pos[n] = (0.0, 1.0 - (k + 0.5) / len(waiters))
+    for k, n in enumerate(others):
+        pos[n] = (1.0, 1.0 - (k + 0.5) / len(others))
+    fig = go.Figure()
+    top = max(sum(e["share"] for e in es) for es in pairs.values())
+    for (w, r), es in sorted(pairs.items(), key=lambda kv: -sum(e["share"] for e in kv[1])):
+        share = sum(e["share"] for e in es)
+        x0, y0 = pos[w]
+        x1, y1 = pos[r]
+        if (x0, y0) == (x1, y1):
+            continue
+        dashed = all(e.get("inferred") for e in es)
+        width = 1.5 + 8.0 * share / top
+        label = "<br>".join(f"{e['barrier']}: {100 * e['share']:.1f}%{' (inferred)' if e.get('inferred') else ''}"
+                            for e in sorted(es, key=lambda e: -e["share"]))
+        fig.add_trace(go.Scatter(x=[x0, x1], y=[y0, y1], mode="lines", hoverinfo="text", hovertext=label,
+                                 line=dict(width=width, color="#1f77b4" if not dashed else "#ff7f0e",
+                                           dash="dash" if dashed else "solid"), showlegend=False))
+        fig.add_annotation(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y", text="",
+                           showarrow=True, arrowhead=3, arrowsize=1, arrowwidth=max(1.0, width / 3),
+                           arrowcolor="#1f77b4" if not dashed else "#ff7f0e", standoff=14, startstandoff=14)
+        fig.add_annotation(x=(x0 + x1) / 2, y=(y0 + y1) / 2, text=label, showarrow=False,
+                           font=dict(size=10), bgcolor="rgba(255,255,255,0.8)")
+    fig.add_trace(go.Scatter(x=[pos[n][0] for n in nodes], y=[pos[n][1] for n in nodes], mode="markers+text",
+                             text=nodes, textposition=["middle left" if pos[n][0] == 0 else "middle right" for n in nodes],
+                             marker=dict(size=18, color=["#2ca02c" if n in waiters else "#7f7f7f" for n in nodes]),
+                             hoverinfo="text", showlegend=False))
+    fig.update_layout(template=_TEMPLATE, title=title, height=max(260, 90 * max(len(waiters), len(others)) + 140),
+                      xaxis=dict(visible=False, range=[-0.6, 1.6]), yaxis=dict(visible=False, range=[-0.05, 1.05]),
+                      margin=dict(l=20, r=20), annotations=list(fig.layout.annotations) + (
+                          [dict(text=note, x=0.5, y=-0.04, xref="paper", yref="paper", showarrow=False,
+                                font=dict(size=10))] if note else []))
+    return fig

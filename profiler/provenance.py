@@ -105,8 +105,15 @@ def gpu_slug(gpu_name: str | None) -> str:
 
 
 def git_state(repo: str | os.PathLike) -> tuple[str | None, bool | None]:
-    """(HEAD commit, dirty?) of ``repo``; ``$WHOWAITS_GIT_COMMIT`` / ``$WHOWAITS_GIT_DIRTY`` where the copy
-    has no .git (the device machine gets a copy of the working tree without it)."""
+    """(HEAD commit, dirty?) of ``repo``; ``$WHOWAITS_GIT_COMMIT`` / ``$WHOWAITS_GIT_DIRTY`` when set (they
+    win: the device machine gets a copy of the working tree without its .git, and a copy nested in another
+    checkout, as ``.devcarry/<name>`` there, would otherwise report the outer checkout's HEAD)."""
+    env_commit = os.environ.get("WHOWAITS_GIT_COMMIT") or None
+    dirty = os.environ.get("WHOWAITS_GIT_DIRTY")
+    env_dirty = (dirty not in ("", "0", "false")) if dirty is not None else None
+    if env_commit:
+        return env_commit, env_dirty
+
     def text(argv: list[str]) -> str | None:
         try:
             cp = subprocess.run(argv, capture_output=True, text=True, timeout=20)
@@ -118,9 +125,7 @@ def git_state(repo: str | os.PathLike) -> tuple[str | None, bool | None]:
     if commit:
         status = text(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"])
         return commit.strip(), (bool(status.strip()) if status is not None else None)
-    env_commit = os.environ.get("WHOWAITS_GIT_COMMIT") or None
-    dirty = os.environ.get("WHOWAITS_GIT_DIRTY")
-    return env_commit, (dirty not in ("", "0", "false")) if dirty is not None else None
+    return None, env_dirty
 
 
 def sha256_file(path: str | os.PathLike) -> str:

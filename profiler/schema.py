@@ -142,7 +142,7 @@ class Region(TypedDict):
 
 class RoleEdge(TypedDict):
     waiter: str  # a role (producer, consumer, cta, common, …)
-    barrier: str  # mbarrier+0x10, bar 4, wgmma group, SB0
+    barrier: str  # mbarrier@0x440, mbarrier@0x400×2 (a ring), mbarrier+0x10 (unresolved kernels), bar 4, wgmma group, SB0
     releaser: str  # a role or an engine (TMA ← producer, tensor core (wgmma), cp.async (LDGSTS))
     samples: int
     share: float

@@ -17,6 +17,10 @@
 # The `--set full` starters (reports/h200/ext-sdpa-*-fullset/) are golden test fixtures: not touched.
 # The sidecars' git commit is $WHOWAITS_GIT_COMMIT (the device copy has no .git): commit before the call.
 set -u
+# sidecars record $WHOWAITS_GIT_COMMIT (the device copy has no .git of its own, or sits inside another checkout's):
+#   pass WHOWAITS_GIT_COMMIT=$(git rev-parse HEAD) [WHOWAITS_GIT_DIRTY=0] in the device command, after committing
+: "${WHOWAITS_GIT_COMMIT:?set WHOWAITS_GIT_COMMIT=<commit of the code> (the device copy has no .git of its own)}"
+export WHOWAITS_GIT_COMMIT
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 [ -d .devcarry/build ] && export WHOWAITS_BUILD_DIR=$PWD/.devcarry/build  # cubins built here (same nvcc)
 OUT=${OUT:-/tmp/whowaits-dataset}; mkdir -p "$OUT"

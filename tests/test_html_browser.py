@@ -71,7 +71,8 @@ def test_report_loads_draws_and_logs_no_errors(tmp_path):
     dom, console = open_in_chromium(out, tmp_path)
     p = _Plots()
     p.feed(dom)
-    # 8 migration charts (4 + timelines, phases, warp states, regions) + 2 per version + 1 per consecutive
+    # 8 migration charts (4 + timelines, phases, warp states, regions) + 3 per version (stall reasons, who waits
+    # on whom as a heat map and as a flow) + 1 per consecutive
     # diff, and in a diff the tensor-pipe timelines (either side has PM samples) and warp states (either side)
     from profiler.compare import migrate
 
@@ -81,7 +82,9 @@ def test_report_loads_draws_and_logs_no_errors(tmp_path):
     warps = {v: bool(((tl["version"] == v) & tl["series"].str.startswith("warps_")).any()) for v in m.versions}
     pairs = list(zip(m.versions, m.versions[1:]))
     extra = sum(curve[a] or curve[b] for a, b in pairs) + sum(warps[a] or warps[b] for a, b in pairs)
-    expected = 8 + 2 * n_versions + (n_versions - 1) + extra
+    # one role graph per version whose summary has role edges with samples
+    graphs = _role_graphs()
+    expected = 8 + 3 * n_versions + (n_versions - 1) + extra + graphs
     assert p.graph_divs == expected
     assert p.rendered == expected, f"{p.rendered} of {expected} charts rendered"
     assert p.main_svgs >= expected
@@ -90,6 +93,26 @@ def test_report_loads_draws_and_logs_no_errors(tmp_path):
     assert not [ln for ln in console if re.search(r"error|uncaught|failed", ln, re.I)], console
     for v in resolve_all():
         assert f"id=\"v-{v.label}\"" in dom
+
+
+def _role_graphs() -> int:
+    from profiler.compare import load_versions
+
+    return sum(bool([e for e in (p.summary.get("role_edges") or []) if e.get("samples")]) for p in load_versions())
+
+
+@needs_browser
+def test_role_graphs_draw_in_chromium(tmp_path):
+    """The role wait graph of a ladder rung and of cuDNN (marked inferred) load and draw."""
+    out = tmp_path / "roles.html"
+    proc = run("report", "--html", out, "v11_pingpong", "ext-sdpa-cudnn")
+    assert proc.returncode == 0, proc.stderr
+    dom, console = open_in_chromium(out, tmp_path)
+    p = _Plots()
+    p.feed(dom)
+    assert p.graph_divs == p.rendered and p.root_attrs.get("data-errors") == "0"
+    assert "who waits on whom between warp roles" in dom and "inferred (no source" in dom
+    assert not [ln for ln in console if re.search(r"error|uncaught|failed", ln, re.I)], console
 
 
 @needs_browser

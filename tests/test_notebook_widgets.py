@@ -18,6 +18,8 @@ def test_pickers_offer_the_reports_folder_and_redraw_on_change():
     vs = known_versions(reports_dir())
     d = notebook.pick_diff(a="v06_softmax_fusion", b="v07_tuned")
     a, b = d.children[0], d.children[1]
+    out = d.children[-1]  # the views are the Output's state, never a capture (see profiler/notebook.py)
+    assert type(out).__name__ == "Output" and out.msg_id == "" and type(d).__name__ == "VBox"
     assert list(a.options) == vs == list(b.options)
     assert d.result[0].startswith("v07_tuned is ") and "v06_softmax_fusion" in d.result[0]  # drawn at once
     b.value = "v09_wgmma"

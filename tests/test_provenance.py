@@ -3,8 +3,8 @@ current build.
 
 Decision (issue 8 §6): a report whose recorded ``build_hash`` differs from the rung's current build key
 **fails** only when the current build's SASS differs from the profiled SASS (``stale``: the report and its
-verdict describe code that no longer builds). A changed key with identical SASS (a header moved, a new
-header beside the old ones: ``kernels.build``'s key covers every file of ``kernels/common``) only **warns**,
+verdict describe code that no longer builds). A changed key with identical SASS (a comment edited in an
+included header, a header renamed: ``kernels.build``'s key covers the rung's included files) only **warns**,
 naming the fix (``scripts/backfill_provenance.py --restamp``): failing there would turn every unrelated
 header into a red CI while the reports are still exact, and would teach people to re-stamp blindly.
 """
@@ -119,3 +119,41 @@ def test_compare_reads_sidecars_not_kernels():
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not any(n == "kernels" or n.startswith("kernels.") for n in names), path
+
+
+# ------------------------------------------------------------------------------------------------ build key
+def _keys(kernels_dir: Path | None = None) -> dict[str, str]:
+    from kernels import build, registry
+    from kernels.config import Shape
+
+    s = Shape.parse(SHAPE)
+    mp = pytest.MonkeyPatch()
+    if kernels_dir is not None:
+        mp.setattr(build, "KERNELS_DIR", kernels_dir)
+    try:
+        return {v.id: build._source_hash(v, v.config_for(s.head_dim, s.dtype, s.causal))
+                for v in registry.versions() if v.id in ("v01_naive", "v03_tensor_cores", "v07_tuned", "v11_pingpong")}
+    finally:
+        mp.undo()
+
+
+def test_build_key_is_the_rungs_own_includes_wherever_the_checkout_is(tmp_path):
+    """The key covers the files the translation unit includes (by name relative to kernels/ and bytes), followed
+    transitively: a checkout at another path keys the same, a header added beside the others changes no key,
+    an edit reaches exactly the rungs that include the edited header (v03 through warp_gemm.cuh -> mma.cuh)."""
+    from kernels import build
+
+    here = _keys()
+    copy = tmp_path / "elsewhere" / "kernels"
+    shutil.copytree(build.KERNELS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__", "wip"))
+    assert _keys(copy) == here
+    (copy / "common" / "sm90" / "a_new_header.cuh").write_text("#pragma once\n")
+    assert _keys(copy) == here
+    with open(copy / "common" / "sm80" / "mma.cuh", "a") as f:
+        f.write("// an edit\n")
+    edited = _keys(copy)
+    assert edited["v01_naive"] == here["v01_naive"] and edited["v11_pingpong"] == here["v11_pingpong"]
+    assert edited["v03_tensor_cores"] != here["v03_tensor_cores"] and edited["v07_tuned"] != here["v07_tuned"]
+    names = [p.relative_to(build.KERNELS_DIR.resolve()).as_posix() for p in
+             build.included_files('#include "v07_tuned/../v06_softmax_fusion/kernel.cu"\n')]
+    assert names[0] == "v06_softmax_fusion/kernel.cu" and "common/sm80/mma.cuh" in names

@@ -7,6 +7,10 @@ Golden facts come from a hand reading of cuDNN's SASS in the committed full-set 
   (`WARPSYNC.ALL; USETMAXREG.DEALLOC.CTAPOOL 0x28`: 40 registers); the others fall through to
   0x230 `WARPSYNC.ALL; USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xe8` (232 registers; the try-alloc loops
   back to 0x230 until it succeeds) and run the HGMMAs: the consumer.
+* Barrier identity: every mbarrier address resolves through its registers' single reaching definitions
+  to the shared window's base 0x400 plus a ring stage index (e.g. R20 = 0x400 + (R15 << 3)), so the
+  barriers are named `mbarrier@0x410[i]` (a ring whose extent the SASS does not show: cuDNN
+  initialises its barriers from a per-warp register, so no init address is a constant).
 * Consumer K-full wait: 0xaa0 `SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R20+URZ+0x10], R21`,
   0xab0 `@P0 BRA` (ready: skip), 0xac0 the second try-wait, 0xad0 `@!P0 BRA 0x4a90` into the
   out-of-line retry loop 0x4a90..0x4ad0 (`NANOSLEEP.SYNCS` + `PHASECHK`, `BRA` back).
@@ -74,13 +78,13 @@ def test_roles_from_setmaxnreg(cudnn):
 
 
 def test_designed_ring_recovered(cudnn):
-    k_full = _edge(cudnn, "consumer", "mbarrier+0x10")
-    assert k_full.releaser == "TMA ← producer" and k_full.inferred
+    k_full = _edge(cudnn, "consumer", "mbarrier@0x410[i]")
+    assert k_full.releaser == "TMA ← producer" and not k_full.inferred
     assert k_full.pcs == [0xAA0, 0xAB0, 0xAC0, 0xAD0, 0x4A90, 0x4AA0, 0x4AB0, 0x4AC0, 0x4AD0]
-    assert "UTMALDG signals +0x10" in k_full.evidence and "expect_tx" in k_full.evidence
-    assert _edge(cudnn, "consumer", "mbarrier+0x20").releaser == "TMA ← producer"
-    for off in ("0x48", "0x58"):
-        assert _edge(cudnn, "producer", f"mbarrier+{off}").releaser == "consumer"
+    assert "UTMALDG signals mbarrier@0x410[i]" in k_full.evidence and "expect_tx" in k_full.evidence
+    assert _edge(cudnn, "consumer", "mbarrier@0x420[i]").releaser == "TMA ← producer"
+    for off in ("0x448", "0x458"):
+        assert _edge(cudnn, "producer", f"mbarrier@{off}[i]").releaser == "consumer"
     assert _edge(cudnn, "consumer", "bar 4").releaser == "consumer (other warpgroup)"
     assert _edge(cudnn, "consumer", "bar 5").releaser == "consumer (other warpgroup)"
     wg = _edge(cudnn, "consumer", "wgmma group")
@@ -95,7 +99,7 @@ def test_edge_samples_equal_ncu_own_per_pc_samples(cudnn):
         assert e.samples == sum(ncu[pc] for pc in e.pcs), (e.waiter, e.barrier)
         assert e.share == pytest.approx(e.samples / cudnn.total_samples)
     # the hand-read K-full wait: 0xaa0 + 0xab0 + 0xac0 (the retry loop never sampled)
-    k = _edge(cudnn, "consumer", "mbarrier+0x10")
+    k = _edge(cudnn, "consumer", "mbarrier@0x410[i]")
     assert k.samples == ncu[0xAA0] + ncu[0xAB0] + ncu[0xAC0] + ncu[0xAD0] and k.samples > 100
 
 
@@ -152,3 +156,119 @@ def test_pingpong_on_runtime_barrier_ids():
     e = _edge(g, "consumer", "bar (runtime id)")
     assert e.releaser == "consumer (other warpgroup)" and e.inferred
     assert _edge(g, "consumer", "wgmma group").releaser == "tensor core (wgmma)"
+
+
+# --- ladder III: barrier identity through the uniform registers ------------------------------------
+#
+# v10/v11/v12 keep their barriers in separate `__shared__` arrays (v11/v12: full_k[2], full_v[2],
+# empty_k[2], empty_v[2], q_full; v10: full_k[2], full_v[2], empty[2], q_full) addressed through
+# uniform registers with no displacement, so matching by displacement collapsed them into
+# `mbarrier+0x0`. Hand-read from the committed reports' SASS (`whowaits`' per-PC frame):
+#
+# v11 prologue (tid 0): `S2UR UR12, SR_CgaCtaId; UMOV UR8, 0x400; UIADD3 UR9, UR8, 0x40;
+# ULEA UR9, UR12, UR9, 0x18; SYNCS.EXCH.64 URZ, [UR9], UR4` (mbarrier.init of q_full at 0x440, count 1)
+# … `[UR14]`=0x400, `[UR10]`=0x410 (count 1), `[UR11]`=0x420, `[UR8]`=0x430 (count 8), each +0x8:
+# nine barriers, full_k 0x400/0x408, full_v 0x410/0x418, empty_k 0x420/0x428, empty_v 0x430/0x438.
+# Consumer: 0x4d0 `TRYWAIT [UR12]` (UR12 = ULEA(CgaCtaId, 0x400 + 0x40)) = q_full; 0x550 `[UR11]` =
+# full_k[0] (the peeled first batch); loop 0x2e00 `[UR12]` = 0x410 + (UR8 << 3) = full_v[prev],
+# 0x2e20 `[R11+UR11]` = 0x400 + stage·8 = full_k[cur]; releases 0xd40 `@!P0 SYNCS.ARRIVE… [UR8]`
+# (UR8 = `@!UP1 ULEA …0x420`: empty_k[0]), 0x3a00 `[UR8]` (empty_v ring), 0x3a40 `[R10+URZ]`
+# (R10 = `@!P0 LEA R10, R10, UR10, 0x3`, UR10 → 0x420: empty_k ring). Producer: 0x6c10
+# `SYNCS.ARRIVE.TRANS64 [UR17]` (expect_tx on q_full 0x440) + UTMALDG 0x6cc0 whose UR17 = 0x440;
+# peeled 0x6e40/0x7110 `[UR9]`/`[UR9+0x8]` = full_k 0x400/0x408, 0x6fb0/0x7250 `[UR41]`/`+0x8` =
+# full_v; loop 0x74b0 `TRYWAIT [R3+UR10]` = empty_k ring, 0x7680 `[R3+UR11]` = empty_v ring.
+# The consumer's arrive addresses are computed under `@!UP1` and used under `@!P0` (lane 0 of the
+# warp): that pairing is an assumption, so the producer's edges are `inferred`.
+#
+# Samples: each edge's PCs summed from ncu's own per-PC "Warp Stall Sampling (All Samples)" column,
+# exported on the H200 with `ncu --import REPORT --page source --csv --print-source sass`
+# (tests/golden/<version>_…source.csv.gz; see test_ladder3_samples_equal_ncu_own_per_pc_samples).
+
+LADDER3 = {v: ROOT / f"reports/h200/{v}/b1_h64_s1024_d128_fp16.ncu-rep"
+           for v in ("v10_warp_specialized", "v11_pingpong", "v12_intra_wg_overlap")}
+
+
+@pytest.fixture(scope="module")
+def ladder3():
+    return {v: role_graph(load_report(p).launches[0]) for v, p in LADDER3.items()}
+
+
+def test_resolver_names_the_barrier_by_its_address():
+    from profiler.sass import build_cfg, parse
+    from profiler.sass.values import Resolver
+
+    sf = load_report(LADDER3["v11_pingpong"]).launches[0].sass
+    texts = [str(t) for t in sf["sass"]]
+    ins = [parse(t) for t in texts]
+    cfg = build_cfg([int(a) for a in sf["address"]], texts, [p.base for p in ins])
+    res = Resolver(ins, cfg, sf["offset"].tolist())
+    at = {int(o): i for i, o in enumerate(sf["offset"])}
+    v, anchored = res.address(at[0x4D0], "UR12")
+    assert anchored and v.exact and v.const == 0x440 and not v.assumed
+    v, anchored = res.address(at[0x2E20], "R11+UR11")  # full_k[cur]: base + a runtime stage index
+    assert anchored and not v.exact and v.const == 0x400
+    v, _ = res.address(at[0xD40], "UR8")  # computed under @!UP1, used under @!P0: an assumption
+    assert v.exact and v.const == 0x420 and v.assumed
+    assert res.value(at[0x6CC0], "UR17").const == 0x440  # the UTMALDG's barrier register
+
+
+@pytest.mark.parametrize("version", ["v11_pingpong", "v12_intra_wg_overlap"])
+def test_pingpong_rungs_recover_the_designed_ring(ladder3, version):
+    g = ladder3[version]
+    full = {"mbarrier@0x400×2", "mbarrier@0x410×2", "mbarrier@0x440"}  # full_k, full_v, q_full
+    empty = {"mbarrier@0x420×2", "mbarrier@0x430×2"}                    # empty_k, empty_v
+    mb = {(e.waiter, e.barrier): e for e in g.edges if e.barrier.startswith("mbarrier")}
+    assert set(mb) == {("consumer", b) for b in full} | {("producer", b) for b in empty}
+    for b in full:  # consumers ← full barriers (the TMA engine, on behalf of the producer)
+        assert mb["consumer", b].releaser == "TMA ← producer" and not mb["consumer", b].inferred
+    for b in empty:  # producer ← empty barriers (the consumers' arrives)
+        assert mb["producer", b].releaser == "consumer" and mb["producer", b].inferred
+        assert "@!UP1" in mb["producer", b].evidence
+    # pingpong partners ← named barriers
+    assert _edge(g, "consumer", "bar (runtime id)").releaser == "consumer (other warpgroup)"
+    assert g.unresolved["samples"] == 0
+    assert not any("+0x" in e.barrier for e in g.edges)
+
+
+def test_v11_wait_sites_by_hand(ladder3):
+    g = ladder3["v11_pingpong"]
+    q = _edge(g, "consumer", "mbarrier@0x440")
+    assert q.pcs == [0x4D0, 0x540, 0x7880, 0x7890, 0x78A0, 0x78B0]  # try-wait, branch, retry loop
+    k = _edge(g, "consumer", "mbarrier@0x400×2")
+    assert {0x550, 0x5A0, 0x2E20, 0x2EA0} <= set(k.pcs)  # peeled full_k[0] and the loop's full_k[cur]
+    v = _edge(g, "consumer", "mbarrier@0x410×2")
+    assert {0x2E00, 0x2E10, 0x5AE0, 0x5AF0} <= set(v.pcs)
+    assert _edge(g, "producer", "mbarrier@0x420×2").pcs[:2] == [0x74B0, 0x74C0]
+    assert _edge(g, "producer", "mbarrier@0x430×2").pcs[:2] == [0x7680, 0x7690]
+
+
+def test_v10_ring_exact(ladder3):
+    g = ladder3["v10_warp_specialized"]
+    mb = {(e.waiter, e.barrier): e.releaser for e in g.edges if e.barrier.startswith("mbarrier")}
+    assert mb == {("consumer", "mbarrier@0x430"): "TMA ← producer",     # q_full
+                  ("consumer", "mbarrier@0x400×2"): "TMA ← producer",   # full_k
+                  ("consumer", "mbarrier@0x410×2"): "TMA ← producer",   # full_v
+                  ("producer", "mbarrier@0x420×2"): "consumer"}         # empty
+    assert not any(e.inferred for e in g.edges)
+    assert g.heaviest().barrier == "wgmma group"
+
+
+@pytest.mark.parametrize("version", list(LADDER3))
+def test_ladder3_samples_equal_ncu_own_per_pc_samples(ladder3, version):
+    import gzip
+
+    path = ROOT / f"tests/golden/{version}_b1_h64_s1024_d128_fp16.source-sass.csv.gz"
+    if not path.exists():
+        pytest.skip(f"{path.name} not exported yet")
+    with gzip.open(path, "rt", newline="") as fh:
+        rows = list(csv.reader(fh))
+    hi = next(k for k, r in enumerate(rows) if "Address" in r and "Warp Stall Sampling (All Samples)" in r)
+    head = rows[hi]
+    ia, iss = head.index("Address"), head.index("Warp Stall Sampling (All Samples)")
+    body = [r for r in rows[hi + 1:] if len(r) > iss and r[ia].startswith("0x")]
+    first = int(body[0][ia], 16)
+    ncu = {int(r[ia], 16) - first: int(r[iss] or 0) for r in body}
+    g = ladder3[version]
+    assert sum(ncu.values()) == g.total_samples
+    for e in g.edges:
+        assert e.samples == sum(ncu[pc] for pc in e.pcs), (e.waiter, e.barrier)

@@ -293,9 +293,11 @@ def test_series_html_renders_in_a_browser(tmp_path, cli):
         dom, console = open_in_chromium(out, tmp_path)
         p = _Plots()
         p.feed(dom)
-        # 8 migration charts (4 + timelines, phases, warp states, regions) + 2 per version + 1 per diff; neither
-        # report holds PM samples, so the diff draws no timeline of its own
-        expected = 8 + 2 * n + (n - 1)
+        # 8 migration charts (4 + timelines, phases, warp states, regions) + 3 per version (stall reasons, who
+        # waits on whom as a heat map and as a flow) + 1 per diff; neither report holds PM samples, so the diff
+        # draws no timeline of its own; + the role wait graph of each version (both have sampled barrier wait
+        # sites)
+        expected = 8 + 3 * n + (n - 1) + n
         assert p.graph_divs == expected and p.rendered == expected, (name, p.graph_divs, p.rendered)
         assert p.root_attrs.get("data-errors") == "0", p.root_attrs.get("data-first-error")
 

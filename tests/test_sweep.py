@@ -364,3 +364,124 @@ def test_ray_backend_without_ray_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(WhowaitsError, match="go with --backend ray"):
         run_sweep(load_manifest(tmp_path / "sweep.toml"), address="auto")
     assert not (tmp_path / "reports").exists()
+
+
+def test_resume_counts_a_report_with_the_same_sass_as_done(tmp_path):
+    """A report whose recorded key differs from the rung's current key but whose SASS is the current build's
+    (freshness 'restamp') is done; one whose SASS differs (v03's report filed as v04) is stale."""
+    import shutil
+
+    from profiler.sweep import jobs as J
+
+    pytest.importorskip("kernels.build").find_nvcc()
+    src = REPO / "reports" / "h200"
+    for folder, as_version in (("v03_tensor_cores", "v03_tensor_cores"), ("v03_tensor_cores", "v04_swizzle_cp_async")):
+        dst = tmp_path / "h200" / as_version
+        dst.mkdir(parents=True)
+        shutil.copy(src / folder / f"{SHAPE}.ncu-rep", dst)
+        side = json.loads((src / folder / f"{SHAPE}.json").read_text()) | {"version": as_version, "build_hash": "f" * 24}
+        (dst / f"{SHAPE}.json").write_text(json.dumps(side))
+    st = {}
+    for v in ("v03_tensor_cores", "v04_swizzle_cp_async"):
+        j = J.Job("profile", SHAPE, v, runner_arg=v)
+        st[v] = J.status(j, tmp_path, "h200", J.expected_build_hash(j))
+    assert st == {"v03_tensor_cores": "restamp", "v04_swizzle_cp_async": "stale"}
+    assert "restamp" in J.DONE and "stale" not in J.DONE
+
+
+def test_git_commit_from_the_environment_wins_and_travels_with_the_job(monkeypatch):
+    """$WHOWAITS_GIT_COMMIT wins over the .git git finds (a copy nested in another checkout, as the device's
+    .devcarry/<name>, would report the outer HEAD); the sweep puts the driver's commit into every job's env;
+    every device-side script refuses to start without it."""
+    from profiler.provenance import git_state
+    from profiler.sweep import jobs as J
+
+    monkeypatch.setenv("WHOWAITS_GIT_COMMIT", "c" * 40)
+    monkeypatch.setenv("WHOWAITS_GIT_DIRTY", "0")
+    assert git_state(REPO) == ("c" * 40, False)
+    assert J.commit_env() == {"WHOWAITS_GIT_COMMIT": "c" * 40, "WHOWAITS_GIT_DIRTY": "0"}
+    monkeypatch.delenv("WHOWAITS_GIT_COMMIT")
+    assert git_state(REPO)[0] != "c" * 40
+    for script in ("kernels/h200_run.sh", "kernels/h200_ladder3.sh", "kernels/h200_v13.sh", "scripts/h200_profile_dataset.sh",
+                   "scripts/h200_sweep.sh", "scripts/h200_recollect.py"):
+        text = (REPO / script).read_text()
+        assert "WHOWAITS_GIT_COMMIT:?" in text or 'os.environ.get("WHOWAITS_GIT_COMMIT")' in text, script
+
+
+def test_an_interrupted_sweep_kills_its_running_ncu_sessions(tmp_path):
+    """SIGTERM to the sweep (timeout, a scheduler) while a batch profiles: the job process runs in a session of
+    its own, so the sweep kills it and ncu with it before it ends (its GPU lock dies with it: an ncu left running
+    would profile on an unlocked GPU)."""
+    import signal
+
+    (tmp_path / "sweep.toml").write_text(MANIFEST)
+    argv = [sys.executable, "-c", "import sys; from profiler.cli import main; sys.argv[0] = 'whowaits'; main()",
+            "sweep", str(tmp_path / "sweep.toml")]
+    proc = subprocess.Popen(argv, cwd=REPO, env=env_for(tmp_path, FAKE_NCU_SLEEP="60", FAKE_NCU_CRASH_IF="^$",
+                                                         FAKE_NVIDIA_SMI_GPUS="1"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tl = tmp_path / "timeline.txt"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (tl.is_file() and "start" in tl.read_text()):
+        time.sleep(0.2)
+    assert tl.is_file(), proc.communicate(timeout=30)
+    pids = [int(line.split()[2]) for line in tl.read_text().splitlines() if line.startswith("start")]
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    assert proc.returncode != 0
+    time.sleep(0.5)
+    for pid in pids:
+        try:  # gone, or a zombie nobody reaped yet (a container's init may not): not running
+            state = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("State:"))
+        except (OSError, StopIteration):
+            state = "gone"
+        assert state == "gone" or "Z" in state.split()[1], f"fake ncu {pid} still running ({state}) after the interrupt"
+    assert any(e["event"] == "interrupted" and e["signal"] == "SIGTERM" for e in events(tmp_path))
+
+
+def test_sweep_vs_singles_compares_per_shape(tmp_path):
+    """scripts/sweep_vs_singles.py: per shape, the sweep's batches lock to unlock and its share of the command's
+    wall against the sum of single `whowaits profile` runs, on the shapes that have singles only."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import sweep_vs_singles as SV
+
+    a, b = "b1_h64_s1024_d128_fp16", "b4_h16_s4096_d128_fp16"
+    ev = [{"t": 0, "event": "start"},
+          {"t": 1, "event": "lock", "gpu": "g", "jobs": [f"profile:v01:{a}", f"profile:v02:{a}"]},
+          {"t": 11, "event": "unlock", "gpu": "g"},
+          {"t": 11, "event": "lock", "gpu": "g", "jobs": [f"profile:v01:{b}", f"profile:v02:{b}"]},
+          {"t": 41, "event": "unlock", "gpu": "g"}]
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "sweep.jsonl").write_text("\n".join(json.dumps(e) for e in ev))
+    jobs = [{"job": f"profile:{v}:{s}", "status": "done"} for v in ("v01", "v02") for s in (a, b)]
+    (tmp_path / "logs" / "results.json").write_text(json.dumps(
+        {"wall_s": 44.0, "jobs": jobs, "done": 4, "failed": 0, "gpus": ["g"], "started": "x"}))
+    steps = [{"step": "sweep", "wall_s": 48.0, "rc": 0}] + [
+        {"step": "single", "shape": a, "version": v, "wall_s": w, "rc": 0} for v, w in (("v01", 9.0), ("v02", 11.0))]
+    (tmp_path / "timings.jsonl").write_text("\n".join(json.dumps(s) for s in steps))
+    res = SV.compare(tmp_path)
+    assert res["compared_shapes"] == [a]
+    assert res["shapes"][a]["sweep_gpu_s"] == 10 and res["shapes"][a]["singles_s"] == 20
+    assert res["shapes"][a]["speedup_gpu"] == 2.0 and res["shapes"][a]["sweep_share_s"] == 12.0
+    assert "singles_s" not in res["shapes"][b] and "speedup_command" not in res["compared"]
+
+
+def test_the_committed_h200_sweep_record(tmp_path):
+    """reports/h200/sweeps/ladder-3-shapes/: the H200 sweep (39 jobs, none failed), its store (every report's
+    row; queried from a copy, whose DuckDB file is rebuilt from the parquet parts) and its comparison."""
+    import shutil
+
+    pytest.importorskip("duckdb")
+    rec = REPO / "reports" / "h200" / "sweeps" / "ladder-3-shapes"
+    res = json.loads((rec / "logs" / "results.json").read_text())
+    assert (res["done"], res["failed"], len(res["jobs"])) == (39, 0, 39)
+    cmp_ = json.loads((rec / "comparison.json").read_text())
+    assert cmp_["compared_shapes"] == [SHAPE] and cmp_["compared"]["speedup_gpu"] > 3
+    shutil.copytree(rec / "store", tmp_path / "store", ignore=shutil.ignore_patterns("launches.duckdb", "index.json"))
+    from profiler import store
+
+    df = store.query("SELECT subject, shape, top_waiter FROM launches WHERE gpu = 'h200'", tmp_path / "store")
+    assert len(df) == 39 and df["shape"].nunique() == 3 and df["subject"].nunique() == 13
+    top = {(r.subject, r.shape): r.top_waiter for r in df.itertuples()}
+    assert top[("v01_naive", "b4_h16_s4096_d128_fp16")] == "FP16·long_scoreboard"
+    assert top[("v13_persistent", "b2_h32_s2048_d128_fp16")] == "WARPGROUP·barrier"

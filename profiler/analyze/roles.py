@@ -17,12 +17,21 @@ A pure function of a launch's per-PC SASS frame (``address``, ``offset``, ``sass
    long-scoreboard on any of those instructions), so every sample on any of them counts for the wait.
    A named-barrier wait is a ``BAR.SYNC``/``BAR.RED`` with its id; a wgmma wait a
    ``WARPGROUP.DEPBAR``; an asynchronous-copy group wait a ``DEPBAR``.
-3. **Releasers.** An mbarrier is named by its address operand's constant offset (``[R20+URZ+0x10]``
-   -> ``mbarrier+0x10``); the same offset's ``SYNCS.ARRIVE`` in a role releases it — an arrive that
-   carries a transaction count (``SYNCS.ARRIVE.TRANS64 RZ, [UR31+0x10], R4``: ``expect_tx``) hands
-   the release to the TMA engine, which completes it when the bytes of that role's ``UTMALDG`` land.
-   Matching mbarriers by offset across different base registers is an inference (each role holds the
-   barrier array's base in its own register), so those edges are marked ``inferred``. A named barrier
+3. **Releasers.** An mbarrier is named by its shared-memory address: the address operand's registers
+   are resolved to their definitions (:mod:`profiler.sass.values`: ``[UR12]`` with
+   ``UR12 = ULEA(SR_CgaCtaId, UMOV 0x400 + 0x40, 0x18)`` -> ``0x440``), only where one definition
+   reaches (or all reaching ones agree); a stage index held in a register (``[R11+UR11]``) stays a
+   runtime term, so the site names a *ring* by its base. Rings take their extent from the
+   ``mbarrier.init`` s (``SYNCS.EXCH.64``) the kernel performs: consecutive 8-byte barriers from a
+   ring's base with the same init word, up to the next ring's base (``mbarrier@0x400×2``); a single
+   barrier is ``mbarrier@0x440``. The same barrier's ``SYNCS.ARRIVE`` in a role releases it — an
+   arrive that carries a transaction count (``SYNCS.ARRIVE.TRANS64 RZ, [UR31+0x10], R4``:
+   ``expect_tx``) hands the release to the TMA engine, which completes it when the bytes of that
+   role's ``UTMALDG`` land (its barrier register resolved the same way). A wait whose address does not
+   resolve is unresolved, with the reason. Only in a kernel where *no* mbarrier address resolves do
+   sites fall back to their operand's displacement (``[R20+URZ+0x10]`` -> ``mbarrier+0x10``), matched
+   across base registers: those edges are ``inferred``, as are edges that rest on a guarded
+   definition paired with a differently guarded use (:attr:`profiler.sass.values.Value.assumed`). A named barrier
    is released by the roles that ``BAR.ARV`` (or ``BAR.SYNC``) on the same id; a wgmma group by the
    tensor core; a ``DEPBAR`` by the role's cp.async or TMA-store copies.
 4. **Edges** ``waiter —[barrier]→ releaser`` weighted by all samples of their wait sites, as a share
@@ -41,9 +50,10 @@ import pandas as pd
 
 from profiler import metrics as M
 from profiler.analyze._common import shared_cfg
-from profiler.sass import parse
+from profiler.sass import build_cfg, parse
+from profiler.sass.values import Resolver, Value
 
-__all__ = ["Edge", "Role", "RoleGraph", "WaitSite", "role_edges_json", "role_graph"]
+__all__ = ["Edge", "Role", "RoleGraph", "WaitSite", "mbarrier_labels", "role_edges_json", "role_graph"]
 
 _HEX = re.compile(r"^-?0x[0-9a-fA-F]+$|^-?\d+$")
 
@@ -246,6 +256,93 @@ def _assign_roles(ins, cfg, bases) -> tuple[list[str], dict[str, int | None]]:
     return out, regs
 
 
+# --- mbarrier identity ----------------------------------------------------------------------------
+
+_MBAR_SIZE = 8
+
+
+@dataclass
+class _Mbar:
+    """A resolved mbarrier reference: ``label`` (or None, then ``why``), ``assumed`` notes."""
+
+    label: str | None
+    why: str = ""
+    assumed: tuple = ()
+
+
+class _MbarIndex:
+    """Every mbarrier address of a kernel (inits, waits, arrives, TMA loads' barrier registers)
+    resolved through :class:`~profiler.sass.values.Resolver`, grouped into rings, labelled."""
+
+    def __init__(self, ins, cfg, offsets) -> None:
+        rules = _rules()
+        self.ins = ins
+        self.offsets = [int(o) for o in offsets]
+        self.R = Resolver(ins, cfg, offsets)
+        self.vals: dict[int, tuple[Value, bool]] = {}
+        inits: dict[int, int | None] = {}
+        for i, p in enumerate(ins):
+            if p.base == "SYNCS" or _match(p.opcode, rules["release"]["tma_load"]):
+                v = self._resolve(i)
+                if v is None:
+                    continue
+                self.vals[i] = v
+                if _match(p.opcode, rules["release"]["mbarrier_init"]) and v[1] and v[0].exact:
+                    data = [o.text for o in p.srcs if o.kind == "reg"]
+                    word = self.R.operand(i, data[-1]) if data else None
+                    inits[v[0].const] = word.const if word is not None and word.exact else None
+        self.inits = inits
+        self.anchored = any(a for _, a in self.vals.values())
+        bases = sorted({v.const for v, a in self.vals.values() if a and not v.exact})
+        self.rings: dict[int, list[int]] = {}
+        for b in bases:
+            members = [b]
+            a = b + _MBAR_SIZE
+            while b in inits and a in inits and inits[a] == inits[b] and a not in bases:
+                members.append(a)
+                a += _MBAR_SIZE
+            self.rings[b] = members
+        self.ring_of = {a: b for b, ms in self.rings.items() for a in ms}
+
+    def _resolve(self, i: int) -> tuple[Value, bool] | None:
+        p = self.ins[i]
+        inner = _mem_operand(p.text)
+        if inner is None:
+            return None
+        if p.base == "SYNCS":
+            return self.R.address(i, inner)
+        m = re.match(r"^UR(\d+)$", inner.strip())  # UTMALDG [URn]: URn+1 holds the mbarrier address
+        if not m:
+            return None
+        v = self.R.value(i, f"UR{int(m.group(1)) + 1}")
+        return v, v.const != 0
+
+    def _ring_label(self, b: int) -> str:
+        n = len(self.rings.get(b, [b]))
+        return f"mbarrier@{b:#x}×{n}" if b in self.inits else f"mbarrier@{b:#x}[i]"
+
+    def at(self, i: int) -> _Mbar:
+        """The barrier instruction ``i`` names."""
+        got = self.vals.get(i)
+        pc = self.offsets[i]
+        if got is None:
+            return _Mbar(None, f"no address operand at {pc:#x}")
+        v, anchored = got
+        if not anchored:
+            why = "; ".join(v.runtime) or "no register defines a base address"
+            return _Mbar(None, f"address at {pc:#x} does not resolve to a base ({why})")
+        if v.exact:
+            a = v.const
+            if self.inits and a not in self.inits:
+                return _Mbar(None, f"address {a:#x} at {pc:#x} is no mbarrier the kernel initialises")
+            b = self.ring_of.get(a)
+            return _Mbar(self._ring_label(b) if b is not None else f"mbarrier@{a:#x}", "", v.assumed)
+        b = v.const
+        if self.inits and b not in self.inits:
+            return _Mbar(None, f"ring base {b:#x} at {pc:#x} is no mbarrier the kernel initialises")
+        return _Mbar(self._ring_label(b), "", v.assumed)
+
+
 # --- wait sites ----------------------------------------------------------------------------------
 
 
@@ -279,12 +376,56 @@ def _tma_barrier_offsets(ins, i: int) -> set[int]:
     return set()
 
 
-def _sites(ins, addr_index: dict, roles, offsets, samples) -> list[WaitSite]:
+def _mbar_key(ins, i: int, mb: _MbarIndex | None, notes: dict) -> str | None:
+    """The label of the mbarrier instruction ``i`` names: resolved through ``mb``, or by displacement
+    when ``mb`` is None (fallback); None when unresolved (reason in ``notes[label]``)."""
+    if mb is None:
+        inner = _mem_operand(ins[i].text)
+        return None if inner is None else _label(_base_offset(inner)[1])
+    m = mb.at(i)
+    if m.label is None:
+        lab = f"mbarrier (unresolved at {mb.offsets[i]:#x})"
+        notes[lab] = m.why
+        return lab
+    if m.assumed:
+        notes.setdefault(("assumed", m.label), set()).update(m.assumed)
+    return m.label
+
+
+def _retry_loops(ins, addr_index: dict, window: int, w) -> set[int]:
+    """Indices of the out-of-line retry loops that an inline try-wait jumps to."""
+    n = len(ins)
+    out: set[int] = set()
+    for i, p in enumerate(ins):
+        if not (_match(p.opcode, w["mbarrier"]) and "TRYWAIT" in p.modifiers) or i in out:
+            continue
+        pred = p.dsts[0].text.lstrip("!") if p.dsts else None
+        for j in range(i + 1, min(n, i + 1 + window)):
+            q = ins[j]
+            if pred and pred in q.writes:
+                break
+            if q.is_branch and q.guard == pred:
+                tgt = addr_index.get(q.target) if q.target is not None else None
+                if tgt is not None and tgt > j and q.guard_negated:
+                    for k in range(tgt, min(n, tgt + 16)):
+                        out.add(k)
+                        if ins[k].is_branch and ins[k].guard is None:
+                            break
+                if not q.guard_negated:
+                    continue
+                break
+    return out
+
+
+def _sites(ins, addr_index: dict, roles, offsets, samples, mb: _MbarIndex | None = None,
+           notes: dict | None = None) -> list[WaitSite]:
     rules = _rules()
     w = rules["wait"]
     window = int(w["branch_window"])
     n = len(ins)
     members: dict[tuple, list[int]] = {}
+    notes = {} if notes is None else notes
+    loops = _retry_loops(ins, addr_index, window, w)
 
     def add(key, idx):
         members.setdefault(key, []).append(idx)
@@ -292,11 +433,12 @@ def _sites(ins, addr_index: dict, roles, offsets, samples) -> list[WaitSite]:
     for i, p in enumerate(ins):
         op = p.opcode
         if _match(op, w["mbarrier"]) and "TRYWAIT" in p.modifiers:
-            inner = _mem_operand(p.text)
-            if inner is None:
+            if i in loops:
+                continue  # an out-of-line retry loop: counted with the try-wait that jumps to it
+            label = _mbar_key(ins, i, mb, notes)
+            if label is None:
                 continue
-            _, off = _base_offset(inner)
-            key = ("mbarrier", _label(off), roles[i])
+            key = ("mbarrier", label, roles[i])
             add(key, i)
             pred = p.dsts[0].text.lstrip("!") if p.dsts else None
             for j in range(i + 1, min(n, i + 1 + window)):
@@ -335,8 +477,9 @@ def _sites(ins, addr_index: dict, roles, offsets, samples) -> list[WaitSite]:
 # --- releasers -----------------------------------------------------------------------------------
 
 
-def _releasers(ins, roles, bases) -> dict:
+def _releasers(ins, roles, bases, mb: _MbarIndex | None = None, notes: dict | None = None) -> dict:
     rules = _rules()
+    notes = {} if notes is None else notes
     r = rules["release"]
     names = rules["names"]
     arrives: dict[int, dict[str, set]] = {}   # offset -> role -> {"arrive", "expect_tx"}
@@ -347,15 +490,18 @@ def _releasers(ins, roles, bases) -> dict:
     for i, p in enumerate(ins):
         role_ops.setdefault(roles[i], set()).add(bases[i])
         if _match(p.opcode, r["mbarrier_arrive"]):
-            inner = _mem_operand(p.text)
-            if inner is None:
+            off = _mbar_key(ins, i, mb, notes)
+            if off is None:
                 continue
-            _, off = _base_offset(inner)
             regs_ = [o for o in p.srcs if o.kind == "reg"]
             tx = bool(regs_) and regs_[-1].text not in ("RZ", "URZ")
             arrives.setdefault(off, {}).setdefault(roles[i], set()).add("expect_tx" if tx else "arrive")
         elif _match(p.opcode, r["tma_load"]):
-            for off in _tma_barrier_offsets(ins, i):
+            if mb is None:
+                labels = {_label(o) for o in _tma_barrier_offsets(ins, i)}
+            else:
+                labels = {_mbar_key(ins, i, mb, notes)}
+            for off in labels:
                 tma.setdefault(off, set()).add(roles[i])
         elif _match(p.opcode, r["named_barrier_arrive"]):
             b = next((b for b in p.barriers if b.kind == "cta"), None)
@@ -366,7 +512,7 @@ def _releasers(ins, roles, bases) -> dict:
             if b is not None:
                 bar_sync.setdefault(_bar_key(b.id), set()).add(roles[i])
     return {"arrives": arrives, "tma": tma, "bar_arv": bar_arv, "bar_sync": bar_sync,
-            "role_ops": role_ops, "names": names, "rules": r}
+            "role_ops": role_ops, "names": names, "rules": r, "notes": notes, "resolved": mb is not None}
 
 
 def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
@@ -374,7 +520,11 @@ def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
     says why)."""
     names = rel["names"]
     if site.kind == "mbarrier":
-        off = int(site.barrier.split("+")[1], 16)
+        off = site.barrier
+        notes = rel["notes"]
+        if off in notes:
+            return None, False, notes[off]
+        at = off if rel["resolved"] else f"+{int(off.split('+')[1], 16):#x}"
         by_role = rel["arrives"].get(off, {})
         tma_roles = rel["tma"].get(off, set())
         tx_roles = sorted(ro for ro, kinds in by_role.items() if "expect_tx" in kinds)
@@ -385,16 +535,21 @@ def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
         if issuers:
             parts.append(f"{names['engine_tma']} ← {'+'.join(issuers)}")
             if tx_roles:
-                ev.append(f"expect_tx arrive at +{off:#x} in {'+'.join(tx_roles)}")
+                ev.append(f"expect_tx arrive at {at} in {'+'.join(tx_roles)}")
             if tma_roles:
-                ev.append(f"UTMALDG signals +{off:#x} in {'+'.join(sorted(tma_roles))}")
+                ev.append(f"UTMALDG signals {at} in {'+'.join(sorted(tma_roles))}")
         for ro in plain:
             if ro not in issuers:
                 parts.append(ro)
-                ev.append(f"SYNCS.ARRIVE at +{off:#x} in {ro}")
+                ev.append(f"SYNCS.ARRIVE at {at} in {ro}")
         if not parts:
-            return None, True, f"no SYNCS.ARRIVE or TMA load on {site.barrier} in the SASS"
-        return " + ".join(parts), True, "; ".join(ev)
+            return None, not rel["resolved"], f"no SYNCS.ARRIVE or TMA load on {site.barrier} in the SASS"
+        if not rel["resolved"]:
+            return " + ".join(parts), True, "; ".join(ev) + " (matched by displacement: no address resolved)"
+        assumed = sorted(notes.get(("assumed", off), ()))
+        if assumed:
+            return " + ".join(parts), True, "; ".join(ev) + "; assumes " + "; ".join(assumed)
+        return " + ".join(parts), False, "; ".join(ev) + " (addresses resolved)"
     if site.kind == "named_barrier" and site.barrier == _bar_label("R"):
         arv = sorted(rel["bar_arv"].get(_RUNTIME, set()))
         if not arv:
@@ -456,8 +611,12 @@ def role_graph(launch) -> RoleGraph:
         role_list.append(Role(name, "inferred", int(len(idx)), _ranges(idx, offsets), regs.get(name),
                               int(executed[idx].sum()), int(samples[idx].sum())))
     total = int(samples.sum())
-    sites = _sites(ins, {a: i for i, a in enumerate(addresses)}, roles, offsets, samples)
-    rel = _releasers(ins, roles, bases)
+    mb = _MbarIndex(ins, cfg, offsets)
+    if not mb.anchored:
+        mb = None  # no mbarrier address resolves anywhere: fall back to displacements (inferred)
+    notes: dict = {}
+    sites = _sites(ins, {a: i for i, a in enumerate(addresses)}, roles, offsets, samples, mb, notes)
+    rel = _releasers(ins, roles, bases, mb, notes)
     grouped: dict[tuple, dict] = {}
     unresolved: dict[str, int] = {}
     for s in sites:
@@ -476,6 +635,29 @@ def role_graph(launch) -> RoleGraph:
     edges.sort(key=lambda e: (-e.samples, e.waiter, e.barrier))
     return RoleGraph(launch.kernel, launch.index, role_list, edges,
                      {"samples": int(sum(unresolved.values())), "reasons": unresolved}, total, sites)
+
+
+def mbarrier_labels(launch) -> dict[int, str]:
+    """Shared address -> the graph's label of every mbarrier the launch's SASS names (each init'd
+    address, each ring member and ring base): what a measured trace (:mod:`profiler.analyze.trace`),
+    which records addresses, needs to name barriers as the static graph does. {} where no address
+    resolves."""
+    sf = launch.sass
+    texts = [str(t) for t in sf["sass"].tolist()]
+    ins = [parse(t) for t in texts]
+    addresses = [int(a) for a in sf["address"].tolist()]
+    offsets = sf["offset"].to_numpy() if "offset" in sf.columns else np.asarray(addresses) - addresses[0]
+    mb = _MbarIndex(ins, build_cfg(addresses, texts, [p.base for p in ins]), offsets)
+    out: dict[int, str] = {}
+    for b, members in mb.rings.items():
+        for a in members:
+            out[a] = mb._ring_label(b)
+    for a in mb.inits:
+        out.setdefault(a, f"mbarrier@{a:#x}")
+    for v, anchored in mb.vals.values():
+        if anchored and v.exact:
+            out.setdefault(v.const, f"mbarrier@{v.const:#x}")
+    return out
 
 
 def edges_frame(graphs: list[RoleGraph]) -> pd.DataFrame:

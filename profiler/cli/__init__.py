@@ -59,6 +59,7 @@ from profiler.cli import compare as _compare  # noqa: F401,E402
 from profiler.cli import profile as _profile  # noqa: F401,E402
 from profiler.cli import kernels as _kernels  # noqa: F401,E402
 from profiler.cli import roles as _roles  # noqa: F401,E402
+from profiler.cli import trace as _trace  # noqa: F401,E402
 from profiler.cli import check as _check  # noqa: F401,E402
 from profiler.cli import sweep as _sweep  # noqa: F401,E402
 
@@ -185,6 +186,37 @@ _CRASHES = {signal.SIGSEGV: "Segmentation fault", signal.SIGBUS: "Bus error", si
             signal.SIGILL: "Illegal instruction", signal.SIGFPE: "Floating point exception"}
 
 
+def _note_fd_on_import(fd: int) -> None:
+    """Give :mod:`profiler.report` the pipe it names each report on (``NATIVE_NOTE_FD``) when something
+    imports it, not before: it imports pandas and numpy (~0.4 s idle, over 1 s on a loaded machine), which
+    ``--help``, ``kernels list`` or a usage error never need."""
+    mod = sys.modules.get("profiler.report")
+    if mod is not None:
+        mod.NATIVE_NOTE_FD = fd
+        return
+    import importlib.abc  # noqa: PLC0415
+    import importlib.machinery  # noqa: PLC0415
+
+    class _SetFd(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name != "profiler.report":
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is None or spec.loader is None:
+                return spec
+            load = spec.loader.exec_module
+
+            def exec_module(module):
+                load(module)
+                module.NATIVE_NOTE_FD = fd
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, _SetFd())
+
+
 def _supervised() -> int | None:
     """Run the CLI in a forked child and turn a native crash of it into one stderr line.
 
@@ -200,7 +232,6 @@ def _supervised() -> int | None:
     """
     if os.environ.get("WHOWAITS_NO_SUPERVISOR") or not hasattr(os, "fork") or "ncu_report" in sys.modules:
         return None
-    from profiler import report  # noqa: PLC0415 (cheap: ncu_report itself is imported lazily)
 
     stops = (signal.SIGINT, signal.SIGTERM)
     saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in stops}  # until each side has its own
@@ -217,7 +248,7 @@ def _supervised() -> int | None:
         for sig, h in saved.items():
             signal.signal(sig, h)
         os.close(rfd)
-        report.NATIVE_NOTE_FD = wfd
+        _note_fd_on_import(wfd)
         return _finish(run())
     os.close(wfd)
 

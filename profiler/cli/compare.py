@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -203,12 +204,14 @@ def _render_migration(m, console) -> None:
                   for r in rows) for k in ("gbps", "change")}
     t = Table(title="Bottleneck migration", title_justify="left")
     cols = ["version", "duration", "TFLOPS"] + (["GB/s"] if has["gbps"] else []) + [
-        "vs prev", "top waiter", "share [95%]", "heaviest role edge", "tensor path", "tensor pipe", "tensor roof",
+        "speed-up", "top waiter", "share [95%]", "heaviest role edge", "tensor path", "tensor pipe", "tensor roof",
         "SSC"] + (["change"] if has["change"] else [])
     for c in cols:
         t.add_column(c, justify="left" if c in ("version", "top waiter", "heaviest role edge", "tensor path",
                                                   "change") else "right")
-    for r in rows:
+    beside_dst = set(m.steps["dst"][m.steps["beside"]]) if "beside" in m.steps and len(m.steps) else set()
+    above = [None if r["version"] in beside_dst else v for r, v in zip(rows, [None] + [r["version"] for r in rows[:-1]])]
+    for r, prev in zip(rows, above):
         top = f"{escape(str(r['top_class']))}·{escape(str(r['top_reason']))}" if r["top_class"] else "—"
         if isinstance(r.get("top_producer"), str):
             top += f" ← {escape(r['top_producer'])}"
@@ -218,7 +221,7 @@ def _render_migration(m, console) -> None:
         cells = [escape(str(r["version"])), fmt_ns(r["duration_ns"]), _num(tf, "{:.3g}")]
         if has["gbps"]:
             cells.append(_num(r.get("gbps"), "{:.0f}"))
-        cells += [_num(r["speedup_prev"], "{:.2f}x"), top,
+        cells += [speedup_cell(r, prev), top,
                   f"{_pct(r['top_share'])} [{_pct(r['top_lo'])}, {_pct(r['top_hi'])}]",
                   (f"{escape(r['top_role_edge'])} {_pct(r.get('top_role_share'))}"
                    if isinstance(r.get("top_role_edge"), str) else "—"),
@@ -228,6 +231,12 @@ def _render_migration(m, console) -> None:
             cells.append(escape(r.get("change") or ""))
         t.add_row(*cells)
     console.print(t)
+    marked = sorted({r["vs"] for r, prev in zip(rows, above) if isinstance(r.get("vs"), str) and r["vs"] != prev})
+    console.print("[dim]speed-up: the row above's duration over this row's"
+                  + (f"; 'vs X': against X instead ({', '.join(map(escape, marked))}: external subjects are set "
+                     "beside the ladder's top rung, not chained as steps)" if beside_dst else
+                     f"; 'vs X': against X instead ({', '.join(map(escape, marked))})" if marked else "")
+                  + "[/dim]")
     if len(m.regions):
         rt = Table(title="Source regions per version (share of samples)", title_justify="left")
         names = [n for n in dict.fromkeys(m.regions["region"])]
@@ -254,16 +263,41 @@ def _render_migration(m, console) -> None:
                        _num(r["steady_tensor_pct"], "{:.1f}%"), sparkline(vals, 40, 100.0) if vals else "—")
         console.print(ph)
     if len(m.steps):
-        console.print("[bold]Path of the top waiter[/bold]")
         by = {r["version"]: r for r in rows}
-        for s in m.steps.to_dict(orient="records"):
-            console.print(f"  {s['step']}. {escape(s['sentence'])}")
+        steps = m.steps.to_dict(orient="records")
+        rungs = [s for s in steps if not s.get("beside")]
+        ext = [s for s in steps if s.get("beside")]
+        if rungs:
+            console.print("[bold]Path of the top waiter[/bold]")
+        for i, s in enumerate(rungs, 1):
+            console.print(f"  {i}. {escape(s['sentence'])}")
             r = by.get(s["dst"], {})
             for key in ("hypothesis", "verdict"):
                 if r.get(key):
                     console.print(f"     [dim]{key}:[/dim] {escape(r[key])}")
+        if ext:  # external subjects: set beside the top rung, not steps of the ladder
+            console.print(f"[bold]Beside the top rung[/bold] ({escape(ext[0]['src'])})")
+            for s in ext:
+                console.print(f"  - {escape(s['sentence'])}")
     for n in dict.fromkeys(m.notes):
         console.print("[dim]note: " + escape(n))
+
+
+def speedup_cell(r: dict, prev: str | None) -> str:
+    """``1.17x``: the row's speed-up against the row above; ``0.64x vs v12`` where migration measured it
+    against another version (an external subject against the ladder's top rung)."""
+    x = _num(r.get("speedup_prev"), "{:.2f}x")
+    vs = r.get("vs")
+    if x == "—" or not isinstance(vs, str) or vs == prev:
+        return x
+    short = vs.split("_", 1)[0] if re.match(r"v\d+_", vs) else vs
+    return f"{x} vs {escape_markup(short)}"
+
+
+def escape_markup(text: str) -> str:
+    from rich.markup import escape  # noqa: PLC0415
+
+    return escape(text)
 
 
 def _with_problem(profiled, flops, nbytes):

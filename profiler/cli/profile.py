@@ -178,6 +178,16 @@ def _profile_versions(collect, cmd, cmd_versions, kernel, name, shape, launch_sk
     typer.echo(f"ncu: {wall:.1f} s wall for {len(done)} version(s); next: whowaits migration {' '.join(done)}")
 
 
+def _bar_name(kernel: str) -> str:
+    """What the bar names a profiled launch by: the ladder version in its namespace, else the short kernel name."""
+    import re
+
+    from profiler.collect import short_kernel_name
+
+    m = re.search(r"whowaits::(v\d+\w*?)::", kernel)
+    return m.group(1) if m else short_kernel_name(kernel)[:40]
+
+
 def _run_with_progress(collect, session, out, gpu, force, verbose=False):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -203,7 +213,7 @@ def _run_with_progress(collect, session, out, gpu, force, verbose=False):
             if line.startswith("==PROF== Profiling") and "pass" in line:
                 state["profiled"] += 1
                 kernel = line.split('"')[1] if line.count('"') >= 2 else "kernel"
-                bar.update(task, description=f"profiled {kernel[:40]}")
+                bar.update(task, description=f"profiled {_bar_name(kernel)}")
                 show()
 
         def on_done(r) -> None:

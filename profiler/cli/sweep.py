@@ -26,12 +26,19 @@ def sweep_cmd(
                                                    help="With --backend ray: only nodes with this accelerator (e.g. H200)."),
     force: bool = typer.Option(False, "--force", help="Run every job, even those whose report has the same build hash."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the jobs and whether each is done; run nothing."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Reports root instead of the manifest's out "
+                                                          "(<out>/<gpu>/<subject>/<shape>.ncu-rep)."),
+    logs: Optional[Path] = typer.Option(None, "--logs", help="Logs folder instead of the manifest's logs."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Run a sweep: profile / bench / check jobs over subjects × shapes, on every GPU, resumable."""
     from profiler.sweep import load_manifest, run_sweep
 
     m = load_manifest(manifest)
+    if out is not None:
+        m.out = out.expanduser().resolve()
+    if logs is not None:
+        m.logs = logs.expanduser().resolve()
     if backend not in ("local", "ray"):
         raise WhowaitsError(f"unknown backend {backend!r}: use local or ray")
     if dry_run:

@@ -110,9 +110,12 @@ def prepare(manifest, force: bool, slugs: list[str]) -> tuple[list[J.Job], dict,
     commit = git_state(J.REPO)[0]
     todo, skipped = [], []
     for j in all_jobs:
-        if not force and slugs and all(J.status(j, manifest.out, s, hashes.get(j.id), manifest.logs, commit) == "done"
-                                       for s in slugs):
-            skipped.append(J.Outcome(j.id, "skipped", gpu=",".join(sorted(set(slugs))), note="done (same build hash)"))
+        st = [] if force or not slugs else [J.status(j, manifest.out, s, hashes.get(j.id), manifest.logs, commit)
+                                            for s in slugs]
+        if st and all(x in J.DONE for x in st):
+            note = ("done (same SASS; build key changed: scripts/backfill_provenance.py --restamp)"
+                    if "restamp" in st else "done (same build hash)")
+            skipped.append(J.Outcome(j.id, "skipped", gpu=",".join(sorted(set(slugs))), note=note))
         else:
             todo.append(j)
     return todo, hashes, skipped
@@ -196,6 +199,38 @@ def _settle(manifest, batch: J.Batch, outs: list[J.Outcome], where: str, record:
     return J.Batch(again, attempt=batch.attempt + 1, not_before=time.monotonic() + manifest.retry_delay_s)
 
 
+class _kill_jobs_on_interrupt:
+    """While the workers run: SIGINT / SIGTERM (Ctrl-C, ``timeout``, a batch scheduler) kill the running job
+    processes with their process groups (:func:`profiler.sweep.jobs.kill_live`: they run in sessions of their
+    own, so the signal does not reach them), record it, and end the sweep as the signal would. Without this an
+    interrupted sweep released its GPU locks (they die with the driver) while its ncu sessions went on."""
+
+    def __init__(self, record: Record):
+        self.record, self.old = record, {}
+
+    def _handler(self, signum, frame):
+        import signal
+
+        J.kill_live()
+        self.record.event("interrupted", signal=signal.Signals(signum).name)
+        raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(128 + signum)
+
+    def __enter__(self):
+        import signal
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.old[sig] = signal.signal(sig, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        for sig, h in self.old.items():
+            signal.signal(sig, h)
+        J.kill_live()  # nothing is left running on a normal exit; after an error, nothing may be
+
+
 def run_local(manifest, *, force: bool = False, on_event: Callable[[dict], None] | None = None,
               gpus: list[Gpu] | None = None) -> SweepResult:
     """Run ``manifest`` on this host's visible GPUs (see the module docstring)."""
@@ -215,6 +250,7 @@ def run_local(manifest, *, force: bool = False, on_event: Callable[[dict], None]
     from profiler.provenance import git_state
 
     commit = git_state(J.REPO)[0]
+    git_env = J.commit_env()  # every job records the driver's commit (a copy without .git: $WHOWAITS_GIT_COMMIT)
 
     def worker(g: Gpu) -> None:
         slug = slugs[g.pin]
@@ -224,7 +260,7 @@ def run_local(manifest, *, force: bool = False, on_event: Callable[[dict], None]
             retry = None
             try:
                 run_jobs = [j for j in batch.jobs if force or batch.attempt > 1
-                            or J.status(j, manifest.out, slug, hashes.get(j.id), manifest.logs, commit) != "done"]
+                            or J.status(j, manifest.out, slug, hashes.get(j.id), manifest.logs, commit) not in J.DONE]
                 for j in batch.jobs:
                     if j not in run_jobs:  # done meanwhile (by another sweep)
                         with flock:
@@ -247,7 +283,7 @@ def run_local(manifest, *, force: bool = False, on_event: Callable[[dict], None]
                         record.event("lock", gpu=where, lock=str(lock.path), waited_s=round(waited, 3),
                                      jobs=[j.id for j in run_jobs], attempt=batch.attempt)
                         try:
-                            spec = J.spec_for(batch, manifest, manifest.out, slug, hashes)
+                            spec = J.spec_for(batch, manifest, manifest.out, slug, hashes, git_env)
                             outs = J.run_process(spec, g.pin, timeout=manifest.timeout_s, log=log,
                                                  workdir=manifest.logs / ".spec")
                         finally:
@@ -266,10 +302,11 @@ def run_local(manifest, *, force: bool = False, on_event: Callable[[dict], None]
                 queue.finish(retry)
 
     threads = [threading.Thread(target=worker, args=(g,), name=f"sweep-{g.label}", daemon=True) for g in gpus]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with _kill_jobs_on_interrupt(record):
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     return _finish(manifest, "local", [g.pin for g in gpus], todo, skipped, final, record, t0, started)
 
 

@@ -10,7 +10,10 @@ bench/check jobs are batches of one.
 
 Resume: a profile job is *done* when its report and sidecar exist and the sidecar's ``build_hash`` equals the
 build cache key of the rung it would profile now (:func:`expected_build_hash`; null for external programs,
-so for them the existing pair counts as done); a report whose hash differs is *stale* and profiled again.
+so for them the existing pair counts as done). A report whose hash differs is profiled again (*stale*) unless
+the rung's current build has the profiled SASS instruction by instruction (:func:`profiler.freshness.check_report`
+says ``restamp``: a header moved, a comment changed): then it still describes the code and counts as done
+(status ``restamp``; ``scripts/backfill_provenance.py --restamp`` takes the new key into its sidecar).
 A bench job is done when today's result file for its shape exists (the file ``whowaits bench`` writes);
 a check job when its log under the sweep's logs says it passed at the same commit.
 
@@ -177,8 +180,24 @@ def report_path(out: Path, gpu: str, job: Job) -> Path:
     return Path(out) / gpu / str(job.subject) / f"{job.shape}.ncu-rep"
 
 
+DONE = ("done", "restamp")  # statuses a resumed sweep skips
+
+
+def same_sass(report: Path) -> bool:
+    """True when ``report``'s rung builds today to the SASS it profiled (freshness ``restamp`` or ``fresh``);
+    False when it differs or cannot be told here (no nvcc, an unreadable report: profile again)."""
+    try:
+        from profiler import freshness
+
+        f = freshness.check_report(report)
+    except Exception:  # noqa: BLE001 - cannot tell: the safe answer is to profile again
+        return False
+    return f is not None and f.status in ("fresh", "restamp")
+
+
 def status(job: Job, out: Path, gpu: str, expected: str | None, logs: Path | None = None, commit: str | None = None) -> str:
-    """``done`` | ``stale`` | ``todo`` for a job on a GPU folder (see the module docstring)."""
+    """``done`` | ``restamp`` | ``stale`` | ``todo`` for a job on a GPU folder (see the module docstring);
+    :data:`DONE` are the ones a sweep skips."""
     if job.kind == "profile":
         rep = report_path(out, gpu, job)
         side = rep.with_name(job.shape + ".json")
@@ -188,7 +207,11 @@ def status(job: Job, out: Path, gpu: str, expected: str | None, logs: Path | Non
             recorded = json.loads(side.read_text()).get("build_hash")
         except (OSError, ValueError, AttributeError):
             return "stale"
-        return "done" if recorded == expected else "stale"
+        if recorded == expected:
+            return "done"
+        if recorded and expected and same_sass(rep):
+            return "restamp"
+        return "stale"
     if job.kind == "bench":
         day = _dt.datetime.now(_dt.timezone.utc).date().isoformat()
         return "done" if (Path(out) / gpu / "bench" / f"{day}-{job.shape}.json").is_file() else "todo"
@@ -216,9 +239,22 @@ class Spec:
     env: dict = field(default_factory=dict)  # extra environment for ncu and the profiled program
 
 
-def spec_for(batch: Batch, manifest, out: Path, gpu: str, hashes: dict) -> Spec:
+def commit_env() -> dict[str, str]:
+    """``WHOWAITS_GIT_COMMIT`` / ``WHOWAITS_GIT_DIRTY`` of the driver's checkout, for the job's environment:
+    a job process on a Ray node (or in a copy without .git) records the commit of the code the driver planned."""
+    from profiler.provenance import git_state
+
+    commit, dirty = git_state(REPO)
+    env = {"WHOWAITS_GIT_COMMIT": commit} if commit else {}
+    if commit and dirty is not None:
+        env["WHOWAITS_GIT_DIRTY"] = "1" if dirty else "0"
+    return env
+
+
+def spec_for(batch: Batch, manifest, out: Path, gpu: str, hashes: dict, git_env: dict | None = None) -> Spec:
+    env = (commit_env() if git_env is None else git_env) | dict(manifest.env)
     return Spec([asdict(j) for j in batch.jobs], str(out), gpu, manifest.section_set, manifest.warmup,
-                str(manifest.logs), {j.id: hashes.get(j.id) for j in batch.jobs}, dict(manifest.env))
+                str(manifest.logs), {j.id: hashes.get(j.id) for j in batch.jobs}, env)
 
 
 def _profile(spec: Spec, jobs: list[Job], log) -> list[Outcome]:
@@ -320,6 +356,22 @@ def execute(spec: Spec, log=print) -> list[Outcome]:
     return outs
 
 
+_LIVE: set[int] = set()  # job processes running now (each leads its own process group: ncu and the program too)
+
+
+def kill_live() -> None:
+    """Kill every running job process with its process group (ncu, the profiled program). The job processes
+    start sessions of their own (so a batch's timeout kills exactly its batch), so a signal to the sweep does
+    not reach them: the driver calls this when it is interrupted, or a GPU would go on profiling unlocked."""
+    import signal
+
+    for pid in list(_LIVE):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def run_process(spec: Spec, pin: str, *, timeout: float, log, workdir: Path) -> list[Outcome]:
     """Run one batch in a job process of its own, pinned with ``CUDA_VISIBLE_DEVICES=pin``; a process that
     runs past ``timeout`` is killed (its process group: ncu and the profiled program too)."""
@@ -339,6 +391,7 @@ def run_process(spec: Spec, pin: str, *, timeout: float, log, workdir: Path) -> 
     try:
         proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, errors="replace", bufsize=1, start_new_session=True)
+        _LIVE.add(proc.pid)
         killed = threading.Event()
 
         def kill():
@@ -356,6 +409,7 @@ def run_process(spec: Spec, pin: str, *, timeout: float, log, workdir: Path) -> 
         for line in proc.stdout:
             log(line.rstrip("\n"))
         rc = proc.wait()
+        _LIVE.discard(proc.pid)
         if timer:
             timer.cancel()
         try:

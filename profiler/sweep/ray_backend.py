@@ -33,8 +33,11 @@ from profiler.sweep import jobs as J
 from profiler.sweep.driver import Record, _finish, _settle, prepare
 
 
-def _recorded(manifest, jobs: list[J.Job]) -> dict:
-    """{job id: {gpu folder: recorded build hash}} for the profile reports that exist under ``manifest.out``."""
+def _recorded(manifest, jobs: list[J.Job], hashes: dict | None = None) -> dict:
+    """{job id: {gpu folder: recorded build hash}} for the profile reports that exist under ``manifest.out``;
+    a report whose key changed but whose SASS is the current build's (:func:`profiler.sweep.jobs.status`
+    ``restamp``) is given the expected key, so the task skips it as done."""
+    hashes = hashes or {}
     out: dict[str, dict] = {}
     root = Path(manifest.out)
     folders = [p.name for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
@@ -46,9 +49,13 @@ def _recorded(manifest, jobs: list[J.Job]) -> dict:
             side = rep.with_name(j.shape + ".json")
             if rep.is_file() and side.is_file():
                 try:
-                    out.setdefault(j.id, {})[g] = json.loads(side.read_text()).get("build_hash")
+                    rec = json.loads(side.read_text()).get("build_hash")
                 except (OSError, ValueError, AttributeError):
                     continue
+                exp = hashes.get(j.id)
+                if rec != exp and J.status(j, root, g, exp) == "restamp":
+                    rec = exp
+                out.setdefault(j.id, {})[g] = rec
     return out
 
 
@@ -143,7 +150,8 @@ def run_ray(manifest, *, address: str | None = None, accelerator_type: str | Non
         t0 = time.perf_counter()
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         todo, hashes, skipped = prepare(manifest, force, [manifest.gpu] if manifest.gpu else [])
-        recorded = {} if force else _recorded(manifest, todo)
+        recorded = {} if force else _recorded(manifest, todo, hashes)
+        git_env = J.commit_env()  # the driver's commit travels to the nodes (they may have no checkout)
         record = Record(manifest.logs, on_event)
         record.event("start", backend="ray", manifest=str(manifest.path), address=address,
                      gpus=[f"ray: {ray.cluster_resources().get('GPU', 0):g} GPU(s)"], jobs=len(todo) + len(skipped),
@@ -162,7 +170,7 @@ def run_ray(manifest, *, address: str | None = None, accelerator_type: str | Non
             now = time.monotonic()
             for b in [b for b in waiting if b.not_before <= now]:
                 waiting.remove(b)
-                spec = J.spec_for(b, manifest, Path("."), manifest.gpu or "", hashes)
+                spec = J.spec_for(b, manifest, Path("."), manifest.gpu or "", hashes, git_env)
                 ref = remote.remote(asdict(spec), recorded, force, manifest.gpu, manifest.timeout_s,
                                     str(manifest.lock_dir), manifest.lock_timeout_s, b.attempt)
                 pending[ref] = b

@@ -9,6 +9,8 @@
 #pragma once
 #include <cstdint>
 
+#include "common/sm90/trace.cuh"
+
 namespace whowaits { namespace sm90 {
 
 // @region inherit
@@ -31,16 +33,19 @@ __device__ __forceinline__ void mbar_fence_init() {
 
 // One arrival that also announces `bytes` of transactions still to come (TMA completes them).
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+    WHOWAITS_TRACE_EVENT(kTraceMbarExpectTx, smem_addr(bar));
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
 }
 
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+    WHOWAITS_TRACE_EVENT(kTraceMbarArrive, smem_addr(bar));
 }
 
 // @region sync
 // Spin until the phase with parity `parity` has completed (SYNCS.PHASECHK.TRANS64.TRYWAIT in SASS).
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+    WHOWAITS_TRACE_EVENT(kTraceMbarWaitBegin, smem_addr(bar) | (parity << 31));
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -50,6 +55,7 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
         "}\n" ::"r"(smem_addr(bar)),
         "r"(parity)
         : "memory");
+    WHOWAITS_TRACE_EVENT(kTraceMbarWaitEnd, smem_addr(bar) | (parity << 31));
 }
 
 }}  // namespace whowaits::sm90

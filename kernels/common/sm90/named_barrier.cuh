@@ -4,16 +4,21 @@
 #pragma once
 #include <cstdint>
 
+#include "common/sm90/trace.cuh"
+
 namespace whowaits { namespace sm90 {
 
 // @region inherit
 
 __device__ __forceinline__ void named_bar_sync(uint32_t id, uint32_t threads) {
+    WHOWAITS_TRACE_EVENT(kTraceBarSyncBegin, id);
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+    WHOWAITS_TRACE_EVENT(kTraceBarSyncEnd, id);
 }
 
 __device__ __forceinline__ void named_bar_arrive(uint32_t id, uint32_t threads) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+    WHOWAITS_TRACE_EVENT(kTraceBarArrive, id);
 }
 
 }}  // namespace whowaits::sm90

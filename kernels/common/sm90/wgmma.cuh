@@ -27,6 +27,8 @@
 // The m64nNk16 wrappers below are generated (N = 64, 128; fp16, bf16) by the script at the end of the file.
 #pragma once
 #include <cstdint>
+
+#include "common/sm90/trace.cuh"
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -43,10 +45,15 @@ __device__ __forceinline__ uint64_t make_desc_sw128(uint32_t smem_addr, uint32_t
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    WHOWAITS_TRACE_EVENT(kTraceWgmmaCommit, 0);
+}
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
+    WHOWAITS_TRACE_EVENT(kTraceWgmmaWaitBegin, N);
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+    WHOWAITS_TRACE_EVENT(kTraceWgmmaWaitEnd, N);
 }
 __device__ __forceinline__ void fence_operand(float& x) { asm volatile("" : "+f"(x)::"memory"); }
 __device__ __forceinline__ void fence_operand(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }

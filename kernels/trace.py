@@ -1,0 +1,221 @@
+"""Run one ladder version with the measured role trace on (issue 12): the GPU side of ``whowaits trace``.
+
+The trace is a compile-time switch of the device headers (``kernels/common/sm90/trace.cuh``): this module
+builds the version's translation unit with ``#define WHOWAITS_TRACE 1`` in front (``build.translation_unit``,
+``build.NVCC_FLAGS``: the same flags as every build, cached under ``<build cache>/../trace/``), loads the
+traced cubin, points its ``__device__`` global ``whowaits_trace`` at a buffer (``cuModuleGetGlobal`` + a
+copy; the launch ABI is unchanged: ``kernels/launch.py`` launches it like the untraced one), and runs:
+
+* correctness: the traced output against the untraced one on the same inputs (the trace must not change
+  the result);
+* the overhead, in the same run: ``rounds`` rounds of ``reps`` timed launches of the untraced and the traced
+  cubin, interleaved (CUDA events, L2 flushed before each, the trace buffer's counters cleared outside the
+  timed region), medians compared;
+* one traced launch kept: the raw events (``numpy`` arrays: per slot = (CTA, warpgroup) its count and events)
+  written as ``<out>/<shape>.trace-raw.npz`` beside a ``meta`` JSON (version, config, shape, clock rate,
+  timings). :mod:`profiler.analyze.trace` turns that into the Perfetto JSON and the summary, on any machine.
+
+torch and cuda.bindings are imported lazily.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+from kernels import build as B
+from kernels import registry
+from kernels.config import Shape
+from profiler.errors import WhowaitsError
+
+SLOTS = 4  # WHOWAITS_TRACE_SLOTS: warpgroups per CTA with a slot
+CAPACITY = 1024  # events per slot (16 bytes each)
+EVENT_DTYPE = [("t", "<u8"), ("kind", "<u4"), ("arg", "<u4")]
+
+
+def traced_unit(version, config) -> str:
+    """The build's translation unit with the trace switched on."""
+    return "#define WHOWAITS_TRACE 1\n" + B.translation_unit(version, config)
+
+
+def build_traced(version, config) -> B.BuildResult:
+    """Compile (or fetch) the traced cubin of ``version`` at ``config``."""
+    h = hashlib.sha256()
+    h.update(B.nvcc_version().encode() + " ".join(B.NVCC_FLAGS).encode() + traced_unit(version, config).encode())
+    for path in [version.source, *sorted((B.KERNELS_DIR / "common").glob("**/*"))]:
+        if path.is_file():
+            h.update(str(path).encode() + path.read_bytes())
+    out = B.cache_dir().parent / "trace" / f"{version.id}-{config.short_form()}-{h.hexdigest()[:20]}"
+    meta_path = out / "meta.json"
+    if not meta_path.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{version.id}-", dir=out.parent))
+        try:
+            tu = tmp / "tu.cu"
+            tu.write_text(traced_unit(version, config))
+            cmd = [B.find_nvcc(), *B.NVCC_FLAGS, "-I", str(B.KERNELS_DIR), "-o", str(tmp / "kernel.cubin"), str(tu)]
+            env = {**os.environ, "TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp)}
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            log = proc.stdout + proc.stderr
+            if proc.returncode != 0:
+                raise WhowaitsError(f"traced {version.id} does not compile: {B._first_error(log)}")
+            fatal = B.fatal_warnings(log)
+            if fatal:
+                raise WhowaitsError(f"traced {version.id}: ptxas warning treated as error: {fatal[0]}")
+            meta = B.parse_ptxas(log)
+            meta["ptxas_log"] = log.strip()
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+            if out.exists():
+                shutil.rmtree(out)
+            os.replace(tmp, out)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    meta = json.loads(meta_path.read_text())
+    return B._result(version, config, out, meta, cached=True)
+
+
+def _set_global(driver, L, gptr, host) -> None:
+    """Copy ``host`` (a ctypes array) into the device global at ``gptr`` and read it back."""
+    import torch
+
+    n = ctypes.sizeof(host)
+    err = None
+    for src in (host, ctypes.addressof(host)):
+        try:
+            L._call(driver.cuMemcpyHtoD(gptr, src, n), "cuMemcpyHtoD(whowaits_trace)")
+            break
+        except Exception as exc:  # noqa: BLE001 - cuda.bindings versions differ in what srcHost takes
+            err = exc
+    else:
+        staged = torch.tensor(list(host), dtype=torch.int64, device="cuda")
+        L._call(driver.cuMemcpyDtoD(gptr, driver.CUdeviceptr(staged.data_ptr()), n), "cuMemcpyDtoD(whowaits_trace)")
+        torch.cuda.synchronize()
+    back = (ctypes.c_uint64 * (n // 8))()
+    try:
+        L._call(driver.cuMemcpyDtoH(back, gptr, n), "cuMemcpyDtoH(whowaits_trace)")
+    except Exception:  # noqa: BLE001 - the events themselves show whether the kernel saw the buffer
+        return
+    if list(back) != list(host):
+        raise WhowaitsError(f"whowaits_trace reads back {list(back)}, expected {list(host)} ({err})")
+
+
+def _timed(fn, reps: int, flush, before=None) -> list[float]:
+    import torch
+
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for i in range(reps):
+        flush.zero_()
+        if before is not None:
+            before()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: Path | str = ".", *,
+        reps: int = 30, rounds: int = 3, seed: int = 0, log=print) -> dict:
+    """Trace one version on the GPU; returns the meta dict (also written beside the raw events)."""
+    import numpy as np
+    import torch
+
+    from kernels import launch as L
+    from kernels.bench import FLUSH_BYTES
+    from kernels.reference import random_qkv
+
+    ver = registry.get(version_name)
+    if ver.abi != "tensor_maps" or ver.family != "ws":
+        raise WhowaitsError(f"whowaits trace runs the warp-specialised rungs (family ws, ABI tensor_maps); "
+                            f"{ver.id} is family {ver.family}, ABI {ver.abi}")
+    shape = Shape.parse(shape_key)
+    q, k, v = random_qkv(shape, seed=seed)
+    b, h, s, d, dtype = L.problem_of(q, k, v)
+    config = ver.config_for(d, dtype, shape.causal)
+    traced = build_traced(ver, config)
+    driver = L._driver()
+    dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    L._ensure_context(dev)
+    module = L._call(driver.cuModuleLoad(str(traced.cubin).encode()), "cuModuleLoad(traced)")
+    fn = L._call(driver.cuModuleGetFunction(module, traced.entry.encode()), "cuModuleGetFunction(traced)")
+    dyn = traced.smem_dynamic_bytes
+    if dyn > 48 * 1024:
+        attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        L._call(driver.cuFuncSetAttribute(fn, attr, dyn), "cuFuncSetAttribute(max dynamic smem)")
+    gptr, gsize = L._call(driver.cuModuleGetGlobal(module, b"whowaits_trace"), "cuModuleGetGlobal(whowaits_trace)")
+    grid = (math.ceil(s / config.block_m), h, b)
+    ctas = grid[0] * grid[1] * grid[2]
+    events = torch.zeros((ctas * SLOTS, CAPACITY, 2), dtype=torch.int64, device=q.device)  # 16 B an event
+    counts = torch.zeros(ctas * SLOTS, dtype=torch.int32, device=q.device)
+    host = (ctypes.c_uint64 * 3)(events.data_ptr(), counts.data_ptr(), CAPACITY | (ctas << 32))
+    if int(gsize) != ctypes.sizeof(host):
+        raise WhowaitsError(f"whowaits_trace is {gsize} bytes on the device, expected {ctypes.sizeof(host)}")
+    _set_global(driver, L, gptr, host)
+
+    maps = (L.tensor_map(q, config.block_m), L.tensor_map(k, config.block_n), L.tensor_map(v, config.block_n))
+    scale = 1.0 / math.sqrt(d)
+    o_plain = torch.empty_like(q)
+    o_traced = torch.empty_like(q)
+
+    def plain():
+        L.forward(q, k, v, shape.causal, version=ver.id, config=config, out=o_plain)
+
+    def traced_launch():
+        L.launch_tma(fn, grid, config.threads, dyn, maps, o_traced, s, scale)
+
+    def clear():
+        counts.zero_()
+
+    for _ in range(3):
+        plain()
+        clear()
+        traced_launch()
+    torch.cuda.synchronize()
+    diff = (o_plain.float() - o_traced.float()).abs().max().item()
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=q.device)
+    plain_ms: list[float] = []
+    traced_ms: list[float] = []
+    for _ in range(rounds):
+        plain_ms += _timed(plain, reps, flush)
+        traced_ms += _timed(traced_launch, reps, flush, before=clear)
+    clear()
+    traced_launch()
+    torch.cuda.synchronize()
+    cnt = counts.cpu().numpy().astype(np.int64)
+    ev = events.cpu().numpy().view(np.uint64).reshape(ctas * SLOTS, CAPACITY, 2)
+    t = ev[:, :, 0].copy()
+    kind = (ev[:, :, 1] & 0xFFFFFFFF).astype(np.uint32)
+    arg = (ev[:, :, 1] >> np.uint64(32)).astype(np.uint32)
+    try:
+        clock_khz = L._call(driver.cuDeviceGetAttribute(driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CLOCK_RATE,
+                                                        driver.CUdevice(dev)), "cuDeviceGetAttribute(clock rate)")
+    except Exception:  # noqa: BLE001 - only a fallback for the clock fit
+        clock_khz = 1_980_000
+    pm, tm = statistics.median(plain_ms), statistics.median(traced_ms)
+    meta = {
+        "version": ver.id, "shape": shape.key, "config": config.short_form(), "grid": list(grid),
+        "threads": config.threads, "slots_per_cta": SLOTS, "capacity": CAPACITY, "ctas": ctas,
+        "kernel": traced.entry, "registers_traced": traced.registers, "gpu": torch.cuda.get_device_name(dev),
+        "clock_rate_khz": int(clock_khz), "max_abs_diff_traced_vs_untraced": diff,
+        "untraced_ms": pm, "traced_ms": tm, "overhead_pct": 100.0 * (tm - pm) / pm,
+        "reps": reps, "rounds": rounds, "dropped_events": int(np.maximum(cnt - CAPACITY, 0).sum()),
+        "git_commit": os.environ.get("WHOWAITS_GIT_COMMIT", ""),
+    }
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    keep = max(1, int(min(cnt.max(), CAPACITY)))
+    np.savez_compressed(out / f"{shape.key}.trace-raw.npz", counts=cnt, t=t[:, :keep], kind=kind[:, :keep],
+                        arg=arg[:, :keep], meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+    log(f"{ver.id} {shape.key}: untraced {pm * 1e3:.1f} us, traced {tm * 1e3:.1f} us "
+        f"({meta['overhead_pct']:+.1f}%), max |traced - untraced| {diff:.3g}, {int(cnt.sum())} events")
+    return meta

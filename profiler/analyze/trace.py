@@ -1,0 +1,481 @@
+"""The measured role trace of one launch (issue 12): raw clock64 events -> Perfetto JSON + per-edge summary.
+
+Input: what ``kernels/trace.py`` wrote on the GPU (``<shape>.trace-raw.npz``): for every slot = (CTA,
+warpgroup) the events its leader thread stamped (``kernels/common/sm90/trace.cuh``): ``t`` (clock64 cycles
+of that SM), ``kind``, ``arg`` (an mbarrier's shared address with the waited parity in bit 31, a named
+barrier's id, wgmma_wait's N), the first two events of each slot being ``%smid`` and one ``%globaltimer``
+reading. A pure function of those arrays (no GPU, no ncu), so it runs on committed data.
+
+* **Time axis.** clock64 is per SM; each slot's (clock64, globaltimer) pair places it on the global axis.
+  The SM clock is fitted per SM from the pairs of the CTAs that ran one after another on it (slope of
+  globaltimer over clock64), the median over SMs; the device's nominal clock when no SM ran two CTAs.
+* **Roles** are the warp-specialised family's (CONTRACT.md): warpgroup 0 the ``producer``, warpgroups
+  1.. the ``consumer`` s, the names the static graph (:mod:`profiler.analyze.roles`) infers from setmaxnreg.
+* **Edges** ``waiter —[barrier]→ releaser`` with the static graph's labels: an mbarrier by its address
+  (``labels``: address -> the static graph's ring label, e.g. ``mbarrier@0x400×2``), released by the roles
+  whose leader arrived on it (``arrive.expect_tx`` = ``TMA ← producer``); a named barrier by id (the static
+  label ``bar N``, or ``bar (runtime id)`` where the SASS holds ids in registers) released by the other
+  warpgroups that ``bar.arrive`` on it; a wgmma group wait by the tensor core. Weight: the cycles the
+  leader spent inside the waits (begin to end), summed over slots (``cycles``), and the same times the warps
+  that wait there (``warp_cycles``: what ncu's PC sampler sees, which samples warps uniformly in time): every
+  warp of a consumer warpgroup executes each of these waits (4), of the producer only the elected thread's
+  warp (1; its other warps have exited) — ``warps``. Shares are of all slots' active warp-cycles (first to
+  last event); edges are ordered by ``warp_cycles``, so the heaviest edge compares with the static graph's.
+* **Stamp cost.** A stamp is not free (the leader's bookkeeping takes a few hundred cycles on the H200), and a
+  wait's begin stamp is taken before that bookkeeping, so every wait interval holds one stamp's cost. The
+  cost is calibrated from the launch itself: the shortest wait of any role (a wait that found its barrier
+  already complete lasts one stamp; the stamp is the same code in every role), ``stamp_cycles``; every wait
+  is counted as its interval minus that (at least 0), ``raw_cycles`` keeps the interval, and
+  ``heaviest_uncalibrated`` names the heaviest edge by raw intervals.
+* **Overlap**: for every TMA load (an ``arrive.expect_tx`` of the producer), its time in flight = from that
+  issue to the first consumer's wait end on that barrier after it; the share of it during which no consumer
+  of the CTA was blocked in any wait is the load latency hidden behind consumer work.
+* **Critical path** through one steady-state iteration (the middle one of consumer 0's K/V loop, in every
+  CTA): walking back from the iteration's end on consumer 0, a blocking wait (over ``block_cycles``) hands
+  the path to what released it: a full barrier to the TMA load in flight since the producer's issue and on
+  to the producer's own waits, an empty barrier to the consumer that arrived last, a named barrier to the
+  warpgroup that arrived, a wgmma wait to the tensor core since the group's commit. Reported as the share of
+  the iteration spent on each segment kind, the mean over CTAs, plus the median CTA's path itself.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["KINDS", "load_raw", "summarize", "chrome_trace"]
+
+KINDS = {0: "start", 1: "globaltimer", 2: "mbar_wait_begin", 3: "mbar_wait_end", 4: "mbar_arrive",
+         5: "mbar_expect_tx", 6: "bar_sync_begin", 7: "bar_sync_end", 8: "bar_arrive",
+         9: "wgmma_wait_begin", 10: "wgmma_wait_end", 11: "wgmma_commit"}
+_BEGIN_END = {2: 3, 6: 7, 9: 10}
+_ADDR_MASK = 0x00FFFFFF  # the shared-window offset (cluster/CTA window bits above)
+TENSOR = "tensor core (wgmma)"
+
+
+def load_raw(path) -> tuple[dict, dict]:
+    """(arrays, meta) of a ``.trace-raw.npz``."""
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in ("counts", "t", "kind", "arg")}
+        meta = json.loads(bytes(z["meta"]).decode())
+    return arrays, meta
+
+
+@dataclass
+class Wait:
+    slot: int
+    kind: str          # mbarrier | named_barrier | wgmma_group
+    key: int           # address / id / N
+    begin: int
+    end: int
+    parity: int = 0
+    stamp: int = 0  # the stamp cost calibrated for the role (summarize sets it)
+
+    @property
+    def raw_cycles(self) -> int:
+        return self.end - self.begin
+
+    @property
+    def cycles(self) -> int:
+        return max(0, self.end - self.begin - self.stamp)
+
+
+@dataclass
+class Slot:
+    index: int
+    cta: int
+    wg: int
+    role: str
+    sm: int
+    clk0: int
+    gt0: int
+    events: list = field(default_factory=list)   # (t, kind, arg) after the two start events
+    waits: list = field(default_factory=list)
+    first: int = 0
+    last: int = 0
+
+
+def _role(wg: int) -> str:
+    return "producer" if wg == 0 else "consumer"
+
+
+def _slots(arrays: dict, meta: dict) -> list[Slot]:
+    counts, t, kind, arg = arrays["counts"], arrays["t"], arrays["kind"], arrays["arg"]
+    per = int(meta["slots_per_cta"])
+    cap = t.shape[1]
+    out = []
+    for s in np.flatnonzero(counts > 0):
+        n = int(min(counts[s], cap))
+        if n < 3 or kind[s, 0] != 0 or kind[s, 1] != 1:
+            continue
+        sl = Slot(int(s), int(s) // per, int(s) % per, _role(int(s) % per), int(arg[s, 0]), int(t[s, 0]),
+                  int(t[s, 1]))
+        ev = [(int(t[s, i]), int(kind[s, i]), int(arg[s, i])) for i in range(2, n)]
+        sl.events = ev
+        sl.first, sl.last = min(sl.clk0, ev[0][0]), ev[-1][0]
+        open_: dict[int, tuple[int, int]] = {}
+        for tt, k, a in ev:
+            if k in _BEGIN_END:
+                open_[_BEGIN_END[k]] = (tt, a)
+            elif k in open_ and k in (3, 7, 10):
+                t0, a0 = open_.pop(k)
+                wk = {3: "mbarrier", 7: "named_barrier", 10: "wgmma_group"}[k]
+                key = (a0 & 0x7FFFFFFF) & _ADDR_MASK if k == 3 else a0
+                sl.waits.append(Wait(sl.index, wk, key, t0, tt, (a0 >> 31) & 1 if k == 3 else 0))
+        out.append(sl)
+    return out
+
+
+def _stamp_cycles(slots: list[Slot]) -> dict[str, int]:
+    """The shortest wait interval of the launch (any role): one stamp's cost (module docstring), per role."""
+    lo = min((w.raw_cycles for s in slots for w in s.waits), default=0)
+    return {s.role: lo for s in slots}
+
+
+def _clock_ghz(slots: list[Slot], meta: dict) -> tuple[float, str]:
+    """Cycles per ns: per SM, the slope of globaltimer over clock64 across its CTAs; median over SMs."""
+    by_sm: dict[int, dict[int, tuple[int, int]]] = defaultdict(dict)
+    for s in slots:
+        by_sm[s.sm].setdefault(s.cta, (s.clk0, s.gt0))
+    slopes = []
+    for ctas in by_sm.values():
+        pts = sorted(ctas.values())
+        if len(pts) >= 2 and pts[-1][1] - pts[0][1] > 5000:
+            c = np.array([p[0] for p in pts], dtype=float)
+            g = np.array([p[1] for p in pts], dtype=float)
+            slope = np.polyfit(g - g[0], c - c[0], 1)[0]  # cycles per ns
+            if 0.3 < slope < 4.0:
+                slopes.append(slope)
+    if len(slopes) >= 4:
+        return float(statistics.median(slopes)), f"fitted on {len(slopes)} SMs (globaltimer vs clock64)"
+    return meta.get("clock_rate_khz", 1_980_000) / 1e6, "device attribute CLOCK_RATE (no SM ran 2 CTAs)"
+
+
+def _labels_for(static_labels: set | None, bar_id: int) -> str:
+    if static_labels:
+        if f"bar {bar_id}" in static_labels:
+            return f"bar {bar_id}"
+        if "bar (runtime id)" in static_labels:
+            return "bar (runtime id)"
+    return f"bar {bar_id}"
+
+
+def _releasers(slots: list[Slot]) -> tuple[dict, dict]:
+    """Per CTA: mbarrier address -> {role: {arrive, expect_tx}}, named id -> set of arriving wgs."""
+    mb: dict[tuple[int, int], dict[str, set]] = defaultdict(lambda: defaultdict(set))
+    nb: dict[tuple[int, int], set] = defaultdict(set)
+    for s in slots:
+        for tt, k, a in s.events:
+            if k == 4:
+                mb[s.cta, a & _ADDR_MASK][s.role].add("arrive")
+            elif k == 5:
+                mb[s.cta, a & _ADDR_MASK][s.role].add("expect_tx")
+            elif k == 8:
+                nb[s.cta, a].add(s.wg)
+    return mb, nb
+
+
+def _edge_of(w: Wait, s: Slot, mb, nb, labels: dict, static_labels: set | None, wg_role) -> tuple[str, str]:
+    if w.kind == "wgmma_group":
+        return "wgmma group", TENSOR
+    if w.kind == "named_barrier":
+        wgs = sorted(nb.get((s.cta, w.key), set()) - {s.wg})
+        rel = sorted({wg_role(g) + (" (other warpgroup)" if wg_role(g) == s.role else "") for g in wgs})
+        return _labels_for(static_labels, w.key), " + ".join(rel) if rel else "unresolved"
+    label = labels.get(w.key, f"mbarrier@{w.key:#x}")
+    roles = mb.get((s.cta, w.key), {})
+    tx = sorted(r for r, kinds in roles.items() if "expect_tx" in kinds)
+    plain = sorted(r for r, kinds in roles.items() if "arrive" in kinds and r not in tx)
+    parts = ([f"TMA ← {'+'.join(tx)}"] if tx else []) + plain
+    return label, " + ".join(parts) if parts else "unresolved"
+
+
+WARPS = {"producer": 1, "consumer": 4}  # warps that execute each wait of the role (ws family, CONTRACT.md)
+
+
+def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_labels: set | None = None,
+              *, block_cycles: int = 200, n_blocks: int | None = None, warps: dict | None = None) -> dict:
+    """Per-edge wait time, overlap and critical path of one traced launch (see the module docstring).
+
+    ``labels``: mbarrier address -> static label (from :func:`profiler.analyze.roles.mbarrier_labels`);
+    ``static_labels``: every barrier label of the static graph (to name named barriers alike)."""
+    labels = labels or {}
+    warps = warps or WARPS
+    slots = _slots(arrays, meta)
+    if not slots:
+        return {"version": meta.get("version"), "edges": [], "missing": "no events in the trace"}
+    ghz, clock_how = _clock_ghz(slots, meta)
+    stamp = _stamp_cycles(slots)
+    for sl in slots:
+        for w in sl.waits:
+            w.stamp = stamp.get(sl.role, 0)
+    mb, nb = _releasers(slots)
+    wg_role = _role
+    active = sum((s.last - s.first) * warps.get(s.role, 1) for s in slots)
+    by_role_active: dict[str, int] = defaultdict(int)
+    for s in slots:
+        by_role_active[s.role] += s.last - s.first
+    agg: dict[tuple, dict] = {}
+    for s in slots:
+        for w in s.waits:
+            b, r = _edge_of(w, s, mb, nb, labels, static_labels, wg_role)
+            g = agg.setdefault((s.role, b, r), {"cycles": 0, "raw": 0, "waits": 0, "blocking": 0})
+            g["cycles"] += w.cycles
+            g["raw"] += w.raw_cycles
+            g["waits"] += 1
+            g["blocking"] += int(w.cycles > block_cycles)
+    edges = []
+    for (waiter, barrier, releaser), g in agg.items():
+        wc = g["cycles"] * warps.get(waiter, 1)
+        edges.append({"waiter": waiter, "barrier": barrier, "releaser": releaser, "cycles": int(g["cycles"]),
+                      "raw_cycles": int(g["raw"]), "warp_cycles": int(wc), "ns": g["cycles"] / ghz, "share": wc / active if active else 0.0,
+                      "share_of_waiter": g["cycles"] / by_role_active[waiter] if by_role_active[waiter] else 0.0,
+                      "waits": g["waits"], "blocking_waits": g["blocking"],
+                      "mean_cycles": g["cycles"] / g["waits"]})
+    raw_top = max(edges, key=lambda e: e["raw_cycles"] * warps.get(e["waiter"], 1), default=None)
+    edges.sort(key=lambda e: -e["warp_cycles"])
+    overlap = _overlap(slots)
+    crit = _critical(slots, mb, nb, labels, static_labels, block_cycles, n_blocks)
+    spans = [(s.gt0 + (s.last - s.clk0) / ghz) - (s.gt0 - (s.clk0 - s.first) / ghz) for s in slots]
+    return {
+        "version": meta.get("version"), "shape": meta.get("shape"), "config": meta.get("config"),
+        "gpu": meta.get("gpu"), "ctas": meta.get("ctas"), "slots": len(slots),
+        "events": int(sum(len(s.events) + 2 for s in slots)), "dropped_events": meta.get("dropped_events", 0),
+        "clock_ghz": ghz, "clock_from": clock_how, "warps_per_wait": warps, "stamp_cycles": stamp,
+        "overhead": {"untraced_us": meta["untraced_ms"] * 1e3, "traced_us": meta["traced_ms"] * 1e3,
+                     "overhead_pct": meta["overhead_pct"], "reps": meta.get("reps"), "rounds": meta.get("rounds"),
+                     "max_abs_diff_traced_vs_untraced": meta.get("max_abs_diff_traced_vs_untraced")},
+        "active_cycles": int(active), "mean_slot_span_us": float(np.mean(spans)) / 1e3 if spans else None,
+        "edges": edges, "heaviest": edges[0] if edges else None,
+        "heaviest_uncalibrated": {k: raw_top[k] for k in ("waiter", "barrier", "releaser", "raw_cycles")} if raw_top else None, "overlap": overlap, "critical_path": crit,
+    }
+
+
+def _blocked_intervals(slots: list[Slot]) -> dict[int, list[tuple[int, int]]]:
+    """Per CTA, the consumers' wait intervals (any kind)."""
+    out: dict[int, list] = defaultdict(list)
+    for s in slots:
+        if s.role == "consumer":
+            out[s.cta] += [(w.begin, w.end) for w in s.waits]
+    return out
+
+
+def _covered(a: int, b: int, ivs: list[tuple[int, int]]) -> int:
+    """Length of [a, b) covered by the union of intervals."""
+    tot, cur = 0, a
+    for x, y in sorted(ivs):
+        if y <= cur or x >= b:
+            continue
+        x = max(x, cur)
+        y = min(y, b)
+        if y > x:
+            tot += y - x
+            cur = y
+    return tot
+
+
+def _overlap(slots: list[Slot]) -> dict:
+    blocked = _blocked_intervals(slots)
+    cons_waits: dict[tuple[int, int], list[int]] = defaultdict(list)  # (cta, addr) -> consumer wait ends
+    for s in slots:
+        if s.role == "consumer":
+            for w in s.waits:
+                if w.kind == "mbarrier":
+                    cons_waits[s.cta, w.key].append(w.end)
+    flight = hidden = loads = 0
+    for s in slots:
+        if s.role != "producer":
+            continue
+        for tt, k, a in s.events:
+            if k != 5:
+                continue
+            ends = sorted(e for e in cons_waits.get((s.cta, a & _ADDR_MASK), []) if e >= tt)
+            if not ends:
+                continue
+            loads += 1
+            f = ends[0] - tt
+            flight += f
+            hidden += f - _covered(tt, ends[0], blocked[s.cta])
+    prod_wait = sum(w.cycles for s in slots if s.role == "producer" for w in s.waits)
+    prod_active = sum(s.last - s.first for s in slots if s.role == "producer")
+    cons_mb = sum(w.cycles for s in slots if s.role == "consumer" for w in s.waits if w.kind == "mbarrier")
+    cons_active = sum(s.last - s.first for s in slots if s.role == "consumer")
+    return {"loads": loads, "load_in_flight_cycles": int(flight),
+            "load_hidden_pct": 100.0 * hidden / flight if flight else None,
+            "producer_waiting_pct": 100.0 * prod_wait / prod_active if prod_active else None,
+            "consumer_mbarrier_waiting_pct": 100.0 * cons_mb / cons_active if cons_active else None}
+
+
+def _critical(slots, mb, nb, labels, static_labels, block_cycles, n_blocks) -> dict:
+    by_cta: dict[int, dict[int, Slot]] = defaultdict(dict)
+    for s in slots:
+        by_cta[s.cta][s.wg] = s
+    shares: dict[str, list[float]] = defaultdict(list)
+    paths = []
+    for cta, wgs in sorted(by_cta.items()):
+        c0 = wgs.get(1)
+        if c0 is None or 0 not in wgs:
+            continue
+        # iterations: consumer 0's waits on the barrier it waits on most often (one per K/V tile)
+        cnt: dict[int, list[Wait]] = defaultdict(list)
+        for w in c0.waits:
+            if w.kind == "mbarrier":
+                cnt[labels.get(w.key, w.key)].append(w)
+        if not cnt:
+            continue
+        ring = max(cnt.values(), key=len)
+        starts = sorted(w.begin for w in ring)
+        if len(starts) < 3:
+            continue
+        mid = len(starts) // 2
+        t0, t1 = starts[mid - 1], starts[mid]
+        path = _walk(wgs, c0, t0, t1, mb, nb, labels, static_labels, block_cycles)
+        total = t1 - t0
+        if total <= 0:
+            continue
+        acc: dict[str, int] = defaultdict(int)
+        for seg in path:
+            acc[seg["what"]] += seg["cycles"]
+        for k2, v in acc.items():
+            shares[k2].append(v / total)
+        for k2 in list(shares):
+            if k2 not in acc:
+                shares[k2].append(0.0)
+        paths.append((total, cta, path))
+    if not paths:
+        return {"missing": "no CTA with 3 or more loop iterations on consumer 0"}
+    n = len(paths)
+    mean = {k: float(np.sum(v)) / n for k, v in shares.items()}
+    paths.sort(key=lambda p: p[0])
+    total, cta, path = paths[len(paths) // 2]
+    return {"ctas": n, "iteration_cycles_median": int(total), "mean_share": dict(sorted(mean.items(), key=lambda kv: -kv[1])),
+            "median_cta": cta, "median_path": path}
+
+
+def _last_before(events, kinds, key, t, mask=None):
+    best = None
+    for tt, k, a in events:
+        if tt > t:
+            break
+        if k in kinds and ((a & mask) if mask else a) == key:
+            best = tt
+    return best
+
+
+def _walk(wgs: dict, start_slot: Slot, t0: int, t1: int, mb, nb, labels, static_labels, block_cycles) -> list:
+    """Segments of the critical path from t1 back to t0 (newest first), each {role, wg, what, cycles}."""
+    segs = []
+    slot, t = start_slot, t1
+    guard = 0
+    while t > t0 and guard < 200:
+        guard += 1
+        w = max((w for w in slot.waits if w.end <= t and w.end > t0), key=lambda w: w.end, default=None)
+        if w is None:
+            segs.append({"role": slot.role, "wg": slot.wg, "what": f"{slot.role} work", "cycles": t - t0})
+            break
+        if t > w.end:
+            segs.append({"role": slot.role, "wg": slot.wg, "what": f"{slot.role} work", "cycles": t - w.end})
+        t = w.end
+        if w.cycles <= block_cycles:
+            t = w.begin
+            segs.append({"role": slot.role, "wg": slot.wg, "what": f"{slot.role} work", "cycles": w.raw_cycles})
+            continue
+        barrier, releaser = _edge_of(w, slot, mb, nb, labels, static_labels, _role)
+        if w.kind == "wgmma_group":
+            c = _last_before(slot.events, (11,), 0, w.begin)
+            c = w.begin if c is None else c
+            segs.append({"role": slot.role, "wg": slot.wg, "what": f"{TENSOR} (commit → wait end)",
+                         "cycles": t - max(c, t0)})
+            t = c
+            continue
+        if w.kind == "mbarrier":
+            prod = wgs.get(0)
+            issue = _last_before(prod.events, (5,), w.key, w.end, _ADDR_MASK) if prod else None
+            if issue is not None and "TMA" in releaser:
+                segs.append({"role": "TMA", "wg": 0, "what": f"TMA load in flight ({barrier})",
+                             "cycles": t - max(issue, t0)})
+                slot, t = prod, issue
+                continue
+            # released by a role's arrive: the last arriving warpgroup before the wait ended
+            best = None
+            for g, s2 in wgs.items():
+                if s2 is slot:
+                    continue
+                a = _last_before(s2.events, (4,), w.key, w.end, _ADDR_MASK)
+                if a is not None and (best is None or a > best[0]):
+                    best = (a, s2)
+            if best is None:
+                segs.append({"role": slot.role, "wg": slot.wg, "what": f"wait {barrier} (releaser unseen)",
+                             "cycles": w.raw_cycles})
+                t = w.begin
+                continue
+            segs.append({"role": slot.role, "wg": slot.wg, "what": f"wait {barrier} → {releaser}",
+                         "cycles": t - max(best[0], t0)})
+            slot, t = best[1], best[0]
+            continue
+        # named barrier: the other warpgroup's arrive
+        best = None
+        for g, s2 in wgs.items():
+            if s2 is slot:
+                continue
+            a = _last_before(s2.events, (8,), w.key, w.end)
+            if a is not None and (best is None or a > best[0]):
+                best = (a, s2)
+        if best is None:
+            segs.append({"role": slot.role, "wg": slot.wg, "what": f"wait {barrier} (releaser unseen)",
+                         "cycles": w.raw_cycles})
+            t = w.begin
+            continue
+        segs.append({"role": slot.role, "wg": slot.wg, "what": f"wait {barrier} → {releaser}",
+                     "cycles": t - max(best[0], t0)})
+        slot, t = best[1], best[0]
+    return segs
+
+
+def chrome_trace(arrays: dict, meta: dict, labels: dict | None = None, static_labels: set | None = None,
+                 *, max_ctas: int | None = None) -> dict:
+    """The Chrome/Perfetto trace (``traceEvents``) of a traced launch: one process per SM, one thread per
+    (CTA, warpgroup) leader, waits as complete events named by barrier (args: releaser, cycles), arrives,
+    TMA issues and wgmma commits as instant events. Times in µs from the first event."""
+    labels = labels or {}
+    slots = _slots(arrays, meta)
+    if max_ctas is not None:
+        keep = sorted({s.cta for s in slots})[:max_ctas]
+        slots = [s for s in slots if s.cta in set(keep)]
+    ghz, how = _clock_ghz(slots, meta)
+    stamp = _stamp_cycles(slots)
+    for sl in slots:
+        for w in sl.waits:
+            w.stamp = stamp.get(sl.role, 0)
+    mb, nb = _releasers(slots)
+    t_min = min(s.gt0 - (s.clk0 - s.first) / ghz for s in slots) if slots else 0
+
+    def us(s: Slot, t: int) -> float:
+        return round((s.gt0 + (t - s.clk0) / ghz - t_min) / 1e3, 4)
+
+    ev: list[dict] = []
+    for sm in sorted({s.sm for s in slots}):
+        ev.append({"ph": "M", "name": "process_name", "pid": sm, "args": {"name": f"SM {sm}"}})
+    for s in slots:
+        tid = s.cta * 8 + s.wg
+        ev.append({"ph": "M", "name": "thread_name", "pid": s.sm, "tid": tid,
+                   "args": {"name": f"CTA {s.cta} · {s.role} (wg{s.wg})"}})
+        for w in s.waits:
+            b, r = _edge_of(w, s, mb, nb, labels, static_labels, _role)
+            ev.append({"ph": "X", "name": f"wait {b}", "cat": w.kind, "pid": s.sm, "tid": tid,
+                       "ts": us(s, w.begin), "dur": round(w.raw_cycles / ghz / 1e3, 4),
+                       "args": {"releaser": r, "cycles": w.raw_cycles, "cycles_less_stamp": w.cycles}})
+        for tt, k, a in s.events:
+            if k in (4, 5, 8, 11):
+                name = {4: "arrive", 5: "TMA issue (expect_tx)", 8: "bar.arrive", 11: "wgmma commit"}[k]
+                what = (labels.get(a & _ADDR_MASK, f"mbarrier@{a & _ADDR_MASK:#x}") if k in (4, 5)
+                        else f"bar {a}" if k == 8 else "")
+                ev.append({"ph": "i", "s": "t", "name": f"{name} {what}".strip(), "cat": KINDS[k], "pid": s.sm,
+                           "tid": tid, "ts": us(s, tt)})
+    return {"traceEvents": ev, "displayTimeUnit": "ns",
+            "otherData": {"version": meta.get("version"), "shape": meta.get("shape"), "clock_ghz": ghz,
+                          "clock_from": how, "source": "whowaits trace (clock64 per SM, globaltimer per slot)"}}

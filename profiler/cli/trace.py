@@ -1,0 +1,110 @@
+"""`whowaits trace`: the measured role trace of one warp-specialised rung (issue 12) — runs the traced build
+on the GPU (:mod:`kernels.trace`) or re-reads its raw events (``--raw``), then writes the Perfetto / Chrome
+trace and the summary (:mod:`profiler.analyze.trace`): per-edge wait time, producer/consumer overlap, the
+critical path through one steady-state iteration, and the trace's overhead (traced vs untraced, same run)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from profiler.cli._app import FORMAT_OPTION, Format, app
+
+DEFAULT_SHAPE = "b1_h64_s1024_d128_fp16"
+
+
+def static_labels(version: str, shape: str, reports: Path | None = None) -> tuple[dict, set, dict | None]:
+    """(mbarrier address -> label, every barrier label, heaviest static edge) from the committed report of
+    ``version`` at ``shape``; empty where there is none (or ncu_report is missing, as on the GPU host)."""
+    try:
+        from profiler.analyze.roles import mbarrier_labels, role_graph  # noqa: PLC0415
+        from profiler.paths import reports_dir  # noqa: PLC0415
+        from profiler.report import load_report  # noqa: PLC0415
+
+        root = reports or reports_dir()
+        hits = sorted(root.glob(f"*/{version}*/{shape}.ncu-rep")) + sorted(root.glob(f"{version}*/{shape}.ncu-rep"))
+        if not hits:
+            return {}, set(), None
+        la = load_report(hits[0]).launches[0]
+        g = role_graph(la)
+        h = g.heaviest()
+        return (mbarrier_labels(la), {e.barrier for e in g.edges},
+                {"waiter": h.waiter, "barrier": h.barrier, "releaser": h.releaser, "share": h.share,
+                 "report": str(hits[0])} if h else None)
+    except Exception:  # noqa: BLE001 - no report, no ncu_report: the trace names barriers by address
+        return {}, set(), None
+
+
+def write(raw: Path, out_dir: Path, *, version: str | None = None, reports: Path | None = None,
+          max_ctas: int | None = None) -> dict:
+    """Analyse a ``.trace-raw.npz``: writes ``<shape>.trace.json.gz`` and ``<shape>.trace-summary.json`` into
+    ``out_dir``; returns the summary."""
+    from profiler.analyze.trace import chrome_trace, load_raw, summarize  # noqa: PLC0415
+
+    arrays, meta = load_raw(raw)
+    ver = version or meta["version"]
+    labels, names, static_top = static_labels(ver, meta["shape"], reports)
+    summary = summarize(arrays, meta, labels, names)
+    summary["static_heaviest"] = static_top
+    top = summary.get("heaviest")
+    if top and static_top:
+        summary["heaviest_agrees"] = (top["waiter"], top["barrier"], top["releaser"]) == (
+            static_top["waiter"], static_top["barrier"], static_top["releaser"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shape = meta["shape"]
+    with gzip.open(out_dir / f"{shape}.trace.json.gz", "wt", compresslevel=9) as fh:
+        json.dump(chrome_trace(arrays, meta, labels, names, max_ctas=max_ctas), fh, separators=(",", ":"))
+    (out_dir / f"{shape}.trace-summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+@app.command()
+def trace(
+    version: str = typer.Argument(..., help="A warp-specialised ladder version (v10 on), e.g. v11_pingpong or v11."),
+    shape: str = typer.Option(DEFAULT_SHAPE, "--shape", help="Shape key."),
+    out: Path = typer.Option(Path("reports/h200/traces"), "--out", help="Folder; files go to OUT/<version>/."),
+    raw: Optional[Path] = typer.Option(None, "--raw", help="Re-analyse this .trace-raw.npz (no GPU)."),
+    max_ctas: Optional[int] = typer.Option(None, "--max-ctas", help="CTAs in the Perfetto JSON (all by default)."),
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Measured role trace: clock64 stamps of every wait, arrive and issue by each warpgroup's leader thread
+    (the -DWHOWAITS_TRACE build), as a Perfetto trace plus per-edge wait time, overlap, the critical path of
+    one steady-state iteration and the overhead."""
+    if raw is None:
+        from kernels import registry  # noqa: PLC0415
+        from kernels.trace import run  # noqa: PLC0415
+
+        vid = registry.get(version).id
+        dest = out / vid
+        run(vid, shape, dest, log=lambda m: print(m, file=sys.stderr))
+        raw = dest / f"{shape}.trace-raw.npz"
+    else:
+        dest = raw.parent
+    s = write(raw, dest)
+    if fmt is Format.json:
+        json.dump(s, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return
+    o = s["overhead"]
+    print(f"{s['version']} {s['shape']}: {s['ctas']} CTAs, {s['events']} events, clock {s['clock_ghz']:.3f} GHz "
+          f"({s['clock_from']})")
+    print(f"overhead: untraced {o['untraced_us']:.1f} us, traced {o['traced_us']:.1f} us ({o['overhead_pct']:+.1f}%)")
+    print("edges (leader-thread wait time; share = warp-weighted, of all warpgroups' active warp-cycles):")
+    for e in s["edges"]:
+        print(f"  {e['waiter']:9s} —[{e['barrier']}]→ {e['releaser']:28s} {e['ns'] / 1e3:9.1f} us "
+              f"{100 * e['share']:5.1f}%  {e['waits']} waits, {e['blocking_waits']} blocking")
+    ov = s["overlap"]
+    print(f"overlap: {ov['load_hidden_pct'] and round(ov['load_hidden_pct'], 1)}% of TMA load time hidden behind "
+          f"consumer work; producer waiting {ov['producer_waiting_pct'] and round(ov['producer_waiting_pct'], 1)}%")
+    cp = s["critical_path"]
+    if "mean_share" in cp:
+        print(f"critical path of one steady-state iteration ({cp['iteration_cycles_median']} cycles median):")
+        for k, v in cp["mean_share"].items():
+            print(f"  {100 * v:5.1f}%  {k}")
+    if s.get("static_heaviest"):
+        print(f"heaviest edge agrees with the static graph: {s.get('heaviest_agrees')}")

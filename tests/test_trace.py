@@ -1,0 +1,176 @@
+"""The measured role trace (issue 12): the compile-time switch and the committed traces.
+
+* ``-DWHOWAITS_TRACE`` off, the cubin's SASS is identical to a build whose headers carry no trace code at
+  all (the same headers with every ``WHOWAITS_TRACE_EVENT`` line and the trace.cuh include removed), for
+  v10, v11, v12; on, it differs (clock64 reads). Compiled here, no GPU (nvcc 13.0 in the dev extra).
+* The committed traces (reports/h200/traces/<version>/, measured on the H200 with ``whowaits trace``) are
+  re-analysed from their raw events and agree with the static graph's heaviest edge of the same version.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+
+VERSIONS = ["v10_warp_specialized", "v11_pingpong", "v12_intra_wg_overlap"]
+TRACES = ROOT / "reports/h200/traces"
+SHAPE = "b1_h64_s1024_d128_fp16"
+
+
+def _nvcc():
+    from kernels import build as B
+    from profiler.errors import WhowaitsError
+
+    try:
+        return B.find_nvcc()
+    except WhowaitsError as err:
+        pytest.skip(str(err))
+
+
+def _compile(tmp, name: str, unit: str, include) -> str:
+    from kernels import build as B
+    from kernels import sass as S
+
+    tu = tmp / f"{name}.cu"
+    tu.write_text(unit)
+    cubin = tmp / f"{name}.cubin"
+    proc = subprocess.run([_nvcc(), *B.NVCC_FLAGS, "-I", str(include), "-o", str(cubin), str(tu)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return S.sass_text(cubin)
+
+
+@pytest.fixture(scope="module")
+def untraced_headers(tmp_path_factory):
+    """A copy of kernels/ whose sm90 headers have no trace code at all."""
+    from kernels.build import KERNELS_DIR
+
+    root = tmp_path_factory.mktemp("plain") / "kernels"
+    shutil.copytree(KERNELS_DIR, root, ignore=shutil.ignore_patterns("__pycache__", "wip"))
+    (root / "common/sm90/trace.cuh").unlink()
+    for h in (root / "common/sm90").glob("*.cuh"):
+        text = h.read_text()
+        kept = [ln for ln in text.splitlines(keepends=True)
+                if "WHOWAITS_TRACE_EVENT" not in ln and '#include "common/sm90/trace.cuh"' not in ln]
+        h.write_text("".join(kept))
+    assert not any("WHOWAITS_TRACE" in h.read_text() for h in (root / "common").glob("**/*.cuh"))
+    return root
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_switch_off_sass_identical_to_no_trace_code(version, untraced_headers, tmp_path):
+    from kernels import registry
+    from kernels.build import KERNELS_DIR, translation_unit
+
+    ver = registry.get(version)
+    cfg = ver.config_for(128, "fp16", False)
+    unit = translation_unit(ver, cfg)
+    off = _compile(tmp_path, "off", unit, KERNELS_DIR)
+    plain = _compile(tmp_path, "plain", unit, untraced_headers)
+    assert off == plain
+    on = _compile(tmp_path, "on", "#define WHOWAITS_TRACE 1\n" + unit, KERNELS_DIR)
+    assert on != off
+    assert "SR_CLOCKLO" in on and "SR_CLOCKLO" not in off
+    assert "SR_GLOBALTIMER" in on
+
+
+# --- the committed traces -------------------------------------------------------------------------
+
+
+def _summary(version):
+    path = TRACES / version / f"{SHAPE}.trace-summary.json"
+    if not path.exists():
+        pytest.skip(f"{path} not committed")
+    return json.loads(path.read_text())
+
+
+NOT_MET = pytest.mark.xfail(strict=True, reason=(
+    "issue 12's done-when is not met by the committed traces: a stamp costs 273 cycles on the H200 (the "
+    "shortest wait of the launch), ~12 stamps per consumer iteration of ~6000 traced cycles, so the traced "
+    "kernels run +68/+96/+116% longer and become consumer-bound: calibrated for the stamp cost, the heaviest "
+    "edge is the producer's empty-barrier wait, not the consumers' wgmma group the ncu samples name"))
+
+
+@pytest.mark.parametrize("version", [pytest.param(v, marks=NOT_MET) for v in VERSIONS])
+def test_trace_heaviest_edge_agrees_with_static_graph(version):
+    """Done-when of issue 12: the measured trace and the static graph (ncu samples of the committed
+    report) name the same heaviest edge, for the same version (trace edges weighted by the warps that
+    wait, as ncu's sampler weighs them)."""
+    from profiler.analyze.roles import role_graph
+    from profiler.analyze.trace import load_raw, summarize
+    from profiler.cli.trace import static_labels
+    from profiler.report import load_report
+
+    _summary(version)
+    arrays, meta = load_raw(TRACES / version / f"{SHAPE}.trace-raw.npz")
+    labels, names, _ = static_labels(version, SHAPE)
+    assert labels, "the static graph's mbarrier labels"
+    s = summarize(arrays, meta, labels, names)
+    g = role_graph(load_report(ROOT / f"reports/h200/{version}/{SHAPE}.ncu-rep").launches[0])
+    h = g.heaviest()
+    top = s["heaviest"]
+    assert (top["waiter"], top["barrier"], top["releaser"]) == (h.waiter, h.barrier, h.releaser)
+    # and every barrier the trace saw is one the static graph names (same labels, same releasers)
+    static = {(e.waiter, e.barrier, e.releaser) for e in g.edges}
+    for e in s["edges"]:
+        assert (e["waiter"], e["barrier"], e["releaser"]) in static, e
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_committed_summary_is_what_the_raw_events_say(version):
+    from profiler.analyze.trace import load_raw, summarize
+    from profiler.cli.trace import static_labels
+
+    committed = _summary(version)
+    arrays, meta = load_raw(TRACES / version / f"{SHAPE}.trace-raw.npz")
+    labels, names, _ = static_labels(version, SHAPE)
+    s = summarize(arrays, meta, labels, names)
+    assert [(e["waiter"], e["barrier"], e["releaser"], e["cycles"]) for e in s["edges"]] == [
+        (e["waiter"], e["barrier"], e["releaser"], e["cycles"]) for e in committed["edges"]]
+    top, st = committed["heaviest"], committed["static_heaviest"]
+    assert committed["heaviest_agrees"] == ((top["waiter"], top["barrier"], top["releaser"])
+                                           == (st["waiter"], st["barrier"], st["releaser"]))
+    assert committed["dropped_events"] == 0
+    o = committed["overhead"]
+    assert o["traced_us"] > 0 and o["untraced_us"] > 0
+    assert o["max_abs_diff_traced_vs_untraced"] == 0  # the trace does not change the result
+    assert 250 < committed["stamp_cycles"]["consumer"] < 300  # what a stamp costs (see NOT_MET)
+    assert meta["gpu"].startswith("NVIDIA H200")
+
+
+def test_perfetto_json_shape():
+    import gzip
+
+    path = TRACES / "v11_pingpong" / f"{SHAPE}.trace.json.gz"
+    if not path.exists():
+        pytest.skip("no committed trace")
+    with gzip.open(path, "rt") as fh:
+        tr = json.load(fh)
+    ev = tr["traceEvents"]
+    assert {e["ph"] for e in ev} >= {"M", "X", "i"}
+    waits = [e for e in ev if e["ph"] == "X"]
+    assert all(e["dur"] >= 0 for e in waits)
+    assert any(re.match(r"wait mbarrier@0x4[0-4]0", e["name"]) for e in waits)
+    assert any(e["name"] == "wait bar (runtime id)" for e in waits)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_trace_and_static_graph_name_the_same_edges(version):
+    """Measured and sampled, the same ring: every edge the trace saw (barrier by address, releaser by who
+    arrived) is an edge of the static graph of the same version, and the mbarrier edges coincide."""
+    from profiler.analyze.roles import role_graph
+    from profiler.report import load_report
+
+    s = _summary(version)
+    g = role_graph(load_report(ROOT / f"reports/h200/{version}/{SHAPE}.ncu-rep").launches[0])
+    static = {(e.waiter, e.barrier, e.releaser) for e in g.edges}
+    traced = {(e["waiter"], e["barrier"], e["releaser"]) for e in s["edges"]}
+    assert traced <= static
+    mb = {e for e in static if e[1].startswith("mbarrier")}
+    assert {e for e in traced if e[1].startswith("mbarrier")} == mb

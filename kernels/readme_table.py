@@ -29,6 +29,7 @@ CHANGES = {
     "v11_pingpong": "pingpong: named barriers order the consumers' PV[n-1]+QKᵀ[n] batches; split K/V ring",
     "v12_intra_wg_overlap": "intra-warpgroup overlap: softmax[n] under its own PV[n-1] (wait_group 1)",
     "v13_persistent": "persistent CTAs: grid = SMs, static tile scheduler, K/V ring and producer across tiles",
+    "v14_cross_tile_qk": "the next tile's QKᵀ[0] under the current tile's last PV (two Q buffers)",
     "sdpa-flash": "torch SDPA, FlashAttention-2 backend",
     "sdpa-cudnn": "torch SDPA, cuDNN backend (wgmma)",
     "flex-attention": "torch.compile(flex_attention) (Triton)",

@@ -543,3 +543,18 @@ def test_newest_bench_row_per_implementation(tmp_path):
     # ratios stay within one run: v07's is against the new run's sdpa-flash row
     expect = tflops("v07_tuned", B1) / 1.25 / tflops("sdpa-flash", B1)
     assert res[("v07_tuned", "min_ratio[sdpa-flash]")].value == pytest.approx(expect, rel=1e-12)
+
+
+def test_bench_files_take_a_same_day_rerun_as_newer(tmp_path):
+    # a second run of one day is committed as <date>T<HHMM>-<shape>.json (reports/h200/bench/2026-12-01T0925-*)
+    # and must sort before that day's plain file, so a check reads its rows first
+    from profiler.check.inputs import BENCH_NAME, bench_files
+
+    for name in ("2026-12-01-b1_h64_s1024_d128_fp16.json", "2026-12-01T0925-b1_h64_s1024_d128_fp16.json",
+                 "2026-11-30-b1_h64_s1024_d128_fp16.json", "2026-12-01T9-b1_h64_s1024_d128_fp16.json"):
+        (tmp_path / name).write_text("{}")
+    assert BENCH_NAME.match("2026-12-01T0925-b4_h16_s4096_d128_fp16_causal.json").groups() == (
+        "2026-12-01T0925", "b4_h16_s4096_d128_fp16_causal")
+    assert [p.name for p in bench_files(tmp_path)["b1_h64_s1024_d128_fp16"]] == [
+        "2026-12-01T0925-b1_h64_s1024_d128_fp16.json", "2026-12-01-b1_h64_s1024_d128_fp16.json",
+        "2026-11-30-b1_h64_s1024_d128_fp16.json"]

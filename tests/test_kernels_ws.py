@@ -5,7 +5,9 @@ SASS facts checked by hand on the cubins built here (nvcc 13.0, sm_90a, default 
 2026-12-01): v10 has 16 HGMMA (8 k16 steps of QK^T + 8 of PV), 2 USETMAXREG (the producer's .dec 24 and
 the consumers' .inc 240), 1 BAR (the __syncthreads before the role split); v11 and v12 have 32 HGMMA
 (QK^T and PV are each issued at two sites: the first/last unpaired batch and the loop), 2 USETMAXREG and
-8 BAR (the scheduler barriers' bar.sync / bar.arrive); v13 (v12 on a persistent grid) the same 32 / 2 / 8.
+8 BAR (the scheduler barriers' bar.sync / bar.arrive); v13 (v12 on a persistent grid) the same 32 / 2 / 8;
+v14 (the next tile's QK^T[0] in the batch of the current tile's last PV) 48 HGMMA (three QK^T and three PV
+issue sites: the CTA's first batch, the loop, the cross-tile batch, the CTA's last batch), 2 USETMAXREG, 10 BAR.
 ptxas reports 168 registers for all four: the
 entry count that __launch_bounds__(384, 1) fixes and setmaxnreg redistributes (128 x 24 + 256 x 240 =
 384 x 168).
@@ -48,7 +50,8 @@ def test_ladder3_rungs_declare_ws_with_setmaxnreg_claims():
 
 
 @needs_nvcc
-@pytest.mark.parametrize("vid, hgmma, bars", [("v10", 16, 1), ("v11", 32, 8), ("v12", 32, 8), ("v13", 32, 8)])
+@pytest.mark.parametrize("vid, hgmma, bars", [("v10", 16, 1), ("v11", 32, 8), ("v12", 32, 8), ("v13", 32, 8),
+                                                ("v14", 48, 10)])
 def test_ladder3_static_sass(vid, hgmma, bars):
     v = registry.get(vid)
     r = build.build(v)
@@ -74,6 +77,17 @@ def test_v13_is_persistent_ws():
         "v13_persistent", "ws", "tensor_maps_persistent", "tma_q_kv", "v12_intra_wg_overlap")
     assert {"SYNCS", "HGMMA", "USETMAXREG"} <= set(v.expect_sass) and not v.allow_spills
     assert v.config.threads == 384 and v.verdict
+
+
+def test_v14_is_persistent_ws_with_two_q_buffers():
+    v = registry.get("v14")
+    assert (v.id, v.family, v.abi, v.smem_layout, v.parent) == (
+        "v14_cross_tile_qk", "ws", "tensor_maps_persistent", "tma_q2_kv", "v13_persistent")
+    assert {"SYNCS", "HGMMA", "USETMAXREG"} <= set(v.expect_sass) and not v.allow_spills
+    assert v.config.threads == 384 and v.verdict
+    # two Q tiles + 2 stages of K and V + the 1 KB alignment slack: 192 KB + 1 KB at d128 (fits the 227 KB)
+    assert v.config.smem_bytes("tma_q2_kv") == (2 * 128 + 2 * 2 * 128) * 128 * 2 + 1024 == 197632
+    assert v.config.smem_bytes("tma_q2_kv") - v.config.smem_bytes("tma_q_kv") == 128 * 128 * 2
 
 
 def test_persistent_grid_cap(monkeypatch):

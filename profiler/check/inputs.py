@@ -2,7 +2,9 @@
 
 - **Bench files** (``whowaits bench``): ``<folder>/<YYYY-MM-DD>-<shape>.json`` = ``{"provenance", "rows"}``;
   for an implementation at a shape the newest file (by its date prefix) with a row for it is taken (ratios
-  to other rows stay within that one run); a single file may be named instead.
+  to other rows stay within that one run); a single file may be named instead. A second run of the same day
+  is committed as ``<YYYY-MM-DDTHHMM>-<shape>.json`` (the UTC start time of the run), which sorts after the
+  day's plain file, so it neither overwrites the earlier run nor loses to it.
 - **Reports**: ``<folder>/<version>/<shape>.ncu-rep``, summarised through the summary cache
   (:mod:`profiler.compare.cache`); where no report exists, ``<shape>.summary.json`` (the output of
   ``whowaits show REPORT --format json``) stands in, so a CI job may keep summaries instead of reports.
@@ -29,7 +31,7 @@ from profiler.errors import WhowaitsError
 from profiler.names import EXT_PREFIX, is_external
 from profiler.schema import SchemaError, Summary, validate_summaries
 
-BENCH_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})-(b\d+_h\d+_s\d+_d\d+_[a-z0-9]+(?:_causal)?)\.json$")
+BENCH_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2}(?:T\d{4})?)-(b\d+_h\d+_s\d+_d\d+_[a-z0-9]+(?:_causal)?)\.json$")
 REPORT_SUFFIX = ".ncu-rep"
 SUMMARY_SUFFIX = ".summary.json"
 

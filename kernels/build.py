@@ -32,6 +32,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -272,6 +273,42 @@ def build(version: Version, config=None, *, force: bool = False) -> BuildResult:
         return _result(version, config, out, meta, cached=True)
 
     out.parent.mkdir(parents=True, exist_ok=True)
+    with _key_lock(out):
+        if meta_path.is_file() and not force:  # built by another process while this one waited
+            meta = json.loads(meta_path.read_text())
+            return _result(version, config, out, meta, cached=True)
+        return _build(version, config, out, force)
+
+
+@contextmanager
+def _key_lock(out: Path):
+    """An exclusive lock on one build key (a lock file in the temporary folder), so that processes
+    building the same rung at once (two pytest-xdist workers: the policy check and `profile --all`
+    each build the ladder) compile it once: the second waits, then takes the cached build.
+    Without ``fcntl`` (Windows) no lock: both compile and the first folder stays."""
+    try:
+        import fcntl  # noqa: PLC0415
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    import hashlib  # noqa: PLC0415
+
+    locks = Path(tempfile.gettempdir()) / "whowaits-build-locks"  # not in the cache folder: it holds builds only
+    try:
+        locks.mkdir(exist_ok=True)
+        f = open(locks / (hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:24] + ".lock"), "a")  # noqa: SIM115
+    except OSError:  # an unwritable temporary folder: build without the lock
+        yield
+        return
+    with f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _build(version: Version, config, out: Path, force: bool) -> BuildResult:
     tmp = Path(tempfile.mkdtemp(prefix=f".{version.id}-", dir=out.parent))
     try:
         tu = tmp / "tu.cu"
@@ -295,9 +332,14 @@ def build(version: Version, config=None, *, force: bool = False) -> BuildResult:
         meta["command"] = " ".join(cmd)
         meta["sass_opcodes"] = _sass.opcode_counts(_sass.sass_text(cubin))
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        if out.exists():  # a concurrent build of the same key won; use it
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+        if not force and (out / "meta.json").is_file():
+            # a concurrent build of the same key won (e.g. two pytest-xdist workers): keep it (never
+            # remove a folder another process may be reading) and answer with it; ours goes below
+            meta = json.loads((out / "meta.json").read_text())
+        else:
+            if out.exists():
+                shutil.rmtree(out)
+            os.replace(tmp, out)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

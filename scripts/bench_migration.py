@@ -26,6 +26,14 @@ pool, no pinning), 3 interleaved rounds of ``--rounds 1 --repeat 5 --json`` each
 median 16.2 s before / 11.5 s after (ranges 11.6-19.1 / 9.6-18.8), warm in-process 0.81 / 0.83 s
 (0.80-1.19 / 0.37-1.03). At that load the round-to-round spread is larger than any difference, and
 the targets could not be checked; measure again on an idle machine.
+
+Measured again 2026-12-01 (wave3/speed against main 51def00, 15 reports, load average 7-11): the serial
+cold migrate() (WHOWAITS_PROCESSES=1, CPU time of the process, 3 interleaved runs) 9.26 s -> 8.37 s median
+CPU (-10%: frames cache as a pickle, metrics frame column-wise, the CFG once per launch, lighter sorts and
+group sums); warm in-process 0.76-1.04 vs 0.84-0.90 s CPU (the diffs of migration(), unchanged). Of the
+serial cold CPU, ncu_report's native work is ~45%: the per-slot disassembly (28,406 sass_by_pc calls,
+2.4 s) and its one-time initialisation per process (first action ~0.2 s, first sass_by_pc ~0.5 s quiet),
+paid by each worker too; so on 2 cores cold <= 2 s is out of reach without another disassembler.
 """
 
 from __future__ import annotations

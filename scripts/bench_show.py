@@ -15,6 +15,15 @@ also pays ncu_report's one-time initialisation (its metric-unit tables and SASS 
 load on first use, ~0.3-0.4 s per process, not per report).
 Targets (issue 2, 2-core machine): cold <= 300 ms, warm <= 50 ms per report.
 
+Measured 2026-12-01 (wave3/speed against main 51def00, two interleaved rounds of --runs 5, load average
+6-8 from other sessions, so the wall times were 2-5x their quiet values and only the CPU columns compare):
+median CPU ms, main -> wave3/speed: flash cold 668/512 -> 531/506, warm 173/130 -> 122/113; cuDNN cold
+360/312 -> 312/296, warm 120/94 -> 94/70. On the quiet machine the same script gave (main before these
+changes) flash 428.7 cold / 66.3 warm, cuDNN 224.6 / 48.1: about half of a cold ingest is ncu_report's
+``IAction.sass_by_pc`` (one native call per instruction slot, 50-100 us each, 3,306 for flash; GIL released
+but serialised inside ncu_report: a disassembly thread beside the metric reads gained nothing, 346 vs
+363 ms median of 10 interleaved, load 2.4), so cold <= 300 ms is out of reach through its API.
+
 Usage: python scripts/bench_show.py [--runs N] [REPORT ...]
 """
 

@@ -35,6 +35,35 @@ needs_nvcc = pytest.mark.skipif(not IN_CI and not have_nvcc(),
                                 reason="no nvcc (pip install -e '.[dev]' installs PyPI's nvidia-cuda-nvcc)")
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
+@pytest.fixture(scope="session")
+def ladder_built():
+    """Every rung built at the bench shapes (what the policy check, ``profile --all`` and the provenance
+    check compile) before the test that asks runs: two nvcc at a time, and under pytest-xdist in an order
+    that depends on the worker, so two workers that need the builds at once split them through
+    kernels.build's per-key lock (one builds from the front, the other from the back) instead of one
+    waiting idle while the other compiles the ladder (test_all_splits_the_session_report: 1.3 s alone,
+    83-109 s beside the policy check under xdist, load 7-10). A failed build is left to the test."""
+    if not IN_CI and not have_nvcc():
+        return
+    from kernels import build, registry
+    from kernels.config import Shape
+
+    jobs, seen = [], set()
+    for key in ("b1_h64_s1024_d128_fp16", "b4_h16_s4096_d128_fp16"):
+        shp = Shape.parse(key)
+        for v in registry.versions():
+            try:
+                cfg = v.config_for(shp.head_dim, shp.dtype, shp.causal)
+            except Exception:  # noqa: BLE001 - a rung without this shape: nothing to prebuild
+                continue
+            if (v.id, cfg) not in seen:
+                seen.add((v.id, cfg))
+                jobs.append((v, cfg))
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
+        jobs.reverse()
+    build.build_many(jobs, workers=2)
+
+
 # stem of tests/golden/<stem>.*.csv -> committed report
 STARTER_REPORTS = {
     "ext-sdpa-flash-fullset_b1_h64_s1024_d128_fp16": ROOT / "reports/h200/ext-sdpa-flash-fullset/b1_h64_s1024_d128_fp16.ncu-rep",
@@ -44,9 +73,18 @@ STARTER_REPORTS = {
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_cache_dir(tmp_path_factory):
-    """Point the ingestion cache at a fresh folder for the session (never ~/.cache)."""
+    """Point the ingestion cache at a fresh folder for the session (never ~/.cache).
+
+    Under pytest-xdist the workers share one folder (the session's base folder, above each
+    worker's own): its entries are content-keyed and written atomically (profiler.cachefile),
+    so a report one worker ingested is a cache hit for the other, as in a one-process run."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # .../pytest-N/popen-gwK -> .../pytest-N, this session's own
+    folder = base / "whowaits-cache"
+    folder.mkdir(exist_ok=True)
     mp = pytest.MonkeyPatch()
-    mp.setenv("WHOWAITS_CACHE_DIR", str(tmp_path_factory.mktemp("whowaits-cache")))
+    mp.setenv("WHOWAITS_CACHE_DIR", str(folder))
     yield
     mp.undo()
 

@@ -126,7 +126,7 @@ def move_samples(summary: dict, dst: tuple[str, str], points: float) -> dict:
 # ----------------------------------------------------------------------------- the project's own gate
 
 @needs_nvcc
-def test_project_policy_holds():
+def test_project_policy_holds(ladder_built):
     """whowaits.toml on the committed ladder: every rung's floor at both bench shapes, its headline
     waits, LDSM ways, build facts and complete reports all hold (this is what .ci/run enforces)."""
     report = check.run(policy=POLICY)

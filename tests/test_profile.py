@@ -140,7 +140,7 @@ def test_all_goes_on_past_a_crashing_version(tmp_path):
     assert sessions[1].endswith(f"kernels.runner {ids[2]} --shape {SHAPE} --warmup 3")
 
 
-def test_all_splits_the_session_report(tmp_path):
+def test_all_splits_the_session_report(tmp_path, ladder_built):
     from kernels import registry
 
     ids = [v.id for v in registry.versions()]

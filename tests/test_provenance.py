@@ -73,7 +73,7 @@ def test_committed_sidecars_have_the_provenance_fields():
             assert data.get("tool_version") or "backfilled" in data.get("note", "")
 
 
-def test_committed_reports_match_their_rungs_current_build():
+def test_committed_reports_match_their_rungs_current_build(ladder_built):
     found = freshness.check(REPORTS)
     assert {f.version for f in found} >= {"v01_naive", "v03_tensor_cores", "v07_tuned"}
     stale = [f"{f.report.relative_to(ROOT)}: {f.detail}" for f in found if f.status in ("stale", "unknown")]

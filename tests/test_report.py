@@ -187,6 +187,41 @@ def test_corrupt_cache_entry_is_ignored_and_rebuilt(tmp_path, monkeypatch):
     assert not list((tmp_path / "cache").glob("*.tmp"))
 
 
+@pytest.mark.parametrize("path", [
+    STARTER_REPORTS["ext-sdpa-flash-fullset_b1_h64_s1024_d128_fp16"],
+    Path(__file__).parent / "fixtures" / "public" / "esmm-a10g-e22c00d.ncu-rep",  # no warp sampling
+    Path(__file__).parent / "public-reports" / "sglang-flyinglandlord" / "h800-sampling-flash-full.ncu-rep",
+], ids=["flash", "no-sampling", "multi-launch"])
+def test_a_frames_entry_is_read_back_through_the_restricted_unpickler(path):
+    """The unpickler's allow-list covers every global the frames need: were one missing, each
+    read would fail and rebuild (slow, never wrong), which the other cache tests cannot see."""
+    report = load_report(path)  # the session cache: written now or by an earlier test
+    frames = R._read_cache(report.sha256)
+    assert frames is not None
+    assert [la.sass.shape for la in load_report(path).launches] == [la.sass.shape for la in report.launches]
+
+
+def test_a_forged_frames_entry_cannot_run_code(tmp_path, monkeypatch):
+    import pickle
+
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
+    path = STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"]
+    good = load_report(path)
+    (entry,) = sorted((tmp_path / "cache").glob("*.frames"))
+    sealed = entry.read_bytes()
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.mkdir, (str(marker),))
+
+    entry.write_bytes(cachefile.seal(R._FRAMES_MAGIC + pickle.dumps([Evil()], protocol=5)))
+    again = load_report(path)
+    assert not marker.exists()
+    pd.testing.assert_frame_equal(good.launches[0].sass, again.launches[0].sass)
+    assert entry.read_bytes() == sealed  # refused, deleted and rebuilt
+
+
 def test_a_failed_cache_write_leaves_no_half_written_entry(tmp_path, monkeypatch):
     monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
     path = STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"]

@@ -42,3 +42,38 @@ def py(value):
     if value is pd.NA:
         return None
     return value
+
+
+def group_sum(key: np.ndarray, mat: np.ndarray, groups: int) -> np.ndarray:
+    """Row sums of the integer matrix ``mat`` (rows x columns) by group ``key[row]`` in
+    ``range(groups)``: ``np.add.at(out, key, mat)`` with a sort and ``np.add.reduceat`` (3300 PCs x
+    20 reasons into 8 groups: 1.7 ms instead of 4.0, load average 8)."""
+    out = np.zeros((groups, mat.shape[1]), dtype=mat.dtype)
+    if len(key) == 0 or mat.shape[1] == 0:
+        return out
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+    out[ks[starts]] = np.add.reduceat(mat[order], starts, axis=0)
+    return out
+
+
+def shared_cfg(launch, addresses, texts, bases):
+    """:func:`profiler.sass.build_cfg` of a launch's SASS, built once for the analyses that walk it
+    (the producers' walk and the role graph each built it: ~5% of a warm ``show`` of the flash
+    report, py-spy). Kept on the launch while its ``sass`` frame is the same object and the base
+    opcodes given are equal (the graph depends on nothing else of the frame)."""
+    from profiler.sass import build_cfg  # noqa: PLC0415
+
+    sass = getattr(launch, "sass", None)
+    key = None if bases is None else list(bases)
+    memo = getattr(launch, "_cfg_memo", None)
+    if memo is not None and key is not None and memo[0] is sass and memo[1] == key:
+        return memo[2]
+    cfg = build_cfg(addresses, texts, bases)
+    if key is not None:
+        try:
+            launch._cfg_memo = (sass, key, cfg)
+        except AttributeError:  # a frozen stand-in: no memo
+            pass
+    return cfg

@@ -54,11 +54,13 @@ def barriers(launch) -> pd.DataFrame:
                 reasons[int(stalls.argmax())] if stalls.sum() > 0 else None,
             )
         )
+    # sort_values' order (executed descending with <NA> last, static descending, opcode; opcodes are
+    # unique), without its cost on string columns
+    rows.sort(key=lambda r: (r[3] is None, -(r[3] or 0), -r[2], r[0]))
     df = pd.DataFrame(rows, columns=cols)
     df["executed"] = pd.array(df["executed"].tolist(), dtype="Int64")
-    df = df.sort_values(["executed", "static", "opcode"], ascending=[False, False, True])
     gone = [] if has_exec else [missing("barriers.executed", _SOURCE_COUNTERS)]
-    return with_missing(df.reset_index(drop=True), gone)
+    return with_missing(df, gone)
 
 
 # --- tensor cores -------------------------------------------------------------------------------

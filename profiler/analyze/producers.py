@@ -56,8 +56,8 @@ import numpy as np
 import pandas as pd
 
 from profiler import metrics as M
-from profiler.analyze._common import missing, with_missing
-from profiler.sass import build_cfg, late_read_mask, parse, scoreboard_of
+from profiler.analyze._common import missing, shared_cfg, with_missing
+from profiler.sass import late_read_mask, parse, scoreboard_of
 
 __all__ = [
     "parse_operands",
@@ -286,42 +286,12 @@ def producer_pcs(launch, reasons=tuple(SCOREBOARD_REASONS)) -> pd.DataFrame:
     unresolved).
     ``attrs["missing"]`` names SourceCounters when the report has no per-PC samples.
     """
-    sass = launch.sass
-    # a column ncu left as NaN holds no samples (as in Launch.stall_matrix)
-    cols = [f"stall_{r}" for r in reasons if f"stall_{r}" in sass.columns and not sass[f"stall_{r}"].isna().any()]
-    if len(sass) == 0 or not cols:
+    found = _pc_rows(launch, reasons)
+    if found is None:
         return with_missing(
             pd.DataFrame(columns=_PC_COLS), [missing("waits_on", M.stall_config()["per_pc_section"])]
         )
-    cfg = _cfg()
-    texts = sass["sass"].to_numpy(dtype=object)
-    addresses = sass["address"].to_numpy()
-    offsets = sass["offset"].to_numpy()
-    classes = sass["opcode_class"].to_numpy(dtype=object)
-    opcodes = sass["opcode"].to_numpy(dtype=object)
-    info: list[tuple | None] = [None] * len(texts)  # filled as the walks reach them
-
-    bases = sass["base"].to_numpy(dtype=object) if "base" in sass.columns else None
-    preds = build_cfg(addresses, texts, bases).preds
-    single = [pr[0] if len(pr) == 1 else None for pr in preds]
-    masks = _producer_masks(texts, bases)
-    rows = []
-    for col in cols:
-        reason = col[len("stall_"):]
-        kind = SCOREBOARD_REASONS[reason]
-        vals = sass[col].to_numpy()
-        for c in np.nonzero(vals)[0]:
-            c = int(c)
-            n = float(vals[c])
-            cands = _find(c, kind, info, preds, texts, cfg["max_walk"], cfg["dest_window"],
-                          masks.get(kind, (0, 0)), single)
-            if not cands:
-                rows.append((c, reason, n, 1.0, None, None))
-                continue
-            w = 1.0 / len(cands)
-            for k, dep in cands:
-                rows.append((c, reason, n * w, w, k, dep))
-    rows.sort(key=lambda r: (r[0], r[1]))  # consumer address order, then reason (stable)
+    rows, addresses, offsets, texts, classes, opcodes = found
     cs = [r[0] for r in rows]
     ks = [r[4] for r in rows]
     df = pd.DataFrame({
@@ -343,6 +313,47 @@ def producer_pcs(launch, reasons=tuple(SCOREBOARD_REASONS)) -> pd.DataFrame:
     return with_missing(df, [])
 
 
+def _pc_rows(launch, reasons=tuple(SCOREBOARD_REASONS)):
+    """What :func:`producer_pcs` tabulates: ``(rows, addresses, offsets, texts, classes, opcodes)``,
+    rows ``(consumer index, reason, samples, weight, producer index or None, dependency)`` in
+    consumer address order, then reason; None without per-PC samples."""
+    sass = launch.sass
+    # a column ncu left as NaN holds no samples (as in Launch.stall_matrix)
+    cols = [f"stall_{r}" for r in reasons if f"stall_{r}" in sass.columns and not sass[f"stall_{r}"].isna().any()]
+    if len(sass) == 0 or not cols:
+        return None
+    cfg = _cfg()
+    texts = sass["sass"].to_numpy(dtype=object)
+    addresses = sass["address"].to_numpy()
+    offsets = sass["offset"].to_numpy()
+    classes = sass["opcode_class"].to_numpy(dtype=object)
+    opcodes = sass["opcode"].to_numpy(dtype=object)
+    info: list[tuple | None] = [None] * len(texts)  # filled as the walks reach them
+
+    bases = sass["base"].to_numpy(dtype=object) if "base" in sass.columns else None
+    preds = shared_cfg(launch, addresses, texts, bases).preds
+    single = [pr[0] if len(pr) == 1 else None for pr in preds]
+    masks = _producer_masks(texts, bases)
+    rows = []
+    for col in cols:
+        reason = col[len("stall_"):]
+        kind = SCOREBOARD_REASONS[reason]
+        vals = sass[col].to_numpy()
+        for c in np.nonzero(vals)[0]:
+            c = int(c)
+            n = float(vals[c])
+            cands = _find(c, kind, info, preds, texts, cfg["max_walk"], cfg["dest_window"],
+                          masks.get(kind, (0, 0)), single)
+            if not cands:
+                rows.append((c, reason, n, 1.0, None, None))
+                continue
+            w = 1.0 / len(cands)
+            for k, dep in cands:
+                rows.append((c, reason, n * w, w, k, dep))
+    rows.sort(key=lambda r: (r[0], r[1]))  # consumer address order, then reason (stable)
+    return rows, addresses, offsets, texts, classes, opcodes
+
+
 _WO_COLS = ["class", "opcode", "reason", "producer_class", "producer_opcode", "samples", "share"]
 
 
@@ -359,22 +370,34 @@ def waits_on(launch, _pcs: pd.DataFrame | None = None) -> pd.DataFrame:
     ``attrs["scoreboard_samples"]``: {reason: samples} of all stalls of those reasons (resolved +
     unresolved); ``attrs["missing"]`` as :func:`producer_pcs`.
     """
-    pcs = producer_pcs(launch) if _pcs is None else _pcs
+    if _pcs is None:
+        # the rows themselves, not producer_pcs' frame: building its string columns and reading them
+        # back cost ~10% of waits_on on the flash report (py-spy); the same rows in the same order
+        found = _pc_rows(launch)
+        if found is None or not found[0]:  # no per-PC samples, or no scoreboard wait: the frame's way
+            pcs = producer_pcs(launch)
+        else:
+            rows, _, _, texts, classes, opcodes = found
+            pcs = None
+            seq = ((classes[c], opcodes[c], reason, None if k is None else classes[k],
+                    None if k is None else parse(texts[k]).base, n) for c, reason, n, _, k, _ in rows)
+    else:
+        pcs = _pcs
     df = pd.DataFrame(columns=_WO_COLS)
-    if pcs.empty:
-        df.attrs["unresolved"] = {}
-        df.attrs["scoreboard_samples"] = {}
-        return with_missing(df, pcs.attrs.get("missing", []))
+    if pcs is not None:
+        if pcs.empty:
+            df.attrs["unresolved"] = {}
+            df.attrs["scoreboard_samples"] = {}
+            return with_missing(df, pcs.attrs.get("missing", []))
+        seq = zip(pcs["opcode_class"], pcs["opcode"], pcs["reason"], pcs["producer_class"],
+                  pcs["producer_opcode"], pcs["samples"].to_numpy())
     _, mat = launch.stall_matrix()
     total = float(mat.sum())
     cells: dict[tuple, float] = {}
     ops: dict[tuple, dict[str, float]] = {}
     unresolved: dict[str, float] = {}
     per_reason: dict[str, float] = {}
-    for cls, op, reason, pcls, pop, n in zip(
-        pcs["opcode_class"], pcs["opcode"], pcs["reason"], pcs["producer_class"],
-        pcs["producer_opcode"], pcs["samples"].to_numpy(),
-    ):
+    for cls, op, reason, pcls, pop, n in seq:
         n = float(n)
         per_reason[reason] = per_reason.get(reason, 0.0) + n
         if not isinstance(pcls, str):

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from profiler import metrics as M
+from profiler.analyze._common import group_sum
 from profiler.sass import parse, register_mask
 
 __all__ = ["declared_lines", "pc_regions", "regions", "region_names"]
@@ -308,8 +309,7 @@ def regions(launch, sources: dict | None = None) -> pd.DataFrame:
     i_sum = np.bincount(key, weights=inst, minlength=k).astype(np.int64)
     pcs = np.bincount(key, minlength=k)
     inh_sum = np.bincount(key, weights=samples * inh, minlength=k).astype(np.int64)
-    stalls = np.zeros((k, mat.shape[1]), dtype=np.int64)
-    np.add.at(stalls, key, mat)
+    stalls = group_sum(key, mat, k)
     total = int(samples.sum())
     present = [j for j in range(k) if pcs[j]]
     data = {

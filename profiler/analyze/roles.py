@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from profiler import metrics as M
+from profiler.analyze._common import shared_cfg
 from profiler.sass import build_cfg, parse
 from profiler.sass.values import Resolver, Value
 
@@ -598,7 +599,7 @@ def role_graph(launch) -> RoleGraph:
                else np.zeros(len(sf), dtype=np.int64))
     executed = (sf["inst_executed"].fillna(0).to_numpy(dtype=np.int64) if "inst_executed" in sf.columns
                 else np.zeros(len(sf), dtype=np.int64))
-    cfg = build_cfg(addresses, texts, bases)
+    cfg = shared_cfg(launch, addresses, texts, bases)  # built once per launch (producers walk it too)
     roles, regs = _assign_roles(ins, cfg, bases)
     role_list = []
     order = ["common", *[r for r in dict.fromkeys(roles) if r not in ("common", "shared")], "shared"]

@@ -782,13 +782,10 @@ def select_launches(report: Report, kernel_regex: str | None) -> list[Launch]:
         raise WhowaitsError(f"--kernel {kernel_regex!r} is not a valid regex: {err}") from err
     out = [la for la in report.launches if rx.search(la.kernel)]
     if not out:
-        from profiler.collect import SHOWN_KERNELS, short_kernel_name  # noqa: PLC0415 (error path only)
-
-        names = sorted({short_kernel_name(la.kernel) for la in report.launches})
-        more = f" and {len(names) - SHOWN_KERNELS} more" if len(names) > SHOWN_KERNELS else ""
+        names = sorted({_short(la.kernel) for la in report.launches})
         raise WhowaitsError(
-            f"--kernel {kernel_regex!r} matches no launch in {report.path}; {len(names)} kernel(s) there: "
-            + "; ".join(names[:SHOWN_KERNELS]) + more
+            f"--kernel {kernel_regex!r} matches no launch in {report.path}; kernels there: "
+            + "; ".join(names)
         )
     return out
 

@@ -174,9 +174,20 @@ def translation_unit(version: Version, config) -> str:
 FATAL_PTXAS_WARNINGS = ("C7508", "C7515", "C7519")
 
 
-def fatal_warnings(log: str) -> list[str]:
-    """The ptxas warning lines of ``log`` that fail the build (``FATAL_PTXAS_WARNINGS``)."""
-    return [ln.strip() for ln in log.splitlines() if "warning" in ln.lower() and any(c in ln for c in FATAL_PTXAS_WARNINGS)]
+_PTXAS_CODE_RE = re.compile(r"^\s*ptxas\s+\w+\s*:\s*\((C\d{4})\)")
+
+
+def fatal_warnings(log: str, allow: tuple[str, ...] = ()) -> list[str]:
+    """The ptxas lines of ``log`` that fail the build: any line whose code is in ``FATAL_PTXAS_WARNINGS``
+    and not in ``allow``, whatever its severity. ptxas of nvcc 13.0 prints C7519 as
+    ``ptxas info    : (C7519) warpgroup.arrive is injected ...`` (seen on traced v11/v13 builds), so
+    matching only "warning" lines let it through."""
+    out = []
+    for ln in log.splitlines():
+        m = _PTXAS_CODE_RE.match(ln)
+        if m and m.group(1) in FATAL_PTXAS_WARNINGS and m.group(1) not in allow:
+            out.append(ln.strip())
+    return out
 
 
 _QUOTED_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

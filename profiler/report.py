@@ -783,11 +783,15 @@ def select_launches(report: Report, kernel_regex: str | None) -> list[Launch]:
     out = [la for la in report.launches if rx.search(la.kernel)]
     if not out:
         names = sorted({_short(la.kernel) for la in report.launches})
+        more = f"; and {len(names) - _SHOWN_NAMES} more" if len(names) > _SHOWN_NAMES else ""
         raise WhowaitsError(
             f"--kernel {kernel_regex!r} matches no launch in {report.path}; kernels there: "
-            + "; ".join(names)
+            + "; ".join(names[:_SHOWN_NAMES]) + more
         )
     return out
+
+
+_SHOWN_NAMES = 10  # the one-line error names at most this many kernels (a sweep report holds hundreds)
 
 
 def _short(name: str, width: int = 100) -> str:

@@ -3,6 +3,7 @@ same files (tests/golden), plus the cache and bad-input behaviour of load_report
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -294,6 +295,14 @@ def test_select_launches(starter_report):
     with pytest.raises(WhowaitsError, match="matches no launch.*kernels there") as info:
         select_launches(starter_report, "^no_such_kernel$")
     assert name[:40] in str(info.value)
+    # a report of many kernels (a sweep's) names ten of them and counts the rest, on one line
+    many = dataclasses.replace(starter_report, launches=[
+        dataclasses.replace(starter_report.launches[0], kernel=f"kernel_{i:02d}") for i in range(25)])
+    with pytest.raises(WhowaitsError) as info:
+        select_launches(many, "^no_such_kernel$")
+    msg = str(info.value)
+    assert "kernel_00; kernel_01" in msg and "kernel_09; and 15 more" in msg and "kernel_10" not in msg
+    assert "\n" not in msg
     with pytest.raises(WhowaitsError, match="not a valid regex"):
         select_launches(starter_report, "(")
 

@@ -90,6 +90,36 @@ def test_steps_say_what_moved(mig):
         assert (f"from {step['top_src']}" in step["sentence"]) == step["moved"]
         assert dst["step"] == step["sentence"]
 
+    # a region one side lacks is named by that side's region source, never "nan" (cuDNN's inferred regions
+    # have no load_kv: "load_kv 7% → 0% of samples (regions declared → inferred)")
+    assert not any("nan" in s["sentence"] for s in mig["steps"])
+    cudnn = next(s for s in mig["steps"] if s["dst"] == "ext-sdpa-cudnn")
+    assert "(regions declared → inferred)" in cudnn["sentence"] or "regions" not in cudnn["sentence"]
+
+
+@pytest.mark.parametrize("columns", [150, 300])
+def test_table_keeps_one_block_per_version(columns, mig):
+    """A version's change is a paragraph: as a column it used to wrap every row into ~20 lines (664 lines at
+    150 columns). Narrower than 240 columns the table has no change column and each step names its change
+    in full below; wider, the change is one line cut with an ellipsis."""
+    proc = run("migration", env={"COLUMNS": str(columns)})
+    assert proc.returncode == 0, proc.stderr
+    table = proc.stdout.split("Path of the top waiter")[0]
+    header = "\n".join(table.splitlines()[:6])
+    changes = [r["change"] for r in mig["table"] if isinstance(r.get("change"), str) and r["change"]]
+    assert changes
+    if columns < 240:
+        assert "change" not in header
+        assert proc.stdout.count("     change: ") == len([s for s in mig["steps"] if not s["beside"]
+                                                          and next(r for r in mig["table"]
+                                                                   if r["version"] == s["dst"]).get("change")])
+    else:
+        assert "change" in header and "change: " not in proc.stdout
+        assert any(c[:40] in table for c in changes)
+    # at most 6 lines per version in the table (top waiter and role edge may wrap; the change never does)
+    body = [ln for ln in table.splitlines() if ln.startswith("│")]
+    assert len(body) <= 6 * len(mig["table"]), len(body)
+
 
 def test_explicit_order_single_version_and_csv():
     proc = run("migration", "ext-sdpa-cudnn", "ext-sdpa-flash", "--format", "json")

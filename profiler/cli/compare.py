@@ -190,6 +190,9 @@ def diff_cmd(
     _emit(d.to_dict(), d.long_frame(), fmt, lambda c: _render_diff(d, c))
 
 
+CHANGE_COLUMN_MIN_WIDTH = 240  # console columns from which the migration table has a (one-line) change column
+
+
 def _render_migration(m, console) -> None:
     from rich.markup import escape  # noqa: PLC0415
     from rich.panel import Panel  # noqa: PLC0415
@@ -202,13 +205,19 @@ def _render_migration(m, console) -> None:
     rows = m.table.to_dict(orient="records")
     has = {k: any(isinstance(r.get(k), str) and r.get(k) or isinstance(r.get(k), float) and r[k] == r[k]
                   for r in rows) for k in ("gbps", "change")}
+    # A change is a paragraph (version.toml's ``change``): as a column it wraps every row into dozens of lines and
+    # squeezes the top waiter, so it is a column only on a console wide enough for it (one line, cut with an
+    # ellipsis); otherwise each step below names its change in full. JSON and the HTML report always have it.
+    change_below = has["change"] and console.width < CHANGE_COLUMN_MIN_WIDTH
+    has["change"] = has["change"] and not change_below
     t = Table(title="Bottleneck migration", title_justify="left")
     cols = ["version", "duration", "TFLOPS"] + (["GB/s"] if has["gbps"] else []) + [
         "speed-up", "top waiter", "share [95%]", "heaviest role edge", "tensor path", "tensor pipe", "tensor roof",
         "SSC"] + (["change"] if has["change"] else [])
     for c in cols:
         t.add_column(c, justify="left" if c in ("version", "top waiter", "heaviest role edge", "tensor path",
-                                                  "change") else "right")
+                                                  "change") else "right",
+                     **({"no_wrap": True, "overflow": "ellipsis", "max_width": 60} if c == "change" else {}))
     beside_dst = set(m.steps["dst"][m.steps["beside"]]) if "beside" in m.steps and len(m.steps) else set()
     above = [None if r["version"] in beside_dst else v for r, v in zip(rows, [None] + [r["version"] for r in rows[:-1]])]
     for r, prev in zip(rows, above):
@@ -272,7 +281,7 @@ def _render_migration(m, console) -> None:
         for i, s in enumerate(rungs, 1):
             console.print(f"  {i}. {escape(s['sentence'])}")
             r = by.get(s["dst"], {})
-            for key in ("hypothesis", "verdict"):
+            for key in (("change",) if change_below else ()) + ("hypothesis", "verdict"):
                 if r.get(key):
                     console.print(f"     [dim]{key}:[/dim] {escape(r[key])}")
         if ext:  # external subjects: set beside the top rung, not steps of the ladder

@@ -266,11 +266,21 @@ def _region_frame(a: dict, b: dict, na: int, nb: int) -> pd.DataFrame:
     rb = {r["name"]: r.get("samples") or 0 for r in b.get("regions") or []}
     na_r, nb_r = sum(ra.values()), sum(rb.values())
     fr = _share_frame(["region"], ra, rb, na_r if ra else 0, nb_r if rb else 0)
-    src_a = {r["name"]: r.get("source") for r in a.get("regions") or []}
-    src_b = {r["name"]: r.get("source") for r in b.get("regions") or []}
-    fr.insert(1, "source_a", [src_a.get(n) for n in fr["region"]])
-    fr.insert(2, "source_b", [src_b.get(n) for n in fr["region"]])
+    src_a, src_b = _region_sources(a), _region_sources(b)
+    fr.insert(1, "source_a", [src_a.get(n, _one_source(src_a)) for n in fr["region"]])
+    fr.insert(2, "source_b", [src_b.get(n, _one_source(src_b)) for n in fr["region"]])
     return fr
+
+
+def _region_sources(summary: dict) -> dict:
+    return {r["name"]: r.get("source") for r in summary.get("regions") or []}
+
+
+def _one_source(sources: dict) -> str | None:
+    """The side's region source for a region it does not have (no samples there): its regions' one source
+    (``inferred`` for cuDNN, which has no ``load_kv``), None when it has no regions or mixes sources."""
+    kinds = set(sources.values())
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def _phase_frame(a: dict, b: dict) -> pd.DataFrame:

@@ -105,7 +105,7 @@ fi
 stamp sanitize-start
 for tool in synccheck racecheck; do
   # 9 tiles (3 query blocks x 3 heads, the last ragged) of 3 key blocks on 2 CTAs: every CTA crosses tiles, and
-  # every V wait now sits between a softmax and a wait_group 0
+  # every batch passes v15's fence (the re-check of the pending PV's V barrier) before its wait_group 0
   ( WHOWAITS_MAX_CTAS=2 timeout -k 5 80 compute-sanitizer --tool $tool python3 -m kernels.runner v15 \
       --shape b1_h3_s320_d128_fp16 --warmup 0 > "$R/$tool.txt" 2>&1; echo "rc=$?" >> "$R/$tool.txt" ) &
 done

@@ -6,8 +6,9 @@ reports or the migration (``registry.versions()`` reads ``kernels/v*/`` only).
 Also the one static fact v15_softmax_under_pv is built on (found in v14's SASS, nvcc 13.0, 2026-12-01): in v14
 ptxas schedules the ``WARPGROUP.DEPBAR.LE gsb0, 0x0`` of wgmma.wait_group 0 (PV[n-1] done) above the softmax of
 S[n] (0 of the 66 MUFU.EX2 between the QK^T wait and the PV wait, in the loop and in the cross-tile batch), so
-the softmax never ran under its own PV; v15's wait for V between softmax(n) and wait_group 0 pins it below
-(all 66 in the loop, all 64 in the cross-tile batch). The test looks v15 up among the landed rungs too, so it keeps holding after v15 lands.
+the softmax never ran under its own PV; v15's re-check of the pending PV's V barrier between softmax(n) and
+wait_group 0 (a spin loop: a basic-block boundary) pins it below (all 66 in the loop, 62-63 of 64 in the
+cross-tile batch). The test looks v15 up among the landed rungs too, so it keeps holding after v15 lands.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def test_v15_softmax_runs_before_the_pv_wait_v14_does_not():
     # exp per thread, + 2 for the rows' alpha in the loop's softmax(n) (the cross-tile softmax(0) of the next
     # tile has alpha = 1: no exp for it)
     assert mufu_between_qk_and_pv_waits(build.build(v14, cfg).cubin) == [0, 0]
-    assert mufu_between_qk_and_pv_waits(build.build(v15, cfg).cubin) == [66, 64]
-    # d64 bf16 causal: the loop's all 66; in the cross-tile batch ptxas leaves 2 of the 64 after the wait (62)
-    loop, cross = mufu_between_qk_and_pv_waits(build.build(v15, v15.config_for(64, "bf16", True)).cubin)
-    assert loop == 66 and cross >= 60
+    # v15: the loop's all 66; in the cross-tile batch 63 of 64 (62 causal): the compiler leaves the last one or two
+    # exps of the next tile's S[0] after the fence, once per tile
+    for c in (cfg, v15.config_for(64, "bf16", True)):
+        loop, cross = mufu_between_qk_and_pv_waits(build.build(v15, c).cubin)
+        assert loop == 66 and 60 <= cross <= 64, (c.short_form(), loop, cross)

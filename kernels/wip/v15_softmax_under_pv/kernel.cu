@@ -1,18 +1,19 @@
-// v15: the softmax under the consumer's own PV, for real (ladder III, after v14). v14's kernel with one change in
-// where each consumer waits for V: the wait for V[n] (full_v) moves from the top of the batch that issues PV[n] to
-// right after softmax(n), between it and wgmma.wait_group 0 (PV[n-1] done).
+// v15: the softmax under the consumer's own PV, for real (ladder III, after v14). v14's kernel with one change: a
+// re-check of the full barrier of the V stage that the pending PV reads (complete, and it stays so until this warp
+// releases that stage) between softmax(n) and wgmma.wait_group 0, as a scheduling fence.
 //
 // Why: v12 meant softmax(n) to run while the tensor cores still execute this consumer's PV[n-1] (wait_group 1
-// for QK^T[n], softmax, then wait_group 0 for PV[n-1]), and the PTX still has that order, but ptxas schedules
-// within a basic block and hoists the WARPGROUP.DEPBAR.LE gsb0, 0x0 of wait_group 0 above the softmax: in v14's
-// SASS (nvcc 13.0) it sits after 5 of the row-max FMNMX, before the other 59 FMNMX, the 2 x 2 SHFL, the 64 FFMA
-// + 64 MUFU.EX2 and the 64 FADD (kernels/wip/v15_softmax_under_pv/version.toml has the commands). So every
-// softmax waited for its own PV[n-1] first, and in v14's report that DEPBAR holds 552 of 6,647 samples (8.3%,
-// the biggest single wait). An mbarrier wait is a spin loop in SASS (TRYWAIT + a branch to an out-of-line retry
-// block that jumps back), i.e. a basic-block boundary ptxas does not move instructions across, and the consumer
-// has to wait for V[n] before the next batch anyway: placed between softmax(n) and wait_group 0 it pins the
-// DEPBAR below the whole softmax at no extra instruction. Invariant (every path): softmax(m), then the wait for
-// V[m], then (PV[m-1] pending) wait_group 0, then P[m] packed; PV[m] is issued only after that.
+// for QK^T[n], softmax, then wait_group 0 for PV[n-1]), and the PTX keeps that order, but ptxas schedules within
+// a basic block and hoists the WARPGROUP.DEPBAR.LE gsb0, 0x0 of wait_group 0 above the softmax: in v12, v13 and
+// v14 (nvcc 13.0) it sits after 5 of the row-max FMNMX, above the other FMNMX, the SHFL, the 64 FFMA + 64
+// MUFU.EX2 and the 64 FADD (scripts/sass_loop_counts.py). So every softmax first waited for its own PV[n-1]; in
+// v14's report that DEPBAR holds 552 + 70 of 6,647 samples (9.4%, the biggest single wait). An mbarrier wait is a
+// spin loop in SASS (TRYWAIT + a branch to an out-of-line retry block that jumps back), i.e. a basic-block
+// boundary that ptxas does not move instructions across: placed between softmax(n) and wait_group 0 it pins the
+// DEPBAR below the whole softmax. The barrier re-checked is full_v of the stage PV[n-1] reads (PV[last] in the
+// cross-tile batch): its phase completed before that PV was issued, and it cannot complete another before the
+// producer refills the stage, which needs this warp's release of it, after the wait_group 0 below; so the
+// re-check passes at once (one TRYWAIT + one branch per batch) and every other wait keeps v14's place.
 // Unchanged from v14: the persistent grid (static tile scheduler), the producer, the 2-stage K/V ring, the two Q
 // buffers, the cross-tile batch, the pingpong alternation, the registers (168 at entry, setmaxnreg 24/240).
 #pragma once
@@ -285,20 +286,18 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     fence_operands(s[0]);
     release(empty_k, kv_base);
     softmax(0);  // @region softmax  (alpha = 1: O is still zero)
-    {
-        const auto first = PipeState<kStages>::at(kv_base);
-        mbar_wait(&full_v[first.index], first.phase);  // @region sync  (V[0], for the batch that issues PV[0])
-    }
-    pack_p();  // @region softmax  (no PV pending yet)
+    pack_p();    // @region softmax
 
     for (;;) {
         const int qb = it & 1;
         // Batch n: QK^T[n] then PV[n-1]; softmax[n] as soon as QK^T[n] is done, while PV[n-1] runs.
         for (int n = 1; n < n_blocks; ++n) {
+            const auto prev = PipeState<kStages>::at(kv_base + n - 1);
             const auto cur = PipeState<kStages>::at(kv_base + n);
             rescale_o();  // @region softmax  (alpha[n-1]: PV[n-2] completed in the last iteration)
-            mbar_wait(&full_k[cur.index], cur.phase);  // @region sync  (V[n-1] was waited for after softmax(n-1))
-            named_bar_sync(my_bar, kSchedThreads);     // @region sync
+            mbar_wait(&full_k[cur.index], cur.phase);    // @region sync
+            mbar_wait(&full_v[prev.index], prev.phase);  // @region sync
+            named_bar_sync(my_bar, kSchedThreads);       // @region sync
             fence_operands(acc_o);
             wgmma_fence();
             issue_qk(kv_base + n, qb);  // @region qk
@@ -308,10 +307,11 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
             fence_operands(s[0]);
             release(empty_k, kv_base + n);  // @region sync
             softmax(n);                     // @region softmax  (PV[n-1] still on the tensor cores)
-            // V[n] for the next batch's PV[n]; its spin loop is also the block boundary that keeps ptxas from
-            // hoisting the wait_group 0 below above the softmax.
-            mbar_wait(&full_v[cur.index], cur.phase);  // @region sync
-            wgmma_wait<0>();                           // PV[n-1] done: O and P[n-1]'s registers are free again
+            // Scheduling fence (passes at once: V[n-1]'s phase completed before PV[n-1] was issued and stays until
+            // this warp releases the stage below): its spin loop ends the basic block, so ptxas cannot hoist the
+            // wait_group 0 below above the softmax (v14: after 5 of its 64 FMNMX).
+            mbar_wait(&full_v[prev.index], prev.phase);  // @region sync
+            wgmma_wait<0>();                // PV[n-1] done: O and P[n-1]'s registers are free again
             fence_operands(acc_o);
             release(empty_v, kv_base + n - 1);  // @region sync
             pack_p();                           // @region softmax
@@ -321,6 +321,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
         __syncwarp();                              // @region sync
         if (lane == 0) mbar_arrive(&q_empty[qb]);  // @region sync
 
+        const auto last = PipeState<kStages>::at(kv_base + n_blocks - 1);
         const int next = tile + gridDim.x;
         float inv_l[2];
         if (next < num_tiles) {
@@ -329,7 +330,8 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
             const auto first = PipeState<kStages>::at(next_kv);
             rescale_o();                                     // @region softmax
             mbar_wait(&q_full[qb ^ 1], ((it + 1) >> 1) & 1);  // @region sync
-            mbar_wait(&full_k[first.index], first.phase);    // @region sync  (V[last] waited after softmax(last))
+            mbar_wait(&full_k[first.index], first.phase);    // @region sync
+            mbar_wait(&full_v[last.index], last.phase);      // @region sync
             named_bar_sync(my_bar, kSchedThreads);           // @region sync
             fence_operands(acc_o);
             wgmma_fence();
@@ -345,8 +347,8 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
             cta_row0 = next_row0;
             row_max[0] = row_max[1] = -CUDART_INF_F;
             row_sum[0] = row_sum[1] = 0.f;
-            softmax(0);  // @region softmax  (the next tile's S[0]; alpha = 1; PV[last] still running)
-            mbar_wait(&full_v[first.index], first.phase);  // @region sync  (the next tile's V[0]; pins the wait below)
+            softmax(0);       // @region softmax  (the next tile's S[0]; alpha = 1; PV[last] still running)
+            mbar_wait(&full_v[last.index], last.phase);  // @region sync  (the same fence: V[last] is complete)
             wgmma_wait<0>();  // PV[last] done: O of this tile is final
             fence_operands(acc_o);
             release(empty_v, kv_base + n_blocks - 1);  // @region sync
@@ -360,8 +362,9 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
         }
 
         // The CTA's last batch: PV[last] alone. Consumer 1 skips its final arrive so both barriers end balanced.
-        rescale_o();                            // @region softmax  (V[last] waited after softmax(last))
-        named_bar_sync(my_bar, kSchedThreads);  // @region sync
+        rescale_o();                                 // @region softmax
+        mbar_wait(&full_v[last.index], last.phase);  // @region sync
+        named_bar_sync(my_bar, kSchedThreads);       // @region sync
         fence_operands(acc_o);
         wgmma_fence();
         issue_pv(n_blocks - 1);  // @region pv

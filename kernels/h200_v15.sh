@@ -11,18 +11,21 @@
 # `timeout -k 5 N`; steps stop starting after $BUDGET s; v15 joins the bench and the profiles only if both checks
 # passed. Everything lands in $OUT/results.tgz (one file, well under the 16 MB limit: ~3 reports of 1.5-3 MB).
 #
-# Device seconds, estimated from the v14 call of 2026-12-01 (kernels/h200_v14.sh, 09:22-09:30 UTC, whole call
-# with start-up ~3 min; its bench of 3 rungs x 3 shapes fit its 130 s step) and NCU-NOTES.md (a whowaits-set ncu
-# run 8-9 s wall, start-up dominated; compute-sanitizer on a small shape: seconds):
-#   move + pip install -e .                         ~10 s
-#   kernels.check v15, 10 shapes                    ~25 s   (cubins from the carried cache or built there: ~2-5 s each)
-#   kernels.check v15, WHOWAITS_MAX_CTAS=1, 5       ~15 s
-#   synccheck + racecheck (background, <= 80 s)     ~0-30 s beyond the checks
-#   bench v12 v14 v15 --repeat 3, 3 shapes          ~90-150 s (flex-attention's torch.compile is most of the fixed cost)
-#   profile v15 b1_h64_s1024 (build + ncu)          ~20-30 s
-#   profile v14 v15 b4_h16_s4096 (one session)      ~30-40 s (only if > 60 s of the budget are left)
-#   tar                                              ~2 s
-#   total ~3.5-5 min of command time (+ ~1-2 min machine start and transfers); BUDGET=420 keeps it under 8 min.
+# Device seconds, estimated from the committed runs: v14's call (kernels/h200_v14.sh, 2026-12-01: its bench of
+# v12 v13 v14 at the same three shapes, one process, started 09:25:35 and v14's report after it was written at
+# 09:26:27, so bench <= 52 s; install + sanitizers + both checks before it ~1-1.5 min) and v13's (whowaits bench
+# of all 13 rungs: b1_h64_s1024 started 08:16:52, b4_h16_s4096 08:17:15); NCU-NOTES.md: a whowaits-set ncu run is
+# 8-9 s wall, start-up dominated; compute-sanitizer on a small shape takes seconds.
+#   move + pip install -e .                          ~10 s
+#   kernels.check v15, 10 shapes                     ~30 s   (cubins carried in .cache/whowaits/build, else ~2-5 s each)
+#   kernels.check v15, WHOWAITS_MAX_CTAS=1, 5 shapes ~15 s
+#   synccheck + racecheck (background, <= 80 s each) ~0-30 s beyond the checks
+#   bench v12 v14 v15 --repeat 3, 3 shapes           ~50-70 s
+#   profile v15 b1_h64_s1024 (device build + ncu)    ~15-25 s
+#   profile v14 v15 b4_h16_s4096 (one ncu session)   ~20-30 s (only if > 60 s of the budget are left)
+#   bench v14 v15 --repeat 1 at the also-reported shapes (bf16, d64, S = 16384) ~20-30 s (only if > 90 s left)
+#   tar                                               ~2 s
+#   total ~2.5-4 min of command time (+ ~1-2 min machine start and transfers); BUDGET=420 caps it at 7 min.
 #
 # How to call it (next session, from the checkout the session was started in; the device call sends that tree):
 #   0. here, no GPU: bash kernels/h200_v15.sh --prebuild   (builds every cubin the call needs into
@@ -36,7 +39,7 @@
 #   2. here: tar xzf results.tgz; whowaits diff <v14 report> v15/<...>.ncu-rep; whowaits roles <v15 report>;
 #      land v15 (git mv kernels/wip/v15_softmax_under_pv kernels/, verdict, gate rows, readme_table CHANGES) or
 #      write what failed into its version.toml and keep it in wip.
-# A second call (optional, ~4-5 min: every rung at the two README shapes) regenerates the README ladder table:
+# A second call (optional, ~2-3 min: every rung at the two README shapes) regenerates the README ladder table:
 #        WHOWAITS_GIT_COMMIT=<commit> bash kernels/h200_v15.sh --full-bench
 #   then here: copy results/bench-full/<date>-<shape>.{json,csv} into reports/h200/bench/ (the first call's bench
 #   files, if committed the same day, as <date>T<HHMM>-<shape>.*), python -m kernels.readme_table <date>
@@ -60,7 +63,8 @@ from kernels.config import Shape
 assert kernels.__file__.startswith(__import__("os").getcwd()), kernels.__file__  # the moved copy, not the checkout
 jobs = {}
 bench = ["b1_h64_s1024_d128_fp16", "b4_h16_s4096_d128_fp16", "b4_h16_s4096_d128_fp16_causal", "b1_h3_s320_d128_fp16"]
-for vid, shapes in (("v15", list(DEFAULT_SHAPES) + bench), ("v12", bench), ("v14", bench)):
+extra = ["b4_h16_s4096_d128_bf16", "b4_h32_s4096_d64_fp16", "b1_h16_s16384_d128_fp16"]
+for vid, shapes in (("v15", list(DEFAULT_SHAPES) + bench + extra), ("v12", bench), ("v14", bench + extra)):
     v = registry.get(vid)
     for key in shapes:
         s = Shape.parse(key)
@@ -140,5 +144,12 @@ if [ "$(left)" -gt 60 ]; then
   WHOWAITS_BUILD_DIR=/tmp/whowaits-devbuild timeout -k 5 $(( $(left) - 5 )) whowaits profile v14 v15 \
     --shape b4_h16_s4096_d128_fp16 --out "$R/reports-b4" --gpu h200 > "$R/profile-b4.txt" 2>&1
   echo "profile v14 v15 b4 rc=$?"; tail -2 "$R/profile-b4.txt"
+fi
+if [ "$(left)" -gt 90 ]; then
+  stamp extra
+  timeout -k 5 $(( $(left) - 5 )) whowaits bench v14 v15 --repeat 1 --shape b4_h16_s4096_d128_bf16 \
+    --shape b4_h32_s4096_d64_fp16 --shape b1_h16_s16384_d128_fp16 --out "$R/bench-extra" --format csv \
+    > "$R/bench-extra.txt" 2>&1
+  echo "bench extra rc=$?"; grep -E "^(v1|sdpa-cudnn|flex|shape)|best version" "$R/bench-extra.txt" | cut -c1-140
 fi
 finish

@@ -35,6 +35,12 @@ def _config(v: registry.Version, which: str):
     return v.config_for(hd, dt, v.causal)
 
 
+def test_every_wip_folder_with_a_version_toml_is_a_wip_rung():
+    # a folder the glob would miss (not named vNN_slug) fails here instead of silently skipping the compile test
+    found = sorted(p.parent.name for p in registry.WIP_DIR.glob("*/version.toml"))
+    assert found == sorted(WIP_IDS)
+
+
 def test_wip_rungs_stay_out_of_the_ladder():
     landed = registry.versions()
     ids = {v.id for v in landed}

@@ -23,7 +23,7 @@ from kernels import build, registry, sass  # noqa: E402
 
 _LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _BRA = re.compile(r"^(?:@!?U?P\w+\s+)?BRA(?:\.\w+)*\s+(?:`\()?(0x[0-9a-f]+)")
-COUNTED = ("HGMMA", "MUFU", "FMUL", "FFMA", "FADD", "FMNMX", "F2FP", "SHFL", "SYNCS", "BAR", "WARPGROUP", "R2UR")
+COUNTED = ("HGMMA", "MUFU", "FMUL", "FFMA", "FADD", "FMNMX", "F2FP", "SHFL", "SYNCS", "BAR", "WARPGROUP", "R2UR", "USHF")
 
 
 def find(vid: str) -> registry.Version:
@@ -70,18 +70,38 @@ def mufu_under_pv(seq: list[tuple[int, str]]) -> list[int]:
     return counts
 
 
+def issue_phase(seq: list[tuple[int, str]], loop: tuple[int, int] | None) -> Counter:
+    """Opcode counts of the loop's batch issue: from its pingpong ``BAR.SYNC`` (a named barrier on a register
+    id) to the next ``BAR.ARV``, i.e. the consumer's turn on the tensor cores up to handing it over."""
+    out: Counter[str] = Counter()
+    inside = False
+    for off, ins in seq:
+        if not loop or not loop[0] <= off <= loop[1]:
+            continue
+        if not inside and ins.startswith("BAR.SYNC") and " R" in ins:
+            inside = True
+        if inside:
+            out[base(ins)] += 1
+            if base(ins) == "BAR" and ".ARV" in ins:
+                break
+    return out
+
+
 def facts(v: registry.Version, head_dim: int, dtype: str, causal: bool) -> dict:
     cfg = v.config_for(head_dim, dtype, causal)
     r = build.build(v, cfg)
     seq = instructions(r.cubin)
     loop = steady_loop(seq)
     in_loop = Counter(base(ins) for o, ins in seq if loop and loop[0] <= o <= loop[1])
+    issue = issue_phase(seq, loop)
     return {
         "version": v.id, "config": cfg.short_form(), "registers": r.registers, "spill_bytes": r.spill_bytes,
         "smem_dynamic_bytes": r.smem_dynamic_bytes, "smem_static_bytes": r.smem_static_bytes,
         "kernel": {k: r.sass_opcodes.get(k, 0) for k in (*COUNTED, "USETMAXREG")},
         "loop_offsets": list(loop) if loop else None, "loop_instructions": sum(in_loop.values()),
         "loop": {k: in_loop.get(k, 0) for k in COUNTED},
+        "issue_phase_instructions": sum(issue.values()),
+        "issue_phase": dict(issue.most_common()),
         "mufu_ex2_between_qk_wait_and_pv_wait": mufu_under_pv(seq),
     }
 
@@ -109,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         print("  kernel: " + ", ".join(f"{k} {n}" for k, n in row["kernel"].items()))
         print(f"  steady loop {row['loop_offsets']} ({row['loop_instructions']} instructions): "
               + ", ".join(f"{k} {n}" for k, n in row["loop"].items()))
+        print(f"  loop's batch issue (BAR.SYNC..BAR.ARV, {row['issue_phase_instructions']} instructions): "
+              + ", ".join(f"{k} {n}" for k, n in row["issue_phase"].items()))
         print(f"  MUFU.EX2 between each QK^T wait and the next PV wait: {row['mufu_ex2_between_qk_wait_and_pv_wait']}")
     return 0
 

@@ -23,7 +23,8 @@ from kernels import build, registry, sass  # noqa: E402
 
 _LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _BRA = re.compile(r"^(?:@!?U?P\w+\s+)?BRA(?:\.\w+)*\s+(?:`\()?(0x[0-9a-f]+)")
-COUNTED = ("HGMMA", "MUFU", "FMUL", "FFMA", "FADD", "FMNMX", "F2FP", "SHFL", "SYNCS", "BAR", "WARPGROUP", "R2UR", "USHF")
+COUNTED = ("HGMMA", "MUFU", "FMUL", "FFMA", "FADD", "FMNMX", "F2FP", "SHFL", "SYNCS", "BAR", "WARPGROUP", "R2UR",
+           "USHF")
 
 
 def find(vid: str) -> registry.Version:

@@ -122,3 +122,25 @@ def test_v15_softmax_runs_before_the_pv_wait_v14_does_not():
     for c in (cfg, v15.config_for(64, "bf16", True)):
         loop, cross = mufu_between_qk_and_pv_waits(build.build(v15, c).cubin)
         assert loop == 66 and 60 <= cross <= 64, (c.short_form(), loop, cross)
+
+
+@needs_nvcc
+def test_v16_issues_its_batch_without_per_step_descriptor_arithmetic():
+    """v16_desc_iterator's claim (its version.toml): the loop's batch issue, BAR.SYNC..BAR.ARV, loses the per-k-step
+    descriptor shifts and masks (v15: 220 instructions with USHF 16, ULOP3 32, LOP3 14, SHF 7; v16: 157, none of
+    the shifts), and keeps v15's softmax-under-PV schedule."""
+    import importlib.util
+
+    script = registry.KERNELS_DIR.parent / "scripts" / "sass_loop_counts.py"
+    spec = importlib.util.spec_from_file_location("sass_loop_counts", script)
+    slc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(slc)
+    v16 = next((v for v in [*registry.versions(), *WIP] if v.id == "v16_desc_iterator"), None)
+    if v16 is None:
+        pytest.skip("v16_desc_iterator is neither landed nor in kernels/wip/")
+    f15, f16 = slc.facts(_v15(), 128, "fp16", False), slc.facts(v16, 128, "fp16", False)
+    assert f16["issue_phase"].get("USHF", 0) == 0 and f16["issue_phase"].get("SHF", 0) == 0
+    assert f16["issue_phase_instructions"] <= f15["issue_phase_instructions"] - 50
+    assert f16["issue_phase"]["HGMMA"] == f15["issue_phase"]["HGMMA"] == 16
+    assert f16["mufu_ex2_between_qk_wait_and_pv_wait"] == f15["mufu_ex2_between_qk_wait_and_pv_wait"]
+    assert (f16["registers"], f16["spill_bytes"]) == (168, 0)

@@ -30,6 +30,8 @@ CHANGES = {
     "v12_intra_wg_overlap": "intra-warpgroup overlap: softmax[n] under its own PV[n-1] (wait_group 1)",
     "v13_persistent": "persistent CTAs: grid = SMs, static tile scheduler, K/V ring and producer across tiles",
     "v14_cross_tile_qk": "the next tile's QKᵀ[0] under the current tile's last PV (two Q buffers)",
+    "v15_softmax_under_pv": "softmax[n] really under its own PV[n-1]: a V-barrier re-check pins wait_group 0 below it",
+    "v16_desc_iterator": "one wgmma descriptor per operand and batch, + offset per k16 step (issue 220 -> 157 instr.)",
     "sdpa-flash": "torch SDPA, FlashAttention-2 backend",
     "sdpa-cudnn": "torch SDPA, cuDNN backend (wgmma)",
     "flex-attention": "torch.compile(flex_attention) (Triton)",

@@ -197,6 +197,18 @@ def versions(root: Path | None = None) -> list[Version]:
     return list(_versions(str(root or KERNELS_DIR)))
 
 
+WIP_DIR = KERNELS_DIR / "wip"
+
+
+def wip_versions() -> list[Version]:
+    """The rungs not landed yet: every ``kernels/wip/v*/version.toml`` (kernels/wip/README.md), validated like
+    the ladder's. ``versions()`` never lists them, so they stay out of the registry, bench, profile --all,
+    reports and migration; the build compiles them (``build.source_include``) and tests/test_kernels_wip.py checks
+    that each one compiles with its static claims. Parse a wip rung's kernel name with
+    ``parse_kernel_name(name, root=WIP_DIR)``."""
+    return versions(WIP_DIR) if WIP_DIR.is_dir() else []
+
+
 @lru_cache(maxsize=4)
 def _versions(root: str) -> tuple[Version, ...]:
     found = [_load(p) for p in sorted(Path(root).glob("v*/version.toml"))]

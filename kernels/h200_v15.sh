@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# One device call for v15_softmax_under_pv (issue 10: >= 1.0x cuDNN at b1_h64_s1024 and b4_h16_s4096, >= 1.3x flex).
+# v15 is a wip rung (kernels/wip/v15_softmax_under_pv, hypothesis in its version.toml, written before this call):
+# the script first moves it into kernels/ IN THE DEVICE'S COPY (every tool then runs it as a landed rung there;
+# nothing here changes), then: its correctness on the default check shapes (two with more tiles than SMs) and with
+# the persistent grid capped to 1 CTA, compute-sanitizer synccheck + racecheck on a multi-tile grid (in the
+# background beside the checks), a same-run bench of v12 v14 v15 with the baselines (SDPA cuDNN/flash/auto,
+# flex-attention, dense GEMM) at the three target shapes in one process, v15's whowaits-set report at
+# b1_h64_s1024 (the cubin built on the device so ncu embeds the marked sources), and, if time is left, v14's and
+# v15's reports at b4_h16_s4096 in one ncu session (the b4 half of the hypothesis). Every step runs under
+# `timeout -k 5 N`; steps stop starting after $BUDGET s; a rung joins the bench and the profiles only if both its
+# checks passed. Everything lands in $OUT/results.tgz (one file, well under the 16 MB limit: ~5 reports of 1.5-3 MB).
+# v16_desc_iterator (kernels/wip, parent v15: the batch issue without per-step descriptor arithmetic) rides along
+# by default, checked after v15 and benched/profiled beside it when it passes (WITH_V16=0 leaves it out): a v16
+# failure stops nothing of v15's, and the same run then answers both rungs' hypotheses.
+#
+# Device seconds, estimated from the committed runs: v14's call (kernels/h200_v14.sh, 2026-12-01: its bench of
+# v12 v13 v14 at the same three shapes, one process, started 09:25:35 and v14's report after it was written at
+# 09:26:27, so bench <= 52 s; install + sanitizers + both checks before it ~1-1.5 min) and v13's (whowaits bench
+# of all 13 rungs: b1_h64_s1024 started 08:16:52, b4_h16_s4096 08:17:15); NCU-NOTES.md: a whowaits-set ncu run is
+# 8-9 s wall, start-up dominated; compute-sanitizer on a small shape takes seconds.
+#   move + pip install -e .                          ~10 s
+#   kernels.check v15, 10 shapes                     ~30 s   (cubins carried in .cache/whowaits/build, else ~2-5 s each)
+#   kernels.check v15, WHOWAITS_MAX_CTAS=1, 5 shapes ~15 s
+#   synccheck + racecheck (background, <= 80 s each) ~0-30 s beyond the checks
+#   bench v12 v14 v15 --repeat 3, 3 shapes           ~50-70 s
+#   profile v15 b1_h64_s1024 (device build + ncu)    ~15-25 s
+#   profile v14 v15 b4_h16_s4096 (one ncu session)   ~20-30 s (only if > 60 s of the budget are left)
+#   bench v14 v15 --repeat 1 at the also-reported shapes (bf16, d64, S = 16384) ~20-30 s (only if > 90 s left)
+#   v16 alongside: its two checks ~45 s, one more row per bench shape ~10 s, one more subject per ncu session ~10 s
+#   tar                                               ~2 s
+#   total ~3.5-5 min of command time (+ ~1-2 min machine start and transfers); BUDGET=420 caps it at 7 min.
+#
+# How to call it (next session, from the checkout the session was started in; the device call sends that tree):
+#   0. here, no GPU: bash kernels/h200_v15.sh --prebuild   (builds every cubin the call needs into
+#      .cache/whowaits/build with v15 already in kernels/, i.e. under the device's build keys; optional: nvcc
+#      13.0 on the device builds them too, ~2-5 s each) and commit the tree (the sidecars record the commit).
+#      If the session's checkout is not this branch (a helper's worktree): copy the tree + cache into that
+#      checkout's .devcarry/<name> (git archive HEAD | tar x -C ...; cp -r .cache/whowaits/build ...), carry it
+#      and cd into it first.
+#   1. device run, carry [".cache/whowaits/build"] (or [".devcarry/<name>"]), timeout_s 600:
+#        WHOWAITS_GIT_COMMIT=<commit> bash kernels/h200_v15.sh
+#   2. here: tar xzf results.tgz; whowaits diff <v14 report> v15/<...>.ncu-rep; whowaits roles <v15 report>;
+#      land v15 (git mv kernels/wip/v15_softmax_under_pv kernels/, verdict, gate rows, readme_table CHANGES) or
+#      write what failed into its version.toml and keep it in wip.
+# A second call (optional, ~2-3 min: every rung at the two README shapes) regenerates the README ladder table:
+#        WHOWAITS_GIT_COMMIT=<commit> bash kernels/h200_v15.sh --full-bench
+#   then here: copy results/bench-full/<date>-<shape>.{json,csv} into reports/h200/bench/ (the first call's bench
+#   files, if committed the same day, as <date>T<HHMM>-<shape>.*), python -m kernels.readme_table <date>
+#   (it reads reports/h200/bench/<date>-{b1_h64_s1024,b4_h16_s4096}_d128_fp16.json; v15 must have landed by then
+#   so that the table's row carries its CHANGES entry).
+set -u
+V15=v15_softmax_under_pv
+V16=v16_desc_iterator  # prepared beside v15 (kernels/wip, parent v15); WITH_V16=0 leaves it out
+if [ "${1:-}" = "--prebuild" ]; then
+  # Here, no GPU: build in a copy of the committed tree with v15 moved, into this checkout's cache.
+  set -e
+  REPO=$(git rev-parse --show-toplevel); PY=${PYTHON:-$REPO/.venv/bin/python}; [ -x "$PY" ] || PY=python3
+  T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+  git -C "$REPO" archive HEAD | tar x -C "$T"
+  for v in $V15 $V16; do [ -d "$T/kernels/wip/$v" ] && mv "$T/kernels/wip/$v" "$T/kernels/"; done
+  cd "$T"
+  WHOWAITS_BUILD_DIR="$REPO/.cache/whowaits/build" "$PY" - <<'EOF'
+import kernels
+from kernels import build, registry
+from kernels.check import DEFAULT_SHAPES
+from kernels.config import Shape
+assert kernels.__file__.startswith(__import__("os").getcwd()), kernels.__file__  # the moved copy, not the checkout
+jobs = {}
+bench = ["b1_h64_s1024_d128_fp16", "b4_h16_s4096_d128_fp16", "b4_h16_s4096_d128_fp16_causal", "b1_h3_s320_d128_fp16"]
+extra = ["b4_h16_s4096_d128_bf16", "b4_h32_s4096_d64_fp16", "b1_h16_s16384_d128_fp16"]
+for vid, shapes in (("v15", list(DEFAULT_SHAPES) + bench + extra), ("v16", list(DEFAULT_SHAPES) + bench + extra),
+                    ("v12", bench), ("v14", bench + extra)):
+    v = registry.get(vid)
+    for key in shapes:
+        s = Shape.parse(key)
+        cfg = v.config_for(s.head_dim, s.dtype, s.causal)
+        jobs[(v.id, cfg.short_form())] = (v, cfg)
+for r in build.build_many(list(jobs.values())):
+    if isinstance(r, Exception):
+        raise SystemExit(f"prebuild failed: {r}")
+    print(f"{r.version:24s} {r.config.short_form():36s} {r.registers} regs, {r.spill_bytes} B spills, cached={r.cached}")
+EOF
+  exit 0
+fi
+
+: "${WHOWAITS_GIT_COMMIT:?set WHOWAITS_GIT_COMMIT=<commit of the code> (the device copy has no .git of its own)}"
+export WHOWAITS_GIT_COMMIT
+BUDGET=${BUDGET:-420}
+R=/tmp/v15run; rm -rf "$R"; mkdir -p "$R"
+export PYTHONUNBUFFERED=1 WHOWAITS_CACHE_DIR=/tmp/whowaits-parse
+T0=$(date +%s)
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+stamp() { echo "== $1 at +$(( $(date +%s) - T0 ))s"; }
+finish() { stamp done; tar czf "$OUT/results.tgz" -C "$R" . && ls -la "$OUT"; exit 0; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$R/nvidia-smi.txt" 2>&1
+stamp move
+NEW="$V15"; [ "${WITH_V16:-1}" = 1 ] && NEW="$V15 $V16"
+for v in $NEW; do
+  if [ -d "kernels/wip/$v" ] && [ ! -d "kernels/$v" ]; then mv "kernels/wip/$v" kernels/; fi
+done
+ls -d "kernels/$V15" || { echo "no kernels/$V15"; finish; }
+stamp install
+timeout -k 5 60 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$R/pip.txt" 2>&1; echo "pip rc=$?"
+python3 -c "from kernels import registry; print([registry.get(v).id for v in '$NEW'.split()])" || finish
+
+if [ "${1:-}" = "--full-bench" ]; then
+  # Second call: every rung (v01..v15, v16 if moved) and the baselines at the README's two shapes, one process
+  # per shape (v13's call: the 13-rung bench at b1 took ~23 s, at b4 about a minute).
+  for s in b1_h64_s1024_d128_fp16 b4_h16_s4096_d128_fp16; do
+    stamp "full bench $s"
+    timeout -k 5 280 whowaits bench --repeat ${REPEAT:-3} --shape $s --out "$R/bench-full" --format csv \
+      > "$R/bench-full-$s.txt" 2>&1
+    echo "bench $s rc=$?"; grep -E "^(v[01]|sdpa-(cudnn|flash)|flex|#)" "$R/bench-full-$s.txt" | cut -c1-120
+  done
+  finish
+fi
+
+stamp sanitize-start
+for v in $NEW; do
+  for tool in synccheck racecheck; do
+    # 9 tiles (3 query blocks x 3 heads, the last ragged) of 3 key blocks on 2 CTAs: every CTA crosses tiles, and
+    # every batch passes v15's fence (the re-check of the pending PV's V barrier) before its wait_group 0
+    ( WHOWAITS_MAX_CTAS=2 timeout -k 5 80 compute-sanitizer --tool $tool python3 -m kernels.runner $v \
+        --shape b1_h3_s320_d128_fp16 --warmup 0 > "$R/$tool-${v%%_*}.txt" 2>&1; echo "rc=$?" >> "$R/$tool-${v%%_*}.txt" ) &
+  done
+done
+OK=
+for v in $NEW; do
+  n=${v%%_*}
+  stamp "check $n"
+  timeout -k 5 60 python3 -m kernels.check $n > "$R/check-$n.txt" 2>&1; rc=$?
+  echo "check $n rc=$rc"; tail -12 "$R/check-$n.txt" | cut -c1-150
+  if [ $rc = 0 ]; then
+    WHOWAITS_MAX_CTAS=1 timeout -k 5 45 python3 -m kernels.check $n --shapes b2_h3_s200_d128_fp16 \
+      b1_h8_s1024_d128_fp16 b2_h2_s333_d128_fp16_causal b1_h3_s190_d64_bf16_causal b1_h4_s515_d128_bf16 \
+      > "$R/check-1cta-$n.txt" 2>&1; rc1=$?
+    echo "check $n 1 CTA rc=$rc1"; tail -6 "$R/check-1cta-$n.txt" | cut -c1-150
+    [ $rc1 = 0 ] && OK="$OK $n"
+  fi
+done
+stamp sanitize-wait
+wait
+for f in "$R"/synccheck-*.txt "$R"/racecheck-*.txt; do echo "$(basename "$f"):"; tail -3 "$f"; done
+echo "passed both checks:${OK:- none}"
+[ -z "$OK" ] && finish
+stamp bench
+timeout -k 5 170 whowaits bench v12 v14 $OK --repeat ${REPEAT:-3} --shape b1_h64_s1024_d128_fp16 \
+  --shape b4_h16_s4096_d128_fp16 --shape b4_h16_s4096_d128_fp16_causal --out "$R/bench" --format csv \
+  > "$R/bench.txt" 2>&1
+echo "bench rc=$?"; grep -E "^(v1|sdpa-(cudnn|flash)|flex|shape|#)|best version" "$R/bench.txt" | cut -c1-140
+if [ "$(left)" -gt 30 ]; then
+  stamp profile-b1
+  # the rungs that passed, in one ncu session (v15 first: its report is the one the hypothesis names)
+  WHOWAITS_BUILD_DIR=/tmp/whowaits-devbuild timeout -k 5 $(( $(left) - 5 )) whowaits profile $OK \
+    --shape b1_h64_s1024_d128_fp16 --out "$R/reports" --gpu h200 > "$R/profile-b1.txt" 2>&1
+  echo "profile$OK b1 rc=$?"; tail -2 "$R/profile-b1.txt"
+fi
+if [ "$(left)" -gt 60 ]; then
+  stamp profile-b4
+  WHOWAITS_BUILD_DIR=/tmp/whowaits-devbuild timeout -k 5 $(( $(left) - 5 )) whowaits profile v14 $OK \
+    --shape b4_h16_s4096_d128_fp16 --out "$R/reports-b4" --gpu h200 > "$R/profile-b4.txt" 2>&1
+  echo "profile v14$OK b4 rc=$?"; tail -2 "$R/profile-b4.txt"
+fi
+if [ "$(left)" -gt 90 ]; then
+  stamp extra
+  timeout -k 5 $(( $(left) - 5 )) whowaits bench v14 $OK --repeat 1 --shape b4_h16_s4096_d128_bf16 \
+    --shape b4_h32_s4096_d64_fp16 --shape b1_h16_s16384_d128_fp16 --out "$R/bench-extra" --format csv \
+    > "$R/bench-extra.txt" 2>&1
+  echo "bench extra rc=$?"; grep -E "^(v1|sdpa-cudnn|flex|shape)|best version" "$R/bench-extra.txt" | cut -c1-140
+fi
+finish

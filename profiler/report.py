@@ -64,7 +64,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from profiler import cachefile
+from profiler import cachefile, sasscache
 from profiler import metrics as M
 from profiler.errors import WhowaitsError
 from profiler.io import write_atomic
@@ -190,7 +190,7 @@ def cache_dir() -> Path:
 
 #: what a parsed-frames entry is derived from (see :mod:`profiler.cachefile`): the ingester, the
 #: metric maps' reader, every data file, and the libraries that decode the report and pickle the frames
-_FRAMES_FROM = (("report.py", "metrics.py", "errors.py", "data"), ("ncu-report", "pandas", "numpy", "pyarrow"))
+_FRAMES_FROM = (("report.py", "sasscache.py", "metrics.py", "errors.py", "data"), ("ncu-report", "pandas", "numpy", "pyarrow"))
 _FRAMES_SUFFIX = ".frames"
 
 
@@ -410,8 +410,9 @@ def _swig(ncu) -> dict:
     return {k: getattr(raw, swig, None) or wrapper for k, (swig, wrapper) in names.items()}
 
 
-def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataFrame, pd.DataFrame, list]:
-    """Rows of the metrics frame, the sass frame, the timeline frame and the source rows of one action."""
+def _ingest_action(action, index: int, kernel: str, ncu, modules=None) -> tuple[list, pd.DataFrame, pd.DataFrame, list]:
+    """Rows of the metrics frame, the sass frame, the timeline frame and the source rows of one action
+    (``modules``: the report's :class:`profiler.sasscache.Modules`, None: no SASS-text cache)."""
     im = ncu.IMetric
     kind_string = im.ValueKind_STRING
     f = _swig(ncu)
@@ -456,7 +457,7 @@ def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataF
             elif M.is_pm_metric(name):
                 pm_metrics[name] = m
 
-    sass = _sass_frame(action, index, pc_metrics, ncu)
+    sass = _sass_frame(action, index, pc_metrics, ncu, modules)
     return rows, sass, _timeline_frame(action, index, pm_metrics, f), _region_sources(action, index)
 
 
@@ -495,7 +496,7 @@ def _timeline_frame(action, index: int, pm_metrics: dict, f: dict) -> pd.DataFra
     })
 
 
-def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
+def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.DataFrame:
     cfg = M.stall_config()
     cache: dict = {}
     per_pc = M.per_pc_metrics()
@@ -524,16 +525,28 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
         steps = [b - a for a, b in zip(known, known[1:]) if b > a]
         step = min(steps) if steps else 16
         all_pcs = list(range(known[0], known[-1] + step, step))
-        sass_by_pc = action.sass_by_pc
-        texts = [(sass_by_pc(pc) or "").strip() for pc in all_pcs]
-        pc = known[-1] + step
-        while True:
-            text = (sass_by_pc(pc) or "").strip()
-            if not text:
-                break
-            texts.append(text)
-            all_pcs.append(pc)
-            pc += step
+        mangled = _mangled(action, ncu) if modules is not None else None
+        # the cached text (profiler/sasscache.py) needs the function's first PC: the lowest PC of
+        # inst_executed (the entry instruction always executes), which must be the first PC named
+        executed = columns.get("inst_executed", ([], []))[0]
+        at_start = bool(mangled) and bool(executed) and min(executed) == known[0]
+        cached = sasscache.lookup(modules, mangled, known[0], step) if at_start else None
+        if cached is not None and len(cached) * step > known[-1] - known[0]:
+            texts = cached
+            all_pcs = list(range(known[0], known[0] + len(cached) * step, step))
+        else:
+            sass_by_pc = action.sass_by_pc
+            texts = [(sass_by_pc(pc) or "").strip() for pc in all_pcs]
+            pc = known[-1] + step
+            while True:
+                text = (sass_by_pc(pc) or "").strip()
+                if not text:
+                    break
+                texts.append(text)
+                all_pcs.append(pc)
+                pc += step
+            if at_start:
+                sasscache.store(modules, mangled, known[0], step, texts, [M.full_opcode(t) for t in texts])
     else:
         all_pcs = []
     addr = np.array(all_pcs, dtype=np.uint64)
@@ -649,7 +662,7 @@ def _note_native(path: Path) -> None:
             pass
 
 
-def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _ingest(path: Path, sass_cache: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     _note_native(path)
     try:
         import ncu_report as ncu
@@ -661,7 +674,7 @@ def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.Da
     log = _NativeLog()
     try:
         with log:
-            mf, sf, tf, rf = _read_actions(path, ncu)
+            mf, sf, tf, rf = _read_actions(path, ncu, sass_cache)
     except WhowaitsError:
         raise
     except Exception as err:  # noqa: BLE001 - the file passed check_file: the reader choked on it
@@ -674,7 +687,16 @@ def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.Da
     return mf, sf, tf, rf
 
 
-def _read_actions(path: Path, ncu) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _mangled(action, ncu) -> str | None:
+    try:
+        return action.name(ncu.IAction.NameBase_MANGLED) or None
+    except Exception:  # noqa: BLE001 - an ncu_report without that name base: no SASS-text cache
+        return None
+
+
+def _read_actions(path: Path, ncu, sass_cache: bool = True
+                  ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    modules = sasscache.Modules(path) if sass_cache else None
     try:
         ctx = ncu.load_report(str(path))
     except Exception as err:
@@ -689,7 +711,7 @@ def _read_actions(path: Path, ncu) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataF
         for a in range(rng.num_actions()):
             action = rng.action_by_idx(a)
             kernel = action.name(ncu.IAction.NameBase_DEMANGLED) or action.name()
-            rows, sass, timeline, srcs = _ingest_action(action, index, kernel, ncu)
+            rows, sass, timeline, srcs = _ingest_action(action, index, kernel, ncu, modules)
             source_rows += srcs
             if not rows:
                 raise WhowaitsError(
@@ -740,7 +762,7 @@ def load_report(path: str | os.PathLike, *, use_cache: bool = True) -> Report:
     sha = sha256_file(p)
     cached = _read_cache(sha) if use_cache else None
     if cached is None:
-        mf, sf, tf, rf = _ingest(p)
+        mf, sf, tf, rf = _ingest(p, sass_cache=use_cache)
         if use_cache:
             _write_cache(sha, mf, sf, tf, rf)
     else:

@@ -357,18 +357,77 @@ def check_file(path: Path) -> None:
 
 # --- the disassembler's thread ------------------------------------------------------------------
 #
-# ncu_report disassembles on a worker thread of its own: every ``sass_by_pc`` call hands one PC to
-# it and waits for the text. Until 2026-12-01 the ingester pinned itself and that thread to one CPU
-# while reading the SASS (a hand-off across CPUs was measured at ~70 us a call, ~30 us on one CPU).
-# Issue 8 §5 asked to keep that only if it still paid; on the shared 2-core machine it did not:
-#   load_report(v03, use_cache=False), 6 interleaved runs each in one process (WHOWAITS_PIN=1/0 of
-#   the commit before this one), load average 8.6: pinned median 0.597 s (0.51-0.77), unpinned
-#   0.600 s (0.53-0.71);
-#   scripts/bench_migration.py --rounds 1, 3 interleaved rounds, load 7.8-8.7: cold migrate()
-#   median 10.56 s pinned vs 12.59 s unpinned, warm 0.58 vs 0.65 s: within the round-to-round
-#   spread (7.99-13.06 s pinned, 10.33-16.99 s unpinned).
-# So it was removed (with the CPU hand-out of compare/cache.py's workers); measure again on an idle
-# machine before bringing it back (git show 43928a6:profiler/report.py, _disassembler_beside_caller).
+# ncu_report disassembles on a worker thread of its own (one per process, started by the first
+# ``sass_by_pc`` call): every call hands one PC to it and waits for the text. With the two threads
+# on different CPUs each hand-off wakes the other CPU; on one CPU it is a plain switch. Until
+# 2026-12-01 (wave 3) the ingester kept both on one CPU while reading the SASS; it was removed
+# when 6 interleaved runs at load average 8.6 showed no difference (0.597 vs 0.600 s for v03),
+# with the note to measure again on an idle machine. Measured again (wave 4, see
+# scripts/bench_show.py's docstring for the figures and the load), so it is back:
+# :func:`_disassembler_beside_caller` pins this thread and ncu_report's to the CPU it runs on (or
+# :data:`PREFERRED_CPU`, which the parallel summaries of profiler/compare/cache.py set per process
+# so that two processes do not share one CPU) for the loop over the slots only, then puts every
+# thread back as it was. ``WHOWAITS_PIN=0`` turns it off.
+
+_NCU_THREADS: set[int] = set()  # native ids of the threads ncu_report started in this process
+#: the CPU to pin to instead of the current one (ignored when not allowed)
+PREFERRED_CPU: int | None = None
+
+
+def _thread_ids() -> set[int]:
+    try:
+        return {int(t) for t in os.listdir("/proc/self/task")}
+    except (OSError, ValueError):
+        return set()
+
+
+def _current_cpu() -> int | None:
+    try:
+        with open("/proc/thread-self/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@contextmanager
+def _disassembler_beside_caller():
+    """Run the block with this thread and ncu_report's disassembler thread on one CPU (see above);
+    a no-op where thread affinity cannot be set, only one CPU is allowed, or ``WHOWAITS_PIN=0``."""
+    import threading  # noqa: PLC0415
+
+    try:
+        me = threading.get_native_id()
+        allowed = os.sched_getaffinity(me)
+    except (AttributeError, OSError):
+        yield
+        return
+    cpu = PREFERRED_CPU if PREFERRED_CPU in allowed else _current_cpu()
+    if len(allowed) < 2 or cpu not in allowed or os.environ.get("WHOWAITS_PIN") == "0":
+        yield
+        return
+    saved: dict[int, set[int]] = {}
+
+    def pin(tid: int) -> None:
+        try:
+            saved[tid] = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, {cpu})
+        except OSError:  # the thread is gone
+            _NCU_THREADS.discard(tid)
+
+    pin(me)
+    for tid in list(_NCU_THREADS):
+        pin(tid)
+    before = _thread_ids() if not _NCU_THREADS else None
+    try:
+        yield
+    finally:
+        if before is not None:  # the first call started ncu_report's thread (inheriting the pin)
+            _NCU_THREADS.update(_thread_ids() - before)
+        for tid in _NCU_THREADS | {me}:
+            try:
+                os.sched_setaffinity(tid, saved.get(tid, allowed))
+            except OSError:
+                _NCU_THREADS.discard(tid)
 
 
 def _per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:
@@ -536,15 +595,16 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.D
             all_pcs = list(range(known[0], known[0] + len(cached) * step, step))
         else:
             sass_by_pc = action.sass_by_pc
-            texts = [(sass_by_pc(pc) or "").strip() for pc in all_pcs]
-            pc = known[-1] + step
-            while True:
-                text = (sass_by_pc(pc) or "").strip()
-                if not text:
-                    break
-                texts.append(text)
-                all_pcs.append(pc)
-                pc += step
+            with _disassembler_beside_caller():
+                texts = [(sass_by_pc(pc) or "").strip() for pc in all_pcs]
+                pc = known[-1] + step
+                while True:
+                    text = (sass_by_pc(pc) or "").strip()
+                    if not text:
+                        break
+                    texts.append(text)
+                    all_pcs.append(pc)
+                    pc += step
             if at_start:
                 sasscache.store(modules, mangled, known[0], step, texts, [M.full_opcode(t) for t in texts])
     else:
@@ -558,10 +618,13 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.D
     }
     opcodes = [M.full_opcode(t) for t in texts]
     bases = [op.split(".", 1)[0] for op in opcodes]
-    data["sass"] = texts
-    data["opcode"] = opcodes
-    data["base"] = bases
-    data["opcode_class"] = [M.classify_opcode(b) for b in bases]
+    # Object columns of Python str (not pandas 3's Arrow-backed ``str``): every analysis reads these
+    # as arrays or lists of str, and converting Arrow strings back took ~5% of a warm ``show``
+    # (py-spy, flash report; see scripts/bench_show.py for the figures). They hold no missing values.
+    data["sass"] = pd.Series(texts, dtype=object)
+    data["opcode"] = pd.Series(opcodes, dtype=object)
+    data["base"] = pd.Series(bases, dtype=object)
+    data["opcode_class"] = pd.Series([M.classify_opcode(b) for b in bases], dtype=object)
     wanted = [*per_pc, "samples"]
     for reason in reasons:
         wanted += [f"stall_{reason}", f"not_issued_{reason}"]
@@ -737,16 +800,18 @@ def _metrics_frame(rows: list[tuple]) -> pd.DataFrame:
     """The metrics frame (``METRIC_COLUMNS`` but ``report``) of ``(launch, kernel, metric, instance,
     value, text, unit)`` rows, built column by column: ``pd.DataFrame(rows)`` then :func:`_normalize`
     took 23-27 ms for the flash report's 2,623 rows, this 2.6 ms (load average 7; the same frame,
-    dtypes included). ``instance`` and ``text`` hold str or None (object columns, as _normalize makes them)."""
+    dtypes included). ``instance`` and ``text`` hold str or None (object columns, as _normalize makes them);
+    ``kernel``, ``metric`` and ``unit`` are object columns of str too (Launch._build_lookup reads them as
+    object arrays: no conversion from pandas 3's Arrow strings on every load)."""
     launch, kernel, metric, instance, value, text, unit = (list(c) for c in zip(*rows))
     return pd.DataFrame({
         "launch": pd.Series(launch, dtype=np.int64),
-        "kernel": pd.Series(kernel),
-        "metric": pd.Series(metric),
+        "kernel": pd.Series(kernel, dtype=object),
+        "metric": pd.Series(metric, dtype=object),
         "instance": pd.Series(instance, dtype=object),
         "value": np.array(value, dtype=np.float64),
         "text": pd.Series(text, dtype=object),
-        "unit": pd.Series(unit),
+        "unit": pd.Series(unit, dtype=object),
     })
 
 

@@ -12,7 +12,7 @@ of that module:
   name, and a :func:`profiler.cachefile.fingerprint` of this file, ``data/sass_cache.toml`` and the
   ``ncu-report`` version. Edits elsewhere (analyses, metric maps, the ingester) keep the entry.
   A name found in two modules with different bytes is not cached.
-* **Entry** (``<cache dir>/sass/<module sha256>.<fingerprint>.<name hash>.sass``, sealed and
+* **Entry** (``<cache dir>/<module sha256>.<fingerprint>.<name hash>.sass``, sealed and
   written atomically by :mod:`profiler.cachefile`): JSON ``{"function", "base", "size", "step",
   "texts"}``, the text of every slot of the function from its first instruction (``base``, the
   address it had in the report that wrote the entry) to its end (``size`` bytes, ``step`` a slot).
@@ -137,7 +137,7 @@ def _path(module_sha: str, mangled: str) -> Path:
     from profiler.report import cache_dir  # noqa: PLC0415
 
     name = hashlib.sha256(mangled.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return cache_dir() / "sass" / f"{module_sha}.{cachefile.fingerprint(*_FROM)}.{name}{_SUFFIX}"
+    return cache_dir() / f"{module_sha}.{cachefile.fingerprint(*_FROM)}.{name}{_SUFFIX}"
 
 
 def movable(texts: list[str], opcodes: list[str], base: int, size: int) -> bool:

@@ -46,7 +46,7 @@ def disassembled(monkeypatch):
 
 
 def _entries(cache: Path) -> list[Path]:
-    return sorted((cache / "sass").glob("*.sass"))
+    return sorted(cache.glob("*.sass"))
 
 
 @pytest.mark.parametrize("first,second", SAME_BUILD, ids=lambda p: p.parent.name)

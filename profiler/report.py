@@ -362,12 +362,18 @@ def check_file(path: Path) -> None:
 # on different CPUs each hand-off wakes the other CPU; on one CPU it is a plain switch. Until
 # 2026-12-01 (wave 3) the ingester kept both on one CPU while reading the SASS; it was removed
 # when 6 interleaved runs at load average 8.6 showed no difference (0.597 vs 0.600 s for v03),
-# with the note to measure again on an idle machine. Measured again (wave 4, see
-# scripts/bench_show.py's docstring for the figures and the load), so it is back:
-# :func:`_disassembler_beside_caller` pins this thread and ncu_report's to the CPU it runs on (or
+# with the note to measure again on an idle machine. Wave 4 could not either: on the shared
+# machine (load average 3.6-7.0, 2026-12-01 19:20-19:32 UTC) load_report(flash full set + v03,
+# use_cache=False), 5-10 interleaved rounds in one process, gave pinned 336.5 / 415.5 ms median
+# wall against 336.1 / 411.1 unpinned (CPU 331 vs 333 ms), and 8 rounds of the flash slot loop
+# alone 46 vs 61 us a call (CPU 31 vs 34). The idle machine is where it should matter (main's
+# cold flash show cost 506 ms of CPU there at load 0.5, against ~300 ms at load 3-5 here: the
+# waiting thread seems to spin while the other CPU is free), so it is kept, off by default:
+# ``WHOWAITS_PIN=1`` pins this thread and ncu_report's to the CPU it runs on (or
 # :data:`PREFERRED_CPU`, which the parallel summaries of profiler/compare/cache.py set per process
 # so that two processes do not share one CPU) for the loop over the slots only, then puts every
-# thread back as it was. ``WHOWAITS_PIN=0`` turns it off.
+# thread back as it was. Measure with ``WHOWAITS_PIN=1 python scripts/bench_show.py`` against the
+# plain run on an idle machine before turning it on.
 
 _NCU_THREADS: set[int] = set()  # native ids of the threads ncu_report started in this process
 #: the CPU to pin to instead of the current one (ignored when not allowed)
@@ -392,7 +398,7 @@ def _current_cpu() -> int | None:
 @contextmanager
 def _disassembler_beside_caller():
     """Run the block with this thread and ncu_report's disassembler thread on one CPU (see above);
-    a no-op where thread affinity cannot be set, only one CPU is allowed, or ``WHOWAITS_PIN=0``."""
+    a no-op unless ``WHOWAITS_PIN=1``, and where thread affinity cannot be set or only one CPU is allowed."""
     import threading  # noqa: PLC0415
 
     try:
@@ -402,7 +408,7 @@ def _disassembler_beside_caller():
         yield
         return
     cpu = PREFERRED_CPU if PREFERRED_CPU in allowed else _current_cpu()
-    if len(allowed) < 2 or cpu not in allowed or os.environ.get("WHOWAITS_PIN") == "0":
+    if len(allowed) < 2 or cpu not in allowed or os.environ.get("WHOWAITS_PIN") != "1":
         yield
         return
     saved: dict[int, set[int]] = {}

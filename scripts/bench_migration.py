@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -108,7 +109,7 @@ def main() -> None:
         return
 
     rows: dict[str, list[float]] = {k: [] for k in ("cold", "cold_wall", "import", "warm_in", "warm_new", "warm_new_wall",
-                                                     "html")}
+                                                     "html", "known", "known_wall")}
     versions = []
     for _ in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="whowaits-bench-") as cache:
@@ -123,6 +124,14 @@ def main() -> None:
             rows["warm_new_wall"].append(wall2)
             rows["html"].append(warm["html_s"])
             versions = cold["versions"]
+            # every build known: the frames and summaries entries gone (what an edit to the
+            # ingester, an analysis or a data file does), the SASS-text entries kept
+            for entry in Path(cache).glob("*.frames"):
+                entry.unlink()
+            shutil.rmtree(Path(cache) / "summaries", ignore_errors=True)
+            known, wall3 = run_child(cache, 1, processes=args.processes)
+            rows["known"].append(known["first_s"])
+            rows["known_wall"].append(wall3)
 
     def cell(k):
         v = rows[k]
@@ -131,11 +140,13 @@ def main() -> None:
     labels = {
         "cold": ("cold: migrate(), empty cache", 2.0),
         "warm_in": ("warm: migrate() again, same process", 0.5),
+        "known": ("known builds: migrate(), SASS text cached", None),
         "warm_new": ("warm: migrate() in a new process", None),
         "import": ("import profiler.compare", None),
         "cold_wall": ("cold: whole process (start+import+migrate)", None),
         "warm_new_wall": ("warm: whole process, + HTML report", None),
         "html": ("HTML report (load+migrate+diffs+render+write)", None),
+        "known_wall": ("known builds: whole process", None),
     }
     result = {"versions": versions, "rounds": args.rounds, "cpus": os.cpu_count(),
               "processes": args.processes or os.environ.get("WHOWAITS_PROCESSES") or "one per CPU",

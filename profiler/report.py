@@ -357,83 +357,23 @@ def check_file(path: Path) -> None:
 
 # --- the disassembler's thread ------------------------------------------------------------------
 #
-# ncu_report disassembles on a worker thread of its own (one per process, started by the first
-# ``sass_by_pc`` call): every call hands one PC to it and waits for the text. With the two threads
-# on different CPUs each hand-off wakes the other CPU; on one CPU it is a plain switch. Until
-# 2026-12-01 (wave 3) the ingester kept both on one CPU while reading the SASS; it was removed
-# when 6 interleaved runs at load average 8.6 showed no difference (0.597 vs 0.600 s for v03),
-# with the note to measure again on an idle machine. Wave 4 could not either: on the shared
-# machine (load average 3.6-7.0, 2026-12-01 19:20-19:32 UTC) load_report(flash full set + v03,
-# use_cache=False), 5-10 interleaved rounds in one process, gave pinned 336.5 / 415.5 ms median
-# wall against 336.1 / 411.1 unpinned (CPU 331 vs 333 ms), and 8 rounds of the flash slot loop
-# alone 46 vs 61 us a call (CPU 31 vs 34). The idle machine is where it should matter (main's
-# cold flash show cost 506 ms of CPU there at load 0.5, against ~300 ms at load 3-5 here: the
-# waiting thread seems to spin while the other CPU is free), so it is kept, off by default:
-# ``WHOWAITS_PIN=1`` pins this thread and ncu_report's to the CPU it runs on (or
-# :data:`PREFERRED_CPU`, which the parallel summaries of profiler/compare/cache.py set per process
-# so that two processes do not share one CPU) for the loop over the slots only, then puts every
-# thread back as it was. Measure with ``WHOWAITS_PIN=1 python scripts/bench_show.py`` against the
-# plain run on an idle machine before turning it on.
-
-_NCU_THREADS: set[int] = set()  # native ids of the threads ncu_report started in this process
-#: the CPU to pin to instead of the current one (ignored when not allowed)
-PREFERRED_CPU: int | None = None
-
-
-def _thread_ids() -> set[int]:
-    try:
-        return {int(t) for t in os.listdir("/proc/self/task")}
-    except (OSError, ValueError):
-        return set()
-
-
-def _current_cpu() -> int | None:
-    try:
-        with open("/proc/thread-self/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[36])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-@contextmanager
-def _disassembler_beside_caller():
-    """Run the block with this thread and ncu_report's disassembler thread on one CPU (see above);
-    a no-op unless ``WHOWAITS_PIN=1``, and where thread affinity cannot be set or only one CPU is allowed."""
-    import threading  # noqa: PLC0415
-
-    try:
-        me = threading.get_native_id()
-        allowed = os.sched_getaffinity(me)
-    except (AttributeError, OSError):
-        yield
-        return
-    cpu = PREFERRED_CPU if PREFERRED_CPU in allowed else _current_cpu()
-    if len(allowed) < 2 or cpu not in allowed or os.environ.get("WHOWAITS_PIN") != "1":
-        yield
-        return
-    saved: dict[int, set[int]] = {}
-
-    def pin(tid: int) -> None:
-        try:
-            saved[tid] = os.sched_getaffinity(tid)
-            os.sched_setaffinity(tid, {cpu})
-        except OSError:  # the thread is gone
-            _NCU_THREADS.discard(tid)
-
-    pin(me)
-    for tid in list(_NCU_THREADS):
-        pin(tid)
-    before = _thread_ids() if not _NCU_THREADS else None
-    try:
-        yield
-    finally:
-        if before is not None:  # the first call started ncu_report's thread (inheriting the pin)
-            _NCU_THREADS.update(_thread_ids() - before)
-        for tid in _NCU_THREADS | {me}:
-            try:
-                os.sched_setaffinity(tid, saved.get(tid, allowed))
-            except OSError:
-                _NCU_THREADS.discard(tid)
+# ncu_report disassembles on a worker thread of its own: every ``sass_by_pc`` call hands one PC to
+# it and waits for the text. Until 2026-12-01 the ingester pinned itself and that thread to one CPU
+# while reading the SASS (a hand-off across CPUs was measured at ~70 us a call, ~30 us on one CPU).
+# Issue 8 §5 asked to keep that only if it still paid; on the shared 2-core machine it did not:
+#   load_report(v03, use_cache=False), 6 interleaved runs each in one process (WHOWAITS_PIN=1/0 of
+#   the commit before this one), load average 8.6: pinned median 0.597 s (0.51-0.77), unpinned
+#   0.600 s (0.53-0.71);
+#   scripts/bench_migration.py --rounds 1, 3 interleaved rounds, load 7.8-8.7: cold migrate()
+#   median 10.56 s pinned vs 12.59 s unpinned, warm 0.58 vs 0.65 s: within the round-to-round
+#   spread (7.99-13.06 s pinned, 10.33-16.99 s unpinned).
+# So it was removed (with the CPU hand-out of compare/cache.py's workers). Measured again in wave 4
+# (2026-12-01, the same pinning restored on wave4/speed 1c93222, WHOWAITS_PIN=1/0 alternating in one
+# process, load_report(flash full set + v03, use_cache=False)): load average 1.7, 8 rounds: pinned
+# 536.7 ms median wall (469.1 CPU), unpinned 542.1 (472.7); load 7.0, 10 rounds: 415.5 vs 411.1
+# (332.7 vs 332.1 CPU). No gain at either load, so it stays out. The CPU time of the slot loop
+# does grow on a quieter machine (the same reads: 470 ms at load 1.7, 332 at load 7), with or
+# without pinning; what the reader's thread does then is ncu_report's affair.
 
 
 def _per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:
@@ -601,16 +541,15 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.D
             all_pcs = list(range(known[0], known[0] + len(cached) * step, step))
         else:
             sass_by_pc = action.sass_by_pc
-            with _disassembler_beside_caller():
-                texts = [(sass_by_pc(pc) or "").strip() for pc in all_pcs]
-                pc = known[-1] + step
-                while True:
-                    text = (sass_by_pc(pc) or "").strip()
-                    if not text:
-                        break
-                    texts.append(text)
-                    all_pcs.append(pc)
-                    pc += step
+            texts = [(sass_by_pc(pc) or "").strip() for pc in all_pcs]
+            pc = known[-1] + step
+            while True:
+                text = (sass_by_pc(pc) or "").strip()
+                if not text:
+                    break
+                texts.append(text)
+                all_pcs.append(pc)
+                pc += step
             if at_start:
                 sasscache.store(modules, mangled, known[0], step, texts, [M.full_opcode(t) for t in texts])
     else:

@@ -338,35 +338,3 @@ def test_the_cache_key_follows_the_content_of_code_and_data(tmp_path, monkeypatc
     assert len(set(keys)) == 4, keys
     assert all(k.startswith("0" * 64 + ".") and k.endswith(".frames") for k in keys)
     assert R._cache_path("0" * 64).parent == R.cache_dir()
-
-
-def test_pinning_the_disassembler_changes_nothing_but_where_it_runs(tmp_path, monkeypatch):
-    """WHOWAITS_PIN=1 (profiler.report._disassembler_beside_caller): the same frames, and every
-    thread back on the CPUs it was allowed before."""
-    import contextlib
-    import threading
-
-    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path))
-    path = STARTER_REPORTS["ext-sdpa-cudnn-fullset_b1_h64_s1024_d128_fp16"]
-    before = {t: os.sched_getaffinity(t) for t in R._thread_ids()}
-    plain = load_report(path, use_cache=False)
-    monkeypatch.setenv("WHOWAITS_PIN", "1")
-    seen = []
-    real = R._disassembler_beside_caller
-
-    @contextlib.contextmanager
-    def spy():
-        with real():
-            seen.append(os.sched_getaffinity(threading.get_native_id()))
-            yield
-
-    monkeypatch.setattr(R, "_disassembler_beside_caller", spy)
-    pinned = load_report(path, use_cache=False)
-    assert seen
-    if len(os.sched_getaffinity(0)) >= 2:  # pinned to one CPU while it read the slots
-        assert len(seen[0]) == 1
-    pd.testing.assert_frame_equal(plain.launches[0].sass, pinned.launches[0].sass)
-    for t, cpus in before.items():
-        if t in R._thread_ids():
-            assert os.sched_getaffinity(t) == cpus
-    assert all(os.sched_getaffinity(t) == os.sched_getaffinity(0) for t in R._NCU_THREADS if t in R._thread_ids())

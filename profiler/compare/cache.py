@@ -199,20 +199,12 @@ def _fill_parallel(todo: list[tuple[Path, str | None]], processes: int, shas: di
 
     # Largest reports first: this process takes from the front, the workers (which start late,
     # and pay the start-up with their first job) from the back, so the last jobs are small ones.
-    from profiler import report  # noqa: PLC0415
-
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = []
     jobs = deque(sorted(todo, key=_size, reverse=True))
     lock = threading.Lock()
     results: dict = {}
     nworkers = processes - 1
-    ctx = multiprocessing.get_context("spawn")
-    counter = ctx.Value("i", 0)
-    pool = ProcessPoolExecutor(max_workers=nworkers, mp_context=ctx, initializer=_init_worker,
-                               initargs=(cpus, counter))
+    pool = ProcessPoolExecutor(max_workers=nworkers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_worker)
 
     def take_last():
         with lock:
@@ -258,20 +250,15 @@ def _fill_parallel(todo: list[tuple[Path, str | None]], processes: int, shas: di
         threads = [threading.Thread(target=feed, args=f, daemon=True) for f in first]
         for t in threads:
             t.start()
-        previous = report.PREFERRED_CPU
-        try:
-            report.PREFERRED_CPU = cpus[0] if cpus else None  # the workers take the CPUs after it
-            while True:  # this process works through the queue too, largest first
-                with lock:
-                    job = jobs.popleft() if jobs else None
-                if job is None:
-                    break
-                try:
-                    summaries(*job, shas)
-                except Exception:  # noqa: BLE001 - raised again, in order, by the caller's pass
-                    pass
-        finally:
-            report.PREFERRED_CPU = previous
+        while True:  # this process works through the queue too, largest first
+            with lock:
+                job = jobs.popleft() if jobs else None
+            if job is None:
+                break
+            try:
+                summaries(*job, shas)
+            except Exception:  # noqa: BLE001 - raised again, in order, by the caller's pass
+                pass
         for t in threads:
             t.join()
     except BaseException:
@@ -347,25 +334,16 @@ def _size(job: tuple[Path, str | None]) -> int:
         return 0
 
 
-def _init_worker(cpus: list[int] | None = None, counter=None) -> None:
+def _init_worker() -> None:
     """Initializer of a worker process: SIGINT ignored (the parent stops the workers), SIGTERM
-    ends it without a word, stdout goes to stderr (a stray print must not mix into the
-    parent's JSON), and its ingester keeps ncu_report's disassembler on a CPU of its own
-    (:func:`profiler.report._disassembler_beside_caller`): the workers take the CPUs after the
-    parent's, in turn."""
+    ends it without a word, and stdout goes to stderr (a stray print must not mix into the
+    parent's JSON)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         os.dup2(2, 1)
     except OSError:
         pass
-    if cpus and counter is not None:
-        from profiler import report  # noqa: PLC0415
-
-        with counter.get_lock():
-            i = counter.value
-            counter.value += 1
-        report.PREFERRED_CPU = cpus[(i + 1) % len(cpus)]
 
 
 def _work(path: str, kernel: str | None):

@@ -526,6 +526,7 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.D
     # padding after the last one (the closing self-branch and NOPs), up to the first empty slot.
     known = sorted({pc for pcs, _ in columns.values() for pc in pcs})
     texts: list[str] = []
+    opcodes: list[str] | None = None
     if known:
         steps = [b - a for a, b in zip(known, known[1:]) if b > a]
         step = min(steps) if steps else 16
@@ -551,7 +552,8 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.D
                 all_pcs.append(pc)
                 pc += step
             if at_start:
-                sasscache.store(modules, mangled, known[0], step, texts, [M.full_opcode(t) for t in texts])
+                opcodes = [M.full_opcode(t) for t in texts]
+                sasscache.store(modules, mangled, known[0], step, texts, opcodes)
     else:
         all_pcs = []
     addr = np.array(all_pcs, dtype=np.uint64)
@@ -561,7 +563,8 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.D
         "address": addr,
         "offset": (addr - addr[0]).astype(np.int64) if len(addr) else np.array([], np.int64),
     }
-    opcodes = [M.full_opcode(t) for t in texts]
+    if opcodes is None:
+        opcodes = [M.full_opcode(t) for t in texts]
     bases = [op.split(".", 1)[0] for op in opcodes]
     # Object columns of Python str (not pandas 3's Arrow-backed ``str``): every analysis reads these
     # as arrays or lists of str, and converting Arrow strings back took ~5% of a warm ``show``

@@ -49,7 +49,7 @@ known builds 4.39 s (3.96-4.83), warm in-process 0.32 s, warm new process 0.47 s
 cold 7.57, known builds 4.04. So a known build takes ~40% off a cold migration (every sass_by_pc call
 and each process's disassembler start-up); with an empty cache the floor stays ncu_report's: per report
 the action load (``IRange.action_by_idx``, 25-100 ms) and one ``sass_by_pc`` per instruction slot
-(18,000-28,000 slots over the 16 reports, ~40 us of CPU each at load 4, ~74 us on the idle machine),
+(34,120 slots over the 16 reports, ~40 us of CPU each at load 4, ~74 us on the idle machine: 1.4-2.5 s),
 plus ~0.6 s of ncu_report start-up in each of the two processes. The worker processes' imports (0.37 s,
 pandas most of it) are what the analyses need; keeping ncu_report's reader thread on the caller's CPU
 was tried again and gained nothing (profiler/report.py). Cold <= 2 s with an empty cache remains out of

@@ -44,7 +44,11 @@ Frames (one pair per profiled launch; see :class:`Launch`):
 The cache lives in ``$WHOWAITS_CACHE_DIR`` (default ``~/.cache/whowaits``): one sealed file per
 report, keyed by the report file's sha256 and the content of the ingester, the metric maps and
 every data file (:mod:`profiler.cachefile`): a changed file (or opcode map, or ingester) never
-hits a stale entry; a damaged or undecodable entry is deleted and rebuilt.
+hits a stale entry; a damaged or undecodable entry is deleted and rebuilt. The SASS text itself is
+cached apart, per kernel function and keyed on the ELF module the report embeds
+(:mod:`profiler.sasscache`), so a report of a build seen before (or any report after an edit to
+this module or a data file) reads no SASS through ncu_report; ``load_report(use_cache=False)``
+uses neither cache.
 """
 
 from __future__ import annotations

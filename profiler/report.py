@@ -44,7 +44,11 @@ Frames (one pair per profiled launch; see :class:`Launch`):
 The cache lives in ``$WHOWAITS_CACHE_DIR`` (default ``~/.cache/whowaits``): one sealed file per
 report, keyed by the report file's sha256 and the content of the ingester, the metric maps and
 every data file (:mod:`profiler.cachefile`): a changed file (or opcode map, or ingester) never
-hits a stale entry; a damaged or undecodable entry is deleted and rebuilt.
+hits a stale entry; a damaged or undecodable entry is deleted and rebuilt. The SASS text itself is
+cached apart, per kernel function and keyed on the ELF module the report embeds
+(:mod:`profiler.sasscache`), so a report of a build seen before (or any report after an edit to
+this module or a data file) reads no SASS through ncu_report; ``load_report(use_cache=False)``
+uses neither cache.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from profiler import cachefile
+from profiler import cachefile, sasscache
 from profiler import metrics as M
 from profiler.errors import WhowaitsError
 from profiler.io import write_atomic
@@ -190,7 +194,7 @@ def cache_dir() -> Path:
 
 #: what a parsed-frames entry is derived from (see :mod:`profiler.cachefile`): the ingester, the
 #: metric maps' reader, every data file, and the libraries that decode the report and pickle the frames
-_FRAMES_FROM = (("report.py", "metrics.py", "errors.py", "data"), ("ncu-report", "pandas", "numpy", "pyarrow"))
+_FRAMES_FROM = (("report.py", "sasscache.py", "metrics.py", "errors.py", "data"), ("ncu-report", "pandas", "numpy", "pyarrow"))
 _FRAMES_SUFFIX = ".frames"
 
 
@@ -367,8 +371,13 @@ def check_file(path: Path) -> None:
 #   scripts/bench_migration.py --rounds 1, 3 interleaved rounds, load 7.8-8.7: cold migrate()
 #   median 10.56 s pinned vs 12.59 s unpinned, warm 0.58 vs 0.65 s: within the round-to-round
 #   spread (7.99-13.06 s pinned, 10.33-16.99 s unpinned).
-# So it was removed (with the CPU hand-out of compare/cache.py's workers); measure again on an idle
-# machine before bringing it back (git show 43928a6:profiler/report.py, _disassembler_beside_caller).
+# So it was removed (with the CPU hand-out of compare/cache.py's workers). Measured again in wave 4
+# (2026-12-01, the same pinning restored on wave4/speed 1c93222, WHOWAITS_PIN=1/0 alternating in one
+# process, load_report(flash full set + v03, use_cache=False)): load average 1.7, 8 rounds: pinned
+# 536.7 ms median wall (469.1 CPU), unpinned 542.1 (472.7); load 7.0, 10 rounds: 415.5 vs 411.1
+# (332.7 vs 332.1 CPU). No gain at either load, so it stays out. The CPU time of the slot loop
+# does grow on a quieter machine (the same reads: 470 ms at load 1.7, 332 at load 7), with or
+# without pinning; what the reader's thread does then is ncu_report's affair.
 
 
 def _per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:
@@ -410,8 +419,9 @@ def _swig(ncu) -> dict:
     return {k: getattr(raw, swig, None) or wrapper for k, (swig, wrapper) in names.items()}
 
 
-def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataFrame, pd.DataFrame, list]:
-    """Rows of the metrics frame, the sass frame, the timeline frame and the source rows of one action."""
+def _ingest_action(action, index: int, kernel: str, ncu, modules=None) -> tuple[list, pd.DataFrame, pd.DataFrame, list]:
+    """Rows of the metrics frame, the sass frame, the timeline frame and the source rows of one action
+    (``modules``: the report's :class:`profiler.sasscache.Modules`, None: no SASS-text cache)."""
     im = ncu.IMetric
     kind_string = im.ValueKind_STRING
     f = _swig(ncu)
@@ -456,7 +466,7 @@ def _ingest_action(action, index: int, kernel: str, ncu) -> tuple[list, pd.DataF
             elif M.is_pm_metric(name):
                 pm_metrics[name] = m
 
-    sass = _sass_frame(action, index, pc_metrics, ncu)
+    sass = _sass_frame(action, index, pc_metrics, ncu, modules)
     return rows, sass, _timeline_frame(action, index, pm_metrics, f), _region_sources(action, index)
 
 
@@ -495,7 +505,7 @@ def _timeline_frame(action, index: int, pm_metrics: dict, f: dict) -> pd.DataFra
     })
 
 
-def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
+def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.DataFrame:
     cfg = M.stall_config()
     cache: dict = {}
     per_pc = M.per_pc_metrics()
@@ -520,20 +530,34 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
     # padding after the last one (the closing self-branch and NOPs), up to the first empty slot.
     known = sorted({pc for pcs, _ in columns.values() for pc in pcs})
     texts: list[str] = []
+    opcodes: list[str] | None = None
     if known:
         steps = [b - a for a, b in zip(known, known[1:]) if b > a]
         step = min(steps) if steps else 16
         all_pcs = list(range(known[0], known[-1] + step, step))
-        sass_by_pc = action.sass_by_pc
-        texts = [(sass_by_pc(pc) or "").strip() for pc in all_pcs]
-        pc = known[-1] + step
-        while True:
-            text = (sass_by_pc(pc) or "").strip()
-            if not text:
-                break
-            texts.append(text)
-            all_pcs.append(pc)
-            pc += step
+        mangled = _mangled(action, ncu) if modules is not None else None
+        # the cached text (profiler/sasscache.py) needs the function's first PC: the lowest PC of
+        # inst_executed (the entry instruction always executes), which must be the first PC named
+        executed = columns.get("inst_executed", ([], []))[0]
+        at_start = bool(mangled) and bool(executed) and min(executed) == known[0]
+        cached = sasscache.lookup(modules, mangled, known[0], step) if at_start else None
+        if cached is not None and len(cached) * step > known[-1] - known[0]:
+            texts = cached
+            all_pcs = list(range(known[0], known[0] + len(cached) * step, step))
+        else:
+            sass_by_pc = action.sass_by_pc
+            texts = [(sass_by_pc(pc) or "").strip() for pc in all_pcs]
+            pc = known[-1] + step
+            while True:
+                text = (sass_by_pc(pc) or "").strip()
+                if not text:
+                    break
+                texts.append(text)
+                all_pcs.append(pc)
+                pc += step
+            if at_start:
+                opcodes = [M.full_opcode(t) for t in texts]
+                sasscache.store(modules, mangled, known[0], step, texts, opcodes)
     else:
         all_pcs = []
     addr = np.array(all_pcs, dtype=np.uint64)
@@ -543,12 +567,16 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu) -> pd.DataFrame:
         "address": addr,
         "offset": (addr - addr[0]).astype(np.int64) if len(addr) else np.array([], np.int64),
     }
-    opcodes = [M.full_opcode(t) for t in texts]
+    if opcodes is None:
+        opcodes = [M.full_opcode(t) for t in texts]
     bases = [op.split(".", 1)[0] for op in opcodes]
-    data["sass"] = texts
-    data["opcode"] = opcodes
-    data["base"] = bases
-    data["opcode_class"] = [M.classify_opcode(b) for b in bases]
+    # Object columns of Python str (not pandas 3's Arrow-backed ``str``): every analysis reads these
+    # as arrays or lists of str, and converting Arrow strings back took ~5% of a warm ``show``
+    # (py-spy, flash report; see scripts/bench_show.py for the figures). They hold no missing values.
+    data["sass"] = pd.Series(texts, dtype=object)
+    data["opcode"] = pd.Series(opcodes, dtype=object)
+    data["base"] = pd.Series(bases, dtype=object)
+    data["opcode_class"] = pd.Series([M.classify_opcode(b) for b in bases], dtype=object)
     wanted = [*per_pc, "samples"]
     for reason in reasons:
         wanted += [f"stall_{reason}", f"not_issued_{reason}"]
@@ -649,7 +677,7 @@ def _note_native(path: Path) -> None:
             pass
 
 
-def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _ingest(path: Path, sass_cache: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     _note_native(path)
     try:
         import ncu_report as ncu
@@ -661,7 +689,7 @@ def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.Da
     log = _NativeLog()
     try:
         with log:
-            mf, sf, tf, rf = _read_actions(path, ncu)
+            mf, sf, tf, rf = _read_actions(path, ncu, sass_cache)
     except WhowaitsError:
         raise
     except Exception as err:  # noqa: BLE001 - the file passed check_file: the reader choked on it
@@ -674,7 +702,16 @@ def _ingest(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.Da
     return mf, sf, tf, rf
 
 
-def _read_actions(path: Path, ncu) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _mangled(action, ncu) -> str | None:
+    try:
+        return action.name(ncu.IAction.NameBase_MANGLED) or None
+    except Exception:  # noqa: BLE001 - an ncu_report without that name base: no SASS-text cache
+        return None
+
+
+def _read_actions(path: Path, ncu, sass_cache: bool = True
+                  ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    modules = sasscache.Modules(path) if sass_cache else None
     try:
         ctx = ncu.load_report(str(path))
     except Exception as err:
@@ -689,7 +726,7 @@ def _read_actions(path: Path, ncu) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataF
         for a in range(rng.num_actions()):
             action = rng.action_by_idx(a)
             kernel = action.name(ncu.IAction.NameBase_DEMANGLED) or action.name()
-            rows, sass, timeline, srcs = _ingest_action(action, index, kernel, ncu)
+            rows, sass, timeline, srcs = _ingest_action(action, index, kernel, ncu, modules)
             source_rows += srcs
             if not rows:
                 raise WhowaitsError(
@@ -715,16 +752,18 @@ def _metrics_frame(rows: list[tuple]) -> pd.DataFrame:
     """The metrics frame (``METRIC_COLUMNS`` but ``report``) of ``(launch, kernel, metric, instance,
     value, text, unit)`` rows, built column by column: ``pd.DataFrame(rows)`` then :func:`_normalize`
     took 23-27 ms for the flash report's 2,623 rows, this 2.6 ms (load average 7; the same frame,
-    dtypes included). ``instance`` and ``text`` hold str or None (object columns, as _normalize makes them)."""
+    dtypes included). ``instance`` and ``text`` hold str or None (object columns, as _normalize makes them);
+    ``kernel``, ``metric`` and ``unit`` are object columns of str too (Launch._build_lookup reads them as
+    object arrays: no conversion from pandas 3's Arrow strings on every load)."""
     launch, kernel, metric, instance, value, text, unit = (list(c) for c in zip(*rows))
     return pd.DataFrame({
         "launch": pd.Series(launch, dtype=np.int64),
-        "kernel": pd.Series(kernel),
-        "metric": pd.Series(metric),
+        "kernel": pd.Series(kernel, dtype=object),
+        "metric": pd.Series(metric, dtype=object),
         "instance": pd.Series(instance, dtype=object),
         "value": np.array(value, dtype=np.float64),
         "text": pd.Series(text, dtype=object),
-        "unit": pd.Series(unit),
+        "unit": pd.Series(unit, dtype=object),
     })
 
 
@@ -740,7 +779,7 @@ def load_report(path: str | os.PathLike, *, use_cache: bool = True) -> Report:
     sha = sha256_file(p)
     cached = _read_cache(sha) if use_cache else None
     if cached is None:
-        mf, sf, tf, rf = _ingest(p)
+        mf, sf, tf, rf = _ingest(p, sass_cache=use_cache)
         if use_cache:
             _write_cache(sha, mf, sf, tf, rf)
     else:

@@ -16,6 +16,10 @@ Method (all in one run, on whatever machine runs it; no GPU):
 * **warm, new process**: a second fresh process on the now-filled cache (what a user's second
   ``whowaits migration`` pays, minus console output).
 * **html**: rendering and writing the standalone report in-process after a warm migration.
+* **known builds**: a third fresh process on that cache after its frames and summaries entries are
+  deleted, the SASS-text entries of :mod:`profiler.sasscache` kept: what the next cold migration
+  costs after an edit to the ingester, an analysis or a data file (every frames and summaries key
+  changes, no report's module does), and what a new report of a build seen before costs.
 
 Each cold measurement uses its own empty cache folder; the table gives the median and the range
 over ``--rounds`` rounds. Targets (2-core machine): cold <= 2 s, warm in-process <= 0.5 s.
@@ -34,6 +38,22 @@ group sums); warm in-process 0.76-1.04 vs 0.84-0.90 s CPU (the diffs of migratio
 serial cold CPU, ncu_report's native work is ~45%: the per-slot disassembly (28,406 sass_by_pc calls,
 2.4 s) and its one-time initialisation per process (first action ~0.2 s, first sass_by_pc ~0.5 s quiet),
 paid by each worker too; so on 2 cores cold <= 2 s is out of reach without another disassembler.
+
+Measured 2026-12-01 19:35-19:37 UTC (wave4/speed 1c93222 against main dfcc632 exported with ``git
+archive``, same venv; ``python scripts/bench_migration.py --rounds 1 --repeat 3 --json``, sides
+alternating, 3 rounds each, load average 1.5 -> 4.4 as other engineers' jobs came and went):
+cold migrate() main 3.18 / 5.36 / 8.42 s, wave4/speed 3.24 / 5.00 / 7.93 s (pairs run back to back: the
+load moved them more than the code); warm in-process 0.369 / 0.294 / 0.433 -> 0.290 / 0.265 / 0.555 s.
+``--rounds 2 --repeat 3`` on wave4/speed at 19:41 (load 5.5 -> 4.8): cold 7.08 s median (5.65-8.50),
+known builds 4.39 s (3.96-4.83), warm in-process 0.32 s, warm new process 0.47 s; at 19:37 (load 4.4)
+cold 7.57, known builds 4.04. So a known build takes ~40% off a cold migration (every sass_by_pc call
+and each process's disassembler start-up); with an empty cache the floor stays ncu_report's: per report
+the action load (``IRange.action_by_idx``, 25-100 ms) and one ``sass_by_pc`` per instruction slot
+(34,120 slots over the 16 reports, ~40 us of CPU each at load 4, ~74 us on the idle machine: 1.4-2.5 s),
+plus ~0.6 s of ncu_report start-up in each of the two processes. The worker processes' imports (0.37 s,
+pandas most of it) are what the analyses need; keeping ncu_report's reader thread on the caller's CPU
+was tried again and gained nothing (profiler/report.py). Cold <= 2 s with an empty cache remains out of
+reach through ncu_report's API on 2 cores; warm <= 0.5 s holds.
 """
 
 from __future__ import annotations
@@ -41,6 +61,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -108,7 +129,7 @@ def main() -> None:
         return
 
     rows: dict[str, list[float]] = {k: [] for k in ("cold", "cold_wall", "import", "warm_in", "warm_new", "warm_new_wall",
-                                                     "html")}
+                                                     "html", "known", "known_wall")}
     versions = []
     for _ in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="whowaits-bench-") as cache:
@@ -123,6 +144,14 @@ def main() -> None:
             rows["warm_new_wall"].append(wall2)
             rows["html"].append(warm["html_s"])
             versions = cold["versions"]
+            # every build known: the frames and summaries entries gone (what an edit to the
+            # ingester, an analysis or a data file does), the SASS-text entries kept
+            for entry in Path(cache).glob("*.frames"):
+                entry.unlink()
+            shutil.rmtree(Path(cache) / "summaries", ignore_errors=True)
+            known, wall3 = run_child(cache, 1, processes=args.processes)
+            rows["known"].append(known["first_s"])
+            rows["known_wall"].append(wall3)
 
     def cell(k):
         v = rows[k]
@@ -131,11 +160,13 @@ def main() -> None:
     labels = {
         "cold": ("cold: migrate(), empty cache", 2.0),
         "warm_in": ("warm: migrate() again, same process", 0.5),
+        "known": ("known builds: migrate(), SASS text cached", None),
         "warm_new": ("warm: migrate() in a new process", None),
         "import": ("import profiler.compare", None),
         "cold_wall": ("cold: whole process (start+import+migrate)", None),
         "warm_new_wall": ("warm: whole process, + HTML report", None),
         "html": ("HTML report (load+migrate+diffs+render+write)", None),
+        "known_wall": ("known builds: whole process", None),
     }
     result = {"versions": versions, "rounds": args.rounds, "cpus": os.cpu_count(),
               "processes": args.processes or os.environ.get("WHOWAITS_PROCESSES") or "one per CPU",

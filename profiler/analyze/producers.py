@@ -383,9 +383,9 @@ def waits_on(launch, _pcs: pd.DataFrame | None = None) -> pd.DataFrame:
                     None if k is None else parse(texts[k]).base, n) for c, reason, n, _, k, _ in rows)
     else:
         pcs = _pcs
-    df = pd.DataFrame(columns=_WO_COLS)
     if pcs is not None:
         if pcs.empty:
+            df = pd.DataFrame(columns=_WO_COLS)  # only here: an empty frame costs ~0.2 ms
             df.attrs["unresolved"] = {}
             df.attrs["scoreboard_samples"] = {}
             return with_missing(df, pcs.attrs.get("missing", []))

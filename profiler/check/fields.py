@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from profiler.check.policy import ShareKey
 from profiler.compare.diff import total_samples
+from profiler.names import NO_SECTION
 from profiler.schema import Summary
 
 
@@ -52,4 +53,5 @@ def bank_conflict_ways(summary: Summary) -> tuple[float | None, str]:
 
 def missing(summary: Summary) -> list[str]:
     """The summary's ``missing`` entries as ``field (section)`` strings."""
-    return [f"{m.get('field')} ({m.get('section')})" for m in summary.get("missing") or []]
+    return [f"{m.get('field')} ({m.get('section')})" for m in summary.get("missing") or []
+            if m.get("section") != NO_SECTION]  # the kernel has none: no section would supply it

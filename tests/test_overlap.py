@@ -175,7 +175,8 @@ def test_step_sentence_names_the_collapse_appearing_and_going():
     s = step_sentence("v12", v11, v12)
     assert s.startswith("v12: a collapsed wgmma overlap appears") and "726 samples, 9.9%" in s and "0 MUFU" in s
     gone = step_sentence("v11", v14, v11)
-    assert gone.startswith("v11: the collapsed wgmma overlap is gone") and "no wait with N>=1 is left" in gone
+    assert gone.startswith("v11: the collapsed wgmma overlap is gone") and gone.endswith("it waits on every wgmma group with N=0 only")
+    assert step_sentence("v08", v14, summarize(_rep("v08_tma_mbarrier"))[0]["overlap"]).endswith("it has no wgmma wait")
     assert step_sentence("v14", v12, v14) is None  # collapsed in both
 
 
@@ -205,3 +206,17 @@ def test_cli_show_and_diff():
     assert "a collapsed wgmma overlap appears" in json.dumps(json.loads(d.stdout))
     none = whowaits("show", _rep("v08_tma_mbarrier"))
     assert "Async-group overlap: the SASS commits no wgmma or cp.async group" in none.stdout
+
+
+def test_gate_no_collapsed_overlap(tmp_path):
+    """A rung built for wait_group-1 overlap can require it: v14 fails (its two collapsed waits named), v11
+    (no N>=1 wait) and v08 (no async group at all) pass."""
+    from profiler import check
+
+    pol = tmp_path / "whowaits.toml"
+    pol.write_text(f'[check]\nreports = "{REPORTS}"\n[[check.rule]]\nversion = ["v14_cross_tile_qk", "v11_pingpong",'
+                   f' "v08_tma_mbarrier"]\nshape = "{SHAPE}"\nno_collapsed_overlap = true\n')
+    res = {r.version: r for r in check.run(policy=pol).results if r.check == "no_collapsed_overlap"}
+    assert res["v14_cross_tile_qk"].verdict == "fail"
+    assert res["v14_cross_tile_qk"].value == ["wgmma wait@0x3fc0(N=1) -> 0x48f0", "wgmma wait@0x7120(N=1) -> 0x7980"]
+    assert res["v11_pingpong"].verdict == "pass" and res["v08_tma_mbarrier"].verdict == "pass"

@@ -319,8 +319,12 @@ def step_sentence(label: str, a: list[dict] | None, b: list[dict] | None) -> str
     if ha["collapsed"] and not hb["collapsed"]:
         group = collapsed_pairs(a)[0]["site"]["group"]
         under = hb["lower_under"]
-        tail = (f": {under} {hb['head']} now run under the group that wait retires" if under is not None
-                else "; no wait with N>=1 is left")
+        if under is not None:
+            tail = f": {under} {hb['head']} now run under the group that wait retires"
+        elif any(r["group"] == group for r in b or []):
+            tail = f"; it waits on every {group} group with N=0 only"
+        else:
+            tail = f"; it has no {group} wait"
         return (f"{label}: the collapsed {group} overlap is gone (a wait_group N>=1 no longer has its lower wait "
                 f"right behind it){tail}")
     if hb["collapsed"] and not ha["collapsed"]:

@@ -73,17 +73,20 @@ def is_collapsed(pending: int, next_lower: bool, between_work: float | None) -> 
     return bool(pending >= 1 and next_lower and between_work is not None and between_work <= config()["max_work"])
 
 
-def _roles(texts, bases) -> tuple[dict[int, str], dict[int, tuple[str, int]]]:
+def _roles(texts, bases, opcodes) -> tuple[dict[int, str], dict[int, tuple[str, int]]]:
     """({index: group} of commits, {index: (group, N)} of waits) for the group kinds the SASS commits."""
     groups = config()["groups"]
+    waits_of = {g["wait"].split(".", 1)[0] for g in groups.values()}
     commits: dict[int, str] = {}
     waits: dict[int, tuple[str, int]] = {}
-    for i, (t, b) in enumerate(zip(texts, bases)):
+    for i, (t, b, op) in enumerate(zip(texts, bases, opcodes)):
+        if b not in waits_of and not any(b in g["commit"] for g in groups.values()):
+            continue
         for name, g in groups.items():
             if b in g["commit"]:
                 if not g["commit_barrier"] or any(x.kind == g["commit_barrier"] for x in parse(t).barriers):
                     commits[i] = name
-            elif M.full_opcode(t) == g["wait"]:
+            elif op == g["wait"]:
                 bar = next((x for x in parse(t).barriers if x.kind == g["barrier"]), None)
                 if bar is not None and bar.count is not None:
                     waits[i] = (name, int(bar.count))
@@ -161,17 +164,19 @@ def overlap(launch) -> pd.DataFrame:
     if s is None or len(s) == 0 or "sass" not in s:
         return with_missing(pd.DataFrame(columns=COLUMNS), [missing("overlap", "SourceCounters")])
     texts = s["sass"].tolist()
-    bases = s["base"].tolist()
-    commits, waits = _roles(texts, bases)
+    opcodes = s["opcode"].tolist() if "opcode" in s else [M.full_opcode(t) for t in texts]
+    bases = s["base"].tolist() if "base" in s else [op.split(".", 1)[0] for op in opcodes]
+    commits, waits = _roles(texts, bases, opcodes)
     if not waits:
         return with_missing(pd.DataFrame(columns=COLUMNS),
                             [{**missing("overlap", NO_SECTION), "reason": NO_GROUPS}])
     addresses = [int(a) for a in s["address"]]
-    offsets = [int(o) for o in s["offset"]]
-    classes = s[CLASS_COLUMN].tolist()
-    opcodes = s["opcode"].tolist()
+    offsets = [int(o) for o in s["offset"]] if "offset" in s else [a - addresses[0] for a in addresses]
+    classes = s[CLASS_COLUMN].tolist() if CLASS_COLUMN in s else [M.classify_opcode(b) for b in bases]
     executed = s["inst_executed"].tolist() if "inst_executed" in s else None
-    samples = s["samples"].tolist() if "samples" in s else [0] * len(s)
+    if executed is not None and any(x != x for x in executed):  # NaN: a launch ncu did not count
+        executed = None
+    samples = [0 if x != x else x for x in s["samples"].tolist()] if "samples" in s else [0] * len(s)
     total = sum(int(x) for x in samples)
     reasons, mat = launch.stall_matrix()
     cfg = shared_cfg(launch, addresses, texts, bases)

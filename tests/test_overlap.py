@@ -130,8 +130,11 @@ def test_rungs_without_wait_group_1_overlap_nothing_in_the_warpgroup(frames, ver
 def test_cp_async_double_buffer_overlaps_a_whole_tile(frames):
     """v05: LDGDEPBAR at 0x8f0 and 0xb80 (prologue, two stages), 0x14d0 (loop); the loop's 0xef0 ``DEPBAR.LE SB0,
     0x0`` (61,440 executions, 22 samples) retires the group committed at 0xb80 (first trip) or 0x14d0 (previous
-    trip): under it the tile's 128 HMMA and 34 MUFU. flash (FA2): the loop wait 0x5f60 has 512 HMMA, 132 MUFU
-    under its groups."""
+    trip): under it the tile's 128 HMMA and 34 MUFU. FA2 (ext-sdpa-flash): the loop wait 0x5f60 (``DEPBAR.LE SB0,
+    0x0``, 30,720 executions) retires the group of 0x2140 (prologue) or 0x5f30 (the LDGDEPBAR after the next
+    tile's eight LDGSTS, whose ``BRA`` at 0x5f40 leaves for 0xac20 and comes back through the loop head 0x5f50);
+    the paths between cover 0x1b90..0xa990 with 292 HMMA and 132 MUFU. Paths through the loop's other wait
+    0x6b60 (N=0, it retires the 0x6180 group) stop there: after it nothing is pending."""
     v05 = frames["v05_double_buffer"]
     r = _site(v05, 0xef0)
     assert r["group"] == "cp_async" and r["pending"] == 0 and r["executed"] == 61440 and r["samples"] == 22
@@ -140,7 +143,9 @@ def test_cp_async_double_buffer_overlaps_a_whole_tile(frames):
     first = _site(v05, 0xb90)
     assert first["pending"] == 1 and first["commit_offsets"] == [0x8f0] and not first["collapsed"]
     fl = _site(frames["ext-sdpa-flash"], 0x5f60)
-    assert fl["overlap_static"]["HMMA"] == 512 and fl["overlap_static"]["MUFU"] == 132
+    assert fl["commit_offsets"] == [0x2140, 0x5f30] and fl["executed"] == 30720
+    assert fl["overlap_static"]["HMMA"] == 292 and fl["overlap_static"]["MUFU"] == 132
+    assert _site(frames["ext-sdpa-flash"], 0x6b60)["commit_offsets"] == [0x6180]
     assert not frames["ext-sdpa-flash"]["collapsed"].any() and not v05["collapsed"].any()
 
 
@@ -220,3 +225,47 @@ def test_gate_no_collapsed_overlap(tmp_path):
     assert res["v14_cross_tile_qk"].verdict == "fail"
     assert res["v14_cross_tile_qk"].value == ["wgmma wait@0x3fc0(N=1) -> 0x48f0", "wgmma wait@0x7120(N=1) -> 0x7980"]
     assert res["v11_pingpong"].verdict == "pass" and res["v08_tma_mbarrier"].verdict == "pass"
+
+
+def _synthetic(lines: list[str]):
+    """A stand-in launch whose SASS is ``lines`` (one execution each, one barrier sample on every wait)."""
+    import numpy as np
+    import pandas as pd
+
+    from profiler import metrics as M
+    from profiler.report import Launch
+
+    n = len(lines)
+    ops = [M.full_opcode(t) for t in lines]
+    bases = [o.split(".", 1)[0] for o in ops]
+    waits = [int("DEPBAR" in t) for t in lines]
+    sass = pd.DataFrame({"launch": np.zeros(n, np.int64), "address": np.arange(n, dtype=np.uint64) * 16 + 0x1000,
+                         "offset": np.arange(n, dtype=np.int64) * 16, "sass": lines, "opcode": ops, "base": bases,
+                         "opcode_class": [M.classify_opcode(b) for b in bases],
+                         "inst_executed": np.ones(n, np.int64), "samples": np.array(waits, np.int64),
+                         "stall_barrier": np.array(waits, np.int64)})
+    return Launch(report="synthetic", index=0, kernel="k", metrics=pd.DataFrame(
+        {"metric": [], "instance": [], "value": [], "text": []}), sass=sass)
+
+
+QK = ["WARPGROUP.ARRIVE", "HGMMA.64x128x16.F32 R24, gdesc[UR4], RZ, !UPT", "HGMMA.64x128x16.F32 R24, gdesc[UR4], R24.gsb0"]
+PV = ["HGMMA.64x128x16.F32 R88, R152, gdesc[UR8].tnspB, R88.gsb0"]
+
+
+def test_rules_on_synthetic_sass():
+    """The same wait_group 1 / wait_group 0 pair: collapsed with 3 FMNMX between, an overlap with 20 MUFU between,
+    not a collapse when a new group is committed between; an N=0 wait retires nothing on a path whose earlier
+    wait already drained the groups."""
+    w1, w0 = "WARPGROUP.DEPBAR.LE gsb0, 0x1", "WARPGROUP.DEPBAR.LE gsb0, 0x0"
+    tight = overlap(_synthetic(QK + PV + [w1, "UIADD3 UR4, UR4, 0x1, URZ"] + ["FMNMX R8, R24, R25, !PT"] * 3
+                               + [w0, "EXIT"]))
+    assert list(tight["pending"]) == [1, 0] and list(tight["collapsed"]) == [True, False]
+    assert tight.iloc[0]["between_work"] == 3.0 and tight.iloc[0]["commit_offsets"] == [0x20]
+    assert tight.iloc[1]["commit_offsets"] == [0x30] and tight.iloc[1]["overlap_static"] == {
+        "WARPGROUP": 1, "UNIFORM": 1, "FP32": 3}
+    wide = overlap(_synthetic(QK + PV + [w1] + ["MUFU.EX2 R24, R24"] * 20 + [w0, "EXIT"]))
+    assert not wide.iloc[0]["collapsed"] and wide.iloc[1]["overlap_static"]["MUFU"] == 20
+    recommit = overlap(_synthetic(QK + PV + [w1] + QK + [w0, "EXIT"]))
+    assert not recommit.iloc[0]["next_lower"] and not recommit.iloc[0]["collapsed"]
+    drained = overlap(_synthetic(QK + [w0, "NOP", w0, "EXIT"]))
+    assert drained.iloc[0]["commit_offsets"] == [0x20] and drained.iloc[1]["commit_offsets"] == []

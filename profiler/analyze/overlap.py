@@ -11,7 +11,8 @@ loops included):
   commit of that kind walking backwards from the wait; on several paths, every path, e.g. the loop's
   previous iteration and the prologue) and the wait: what runs under that group;
 * **between**: the instructions from the wait to the next wait(s) of the same kind on every path forward
-  (``next_offsets``, ``next_pending``), e.g. what runs between ``wait_group 1`` and ``wait_group 0``.
+  (``next_offsets``, ``next_pending``), e.g. what runs between ``wait_group 1`` and ``wait_group 0``;
+  ``next_lower``: every path reaches a wait with a smaller N next, committing no new group on the way.
 
 Both are counted statically (instructions by opcode class, ``data/opcode_classes.toml``) and dynamically
 (the ``inst_executed`` of those PCs: warp-level executions; a PC on several paths counts once). Each wait
@@ -94,9 +95,11 @@ def _roles(texts, bases, opcodes) -> tuple[dict[int, str], dict[int, tuple[str, 
     return commits, {i: w for i, w in waits.items() if w[0] in present}
 
 
-def _retired(w: int, group: str, pending: int, preds, commits) -> tuple[set[int], set[int]]:
+def _retired(w: int, group: str, pending: int, preds, commits, waits) -> tuple[set[int], set[int]]:
     """(commits of the group wait ``w`` retires, instructions issued since them up to ``w``): backwards
-    over every path, counting commits of ``group`` until the (N+1)-th."""
+    over every path, counting commits of ``group`` until the (N+1)-th. A path stops at an earlier wait of the
+    group that already left no more than N pending at ``w`` (its N' plus the commits passed since <= N): on
+    that path ``w`` retires nothing."""
     seen: set[tuple[int, int]] = set()
     q: deque = deque((p, 0) for p, _ in preds[w])
     found: set[int] = set()
@@ -106,6 +109,9 @@ def _retired(w: int, group: str, pending: int, preds, commits) -> tuple[set[int]
         if (i, c) in seen or i == w:
             continue
         seen.add((i, c))
+        earlier = waits.get(i)
+        if earlier is not None and earlier[0] == group and earlier[1] + c <= pending:
+            continue
         if commits.get(i) == group:
             c += 1
             if c == pending + 1:
@@ -184,7 +190,7 @@ def overlap(launch) -> pd.DataFrame:
     rows = []
     for w in sorted(waits):
         group, n = waits[w]
-        found, under = _retired(w, group, n, cfg.preds, commits)
+        found, under = _retired(w, group, n, cfg.preds, commits, waits)
         nxt, body, open_end = _between(w, group, succs, waits)
         ov_st, ov_ex = _counts(under, classes, executed)
         bt_st, bt_ex = _counts(body, classes, executed)
@@ -195,7 +201,9 @@ def overlap(launch) -> pd.DataFrame:
             work = work_ex / ex_w
         else:  # never executed (or no counts): the static count
             work = float(len(work_idx))
-        lower = bool(nxt) and not open_end and all(waits[j][1] < n for j in nxt)
+        # a smaller N next on every path, with no new group committed on the way (that wait waits on another set)
+        lower = (bool(nxt) and not open_end and all(waits[j][1] < n for j in nxt)
+                 and not any(commits.get(i) == group for i in body))
         row_stalls = mat[w] if mat.shape[1] else []
         top = None
         if len(row_stalls) and int(max(row_stalls)) > 0:

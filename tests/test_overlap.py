@@ -269,18 +269,3 @@ def test_rules_on_synthetic_sass():
     assert not recommit.iloc[0]["next_lower"] and not recommit.iloc[0]["collapsed"]
     drained = overlap(_synthetic(QK + [w0, "NOP", w0, "EXIT"]))
     assert drained.iloc[0]["commit_offsets"] == [0x20] and drained.iloc[1]["commit_offsets"] == []
-
-
-def test_store_row_carries_the_collapse():
-    """`whowaits query` can find collapsed overlaps across a store: ``launches`` has them per launch."""
-    from profiler.store.schema import launch_row
-
-    def row(v):
-        return launch_row(summarize(_rep(v))[0], None, gpu="h200", subject=v, shape=SHAPE, report="r",
-                          report_sha256=None)
-
-    v14, v08, v11 = row("v14_cross_tile_qk"), row("v08_tma_mbarrier"), row("v11_pingpong")
-    assert (v14["async_waits"], v14["collapsed_overlaps"]) == (6, 2)
-    assert v14["collapsed_overlap_share"] == pytest.approx(622 / 6647)
-    assert (v11["async_waits"], v11["collapsed_overlaps"], v11["collapsed_overlap_share"]) == (3, 0, 0)
-    assert v08["async_waits"] is None and v08["collapsed_overlaps"] is None and "overlap" not in v08["missing"]

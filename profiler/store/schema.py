@@ -18,7 +18,7 @@ import pyarrow as pa
 from profiler.names import NO_SECTION
 
 #: bump when a column is added, removed or changes meaning: every part is rebuilt on the next index
-SCHEMA_VERSION = 2  # 2: async_waits, collapsed_overlaps, collapsed_overlap_share
+SCHEMA_VERSION = 1
 
 PARTITION_KEYS = ("gpu", "subject", "shape")
 LEVELS = ("l1", "l2", "dram", "smem")
@@ -85,9 +85,6 @@ def _tail_columns() -> list[tuple[str, pa.DataType, str]]:
         ("achieved_occupancy_pct", pa.float64(), "achieved occupancy, %"),
         ("regions", pa.list_(_REGION), "source regions [{name, source, samples, share}] (null without regions)"),
         ("opcode_waits", pa.list_(_OPCODE_WAIT), "stall samples by opcode class [{class, samples, share, top_reason}]"),
-        ("async_waits", pa.int64(), "wait sites on wgmma / cp.async groups in the SASS (null: none, or no SASS)"),
-        ("collapsed_overlaps", pa.int64(), "collapsed overlaps: a wait_group N>=1 with a lower wait right behind it"),
-        ("collapsed_overlap_share", pa.float64(), "share of all stall samples on the lower waits behind them"),
         ("missing", pa.list_(pa.string()), "summary fields the report could not supply"),
     ]
     return cols
@@ -133,15 +130,6 @@ def _int(v):
 def _xyz(v) -> list:
     v = list(v) if isinstance(v, (list, tuple)) else []
     return [_int(x) for x in (v + [None, None, None])[:3]]
-
-
-def _overlap_columns(sites) -> dict:
-    if sites is None:
-        return {"async_waits": None, "collapsed_overlaps": None, "collapsed_overlap_share": None}
-    from profiler.analyze.overlap import headline  # noqa: PLC0415
-
-    h = headline(sites)
-    return {"async_waits": len(sites), "collapsed_overlaps": h["collapsed"], "collapsed_overlap_share": h["held_share"]}
 
 
 def launch_row(summary: dict, sidecar: dict | None, *, gpu: str, subject: str, shape: str, report: str,
@@ -194,7 +182,6 @@ def launch_row(summary: dict, sidecar: dict | None, *, gpu: str, subject: str, s
                      "share": r.get("share")} for r in summary["regions"]] if summary.get("regions") is not None else None,
         "opcode_waits": [{"class": w.get("class"), "samples": _int(w.get("samples")), "share": w.get("share"),
                           "top_reason": w.get("top_reason")} for w in summary.get("opcode_waits") or []],
-        **_overlap_columns(summary.get("overlap")),
         # a NO_SECTION entry is a kernel without the thing (no async group), not a field its report lacks
         "missing": [m.get("field") if isinstance(m, dict) else str(m) for m in summary.get("missing") or []
                     if not (isinstance(m, dict) and m.get("section") == NO_SECTION)],

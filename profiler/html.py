@@ -199,6 +199,26 @@ def _version_section(p, m, verbose: bool = False) -> str:
                 + ", ".join(f"{_e(r)} {_num(v, '{:,.0f}')}" for r, v in un.items()) + "</p>") if un else ""
         parts.append("<h4>Who waits on whom: scoreboard stalls by producer instruction</h4>"
                      + _table(["waiter · reason", "producer (opcode)", "samples", "share"], rows, {2, 3}) + note)
+    sites = s.get("overlap") or []
+    if sites:
+        from profiler.analyze.overlap import config, headline  # noqa: PLC0415
+
+        head = config()["headline_class"]
+        rows = [[_e(f"{r['offset']:#06x}"), _e(f"{r['group']} N={r['pending']}"), _num(r.get("samples"), "{:,d}"),
+                 _pct(r.get("share")), _e(", ".join(f"{o:#06x}" for o in r["commit_offsets"]) or "—"),
+                 _num((r.get("overlap_static") or {}).get(head, 0), "{:d}"),
+                 _num((r.get("overlap_static") or {}).get("HGMMA", 0) + (r.get("overlap_static") or {}).get("HMMA", 0),
+                      "{:d}"),
+                 _e(", ".join(f"{o:#06x} (N={n})" for o, n in zip(r["next_offsets"], r["next_pending"])) or "end"),
+                 _num(r.get("between_work"), "{:,.1f}"), "<b>collapsed</b>" if r.get("collapsed") else ""]
+                for r in sites]
+        h = headline(sites)
+        note = (f"<p class='note'>{h['collapsed']} collapsed overlap(s): a wait_group N&ge;1 has a lower wait right "
+                f"behind it ({h['under']} {_e(head)} under the group it retires); those waits hold "
+                f"{h['held']:,} samples ({_pct(h['held_share'])})</p>") if h["collapsed"] else ""
+        parts.append("<h4>What runs while the tensor core works: async-group waits</h4>"
+                     + _table(["offset", "wait", "samples", "share", "retires commit", f"{head} under",
+                               "MMA under", "next wait", "work between", ""], rows, {2, 3, 5, 6, 8}) + note)
     tops = s.get("top_instructions") or []
     if tops:
         rows = [[_e(hex(t["address"]) if isinstance(t.get("address"), int) else t.get("address")),

@@ -59,6 +59,12 @@ RATIO_ALIAS: dict[str, str] = {"warpgroup_arrive": "gmma", "no_instructions": "n
 """Sampler reason -> the name gh100's kernel-level ratio metrics use
 (``smsp__average_warps_issue_stalled_<name>_per_issue_active.ratio``)."""
 
+# --- missing ------------------------------------------------------------------------------------------
+NO_SECTION = "none"
+"""The ``section`` of a ``missing`` entry that no ncu section would supply: the kernel has nothing to report
+there (``overlap`` of a kernel whose SASS commits no asynchronous group); such an entry says why in ``reason``
+and never fails ``whowaits check``'s ``no_missing``."""
+
 # --- keys ----------------------------------------------------------------------------------------------
 CLASS_COLUMN = "opcode_class"
 """The opcode-class column of analysis frames (the sass frame, who_waits, …)."""
@@ -66,7 +72,7 @@ CLASS_KEY = "class"
 """The same in summary records (``who_waits``, ``opcode_waits``, ``waits_on`` …: DESIGN.md's contract)."""
 
 __all__ = [
-    "CLASS_COLUMN", "CLASS_KEY", "EXT_PREFIX", "EXT_RUNNER_TITLES", "LEVELS", "NCU_LEVELS", "NOT_WAITING",
+    "CLASS_COLUMN", "CLASS_KEY", "EXT_PREFIX", "EXT_RUNNER_TITLES", "LEVELS", "NCU_LEVELS", "NO_SECTION", "NOT_WAITING",
     "PATH_COUNTER", "RATIO_ALIAS", "SCOREBOARD_REASONS", "SMEM_OPS", "TENSOR_PATHS", "is_external",
     "path_counter",
 ]

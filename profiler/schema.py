@@ -149,6 +149,24 @@ class RoleEdge(TypedDict):
     inferred: bool
 
 
+OverlapSite = TypedDict("OverlapSite", {
+    "group": str,  # wgmma | cp_async (data/overlap.toml)
+    "address": int, "offset": int, "sass": str,
+    "pending": int,  # N of the wait: at most N groups of this kind still pending after it
+    "executed": Optional[int],  # warp-level executions of the wait
+    "samples": int, "share": float, "top_reason": Optional[str],
+    "commit_offsets": list[int],  # the commit(s) of the group this wait retires
+    "overlap_static": dict[str, int],  # class -> instructions issued between that commit and the wait
+    "overlap_executed": Optional[dict[str, int]],  # class -> their executions
+    "next_offsets": list[int], "next_pending": list[int],  # the next waits of the kind on every path
+    "next_lower": bool,  # every path reaches a wait with a smaller N next
+    "between_static": dict[str, int], "between_executed": Optional[dict[str, int]],
+    "between_work_executed": Optional[int],  # executions of counted (non-idle) instructions between
+    "between_work": float,  # per execution of the wait (static count where it never ran)
+    "collapsed": bool,  # N >= 1, a smaller N next, at most max_work between (profiler/analyze/overlap.py)
+    "kernel": Optional[str]})
+
+
 class Launch(TypedDict):
     index: int
     grid: Optional[list[int]]
@@ -219,6 +237,7 @@ class Summary(TypedDict):
     regions: list[Region]  # sum exactly to the kernel's samples; [] without per-PC data; merged: by (name, source)
     role_edges: list[RoleEdge]  # whowaits roles' edges with samples, heaviest first (profiler/analyze/roles.py)
     timeline: Optional[Timeline]  # None when merged (a timeline belongs to one launch)
+    overlap: Optional[list[OverlapSite]]  # async-group wait sites (profiler/analyze/overlap.py); None + missing without any
     missing: list[Missing]
 
 
@@ -317,4 +336,4 @@ def validate_summaries(objs: Any) -> list[Summary]:
     return objs
 
 
-__all__ = ["SchemaError", "Summary", "validate_summaries", "validate_summary"]
+__all__ = ["OverlapSite", "SchemaError", "Summary", "validate_summaries", "validate_summary"]

@@ -207,7 +207,8 @@ def test_whowaits_set_reports_have_nothing_missing(rep):
     from profiler.analyze import summarize
 
     rows = summarize(str(rep))
-    assert len(rows) == 1 and rows[0]["missing"] == []
+    # (section "none": the kernel has no such thing, e.g. no async group for `overlap`; no section supplies it)
+    assert len(rows) == 1 and [m for m in rows[0]["missing"] if m["section"] != "none"] == []
     assert rows[0]["stall_samples"] and rows[0]["roofline"]["flops"] > 0
 
 

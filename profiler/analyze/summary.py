@@ -8,6 +8,7 @@ from profiler.schema import Summary, validate_summary
 from profiler.analyze.kernel import LEVELS, SMEM_OPS, _dedup, barriers, launch_stats, tensor_util
 from profiler.analyze.roofline import compute_pipe, roofline
 from profiler.analyze.producers import waits_on
+from profiler.analyze.overlap import overlap_json
 from profiler.analyze.regions import regions_json
 from profiler.analyze.roles import role_edges_json
 from profiler.analyze.timeline import brief as timeline_brief
@@ -66,6 +67,11 @@ def summarize_launch(launch, top: int = 10) -> Summary:
     ``timeline`` {phases [{name, share, duration_ns}], steady_tensor_pct, tail_share, ramp_share,
     duration_ns, interval_ns, activity, curve, missing} (PM sampling, :func:`profiler.analyze.timeline.brief`;
     nulls and its own ``missing`` without it),
+    ``overlap`` [{group, address, offset, sass, pending, executed, samples, share, top_reason, commit_offsets,
+    overlap_static, overlap_executed, next_offsets, next_pending, next_lower, between_static, between_executed,
+    between_work_executed, between_work, collapsed, kernel}] (every wait on a wgmma or cp.async group:
+    :mod:`profiler.analyze.overlap`; null, with a ``missing`` entry of section ``none`` and its ``reason``, when
+    the SASS commits no such group),
     ``missing`` [{field, section}]: every null above, with the ncu section that would supply it.
     """
     return validate_summary(_summary(launch, top))
@@ -96,6 +102,9 @@ def _summary(launch, top: int) -> dict:
     gone += rl.attrs.get("missing", [])
     ls = launch_stats(launch)
     gone += ls.attrs.get("missing", [])
+
+    ov, ov_gone = overlap_json(launch)
+    gone += ov_gone
 
     q = {k: py(v) for k, v in zip(rl["quantity"], rl["value"])}
     duration, _ = launch.get("duration_ns")
@@ -217,6 +226,7 @@ def _summary(launch, top: int) -> dict:
         "regions": regions_json(launch),
         "role_edges": role_edges_json(launch),
         "timeline": timeline_brief(launch),
+        "overlap": ov,
         "missing": _dedup(gone),
     }
 

@@ -296,6 +296,11 @@ class _Judge:
             gone = fields.missing(s)
             self.add("no_missing", "missing", gone, "none" if not gone else "; ".join(gone), "==", [], "none",
                      not gone, src)
+        if r.no_collapsed_overlap:
+            hits, note = fields.collapsed_overlaps(s)
+            self.add("no_collapsed_overlap", "overlap[].collapsed", hits,
+                     "n/a" if hits is None else ("none" if not hits else "; ".join(hits)), "==", [], "none",
+                     None if hits is None else not hits, src, note)
 
     def share_regression(self) -> None:
         from profiler.compare.diff import diff  # noqa: PLC0415

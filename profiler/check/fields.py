@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from profiler.check.policy import ShareKey
 from profiler.compare.diff import total_samples
+from profiler.names import NO_SECTION
 from profiler.schema import Summary
 
 
@@ -52,4 +53,17 @@ def bank_conflict_ways(summary: Summary) -> tuple[float | None, str]:
 
 def missing(summary: Summary) -> list[str]:
     """The summary's ``missing`` entries as ``field (section)`` strings."""
-    return [f"{m.get('field')} ({m.get('section')})" for m in summary.get("missing") or []]
+    return [f"{m.get('field')} ({m.get('section')})" for m in summary.get("missing") or []
+            if m.get("section") != NO_SECTION]  # the kernel has none: no section would supply it
+
+
+def collapsed_overlaps(summary: Summary) -> tuple[list[str] | None, str]:
+    """The collapsed async-group overlaps of ``overlap`` as ``group wait@offset(N) -> next@offset`` strings
+    ([] when none), with a note; None when the summary has no ``overlap`` key at all."""
+    if "overlap" not in summary:
+        return None, "overlap absent from the summary"
+    sites = summary.get("overlap")
+    if sites is None:
+        return [], "no async-group wait in the kernel"
+    return [f"{r['group']} wait@{r['offset']:#06x}(N={r['pending']}) -> "
+            + ",".join(f"{o:#06x}" for o in r["next_offsets"]) for r in sites if r.get("collapsed")], ""

@@ -26,6 +26,7 @@ Format (every key optional unless said; README "Gate: whowaits check" has a full
     no_spills = true                # ptxas: 0 spill bytes (unless version.toml allow_spills)
     sass = true                     # version.toml expect_sass present, forbid_sass absent in the cubin
     no_missing = true               # the report's `missing` list is empty
+    no_collapsed_overlap = true     # no wait_group N>=1 with a lower wait right behind it (`overlap`)
 
 ``max_share`` keys name a stall reason (``stall_share``), a class·reason cell (``who_waits``) or a
 waiter ← producer edge (``waits_on``); ``.`` may stand for ``·`` and ``<-`` for ``←``. Names are checked
@@ -48,9 +49,9 @@ SHAPE_RE = re.compile(r"^b\d+_h\d+_s\d+_d\d+_[a-z0-9]+(_causal)?$")
 
 #: every check a rule can hold, in the order results are listed
 CHECKS = ("min_tflops", "min_ratio", "min_relative", "no_regression", "max_share", "max_bank_conflict_ways",
-          "no_missing", "no_spills", "sass")
+          "no_missing", "no_collapsed_overlap", "no_spills", "sass")
 BENCH_CHECKS = ("min_tflops", "min_ratio", "min_relative")
-REPORT_CHECKS = ("max_share", "max_bank_conflict_ways", "no_missing")
+REPORT_CHECKS = ("max_share", "max_bank_conflict_ways", "no_missing", "no_collapsed_overlap")
 BUILD_CHECKS = ("no_spills", "sass")
 SETTINGS = ("reports", "bench", "baseline", "alpha", "share_tolerance", "time_tolerance", "defaults", "rule")
 
@@ -121,6 +122,7 @@ class Rule:
     max_bank_conflict_ways: float | None = None
     no_regression: bool = False
     no_missing: bool = False
+    no_collapsed_overlap: bool = False
     no_spills: bool = False
     sass: bool = False
     explicit: frozenset = frozenset()  # checks the rule names itself (not only through defaults)
@@ -235,7 +237,7 @@ def _rule(where: str, index: int, raw: dict, defaults: dict, line: int | None, l
                 raise WhowaitsError(f"{where}: max_share.{k!r} = {v} is a fraction of all samples (0..1)")
             shares[parse_share_key(k)] = limit
         kw["max_share"] = shares
-    for key in ("no_regression", "no_missing", "no_spills", "sass"):
+    for key in ("no_regression", "no_missing", "no_collapsed_overlap", "no_spills", "sass"):
         if key in merged:
             if not isinstance(merged[key], bool):
                 raise WhowaitsError(f"{where}: {key} must be true or false")

@@ -23,7 +23,9 @@ def show(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="List every field the report lacks, not one line."),
 ) -> None:
     """Show where one report's warps wait: stalls, who waits on whom, SSC, barriers, tensor
-    cores, roofline and launch shape, per profiled launch."""
+    cores, roofline, launch shape, and what runs while each wgmma / cp.async group works (the async-group
+    overlap table: a COLLAPSED wait_group N>=1 has a lower wait right behind it, so the compiler removed the
+    overlap the source asked for), per profiled launch."""
     from profiler.analyze import summarize  # noqa: PLC0415
 
     summaries = summarize(report, kernel=kernel, top=top)
@@ -161,6 +163,48 @@ def render_regions(con, s: dict) -> None:
     con.print(t)
 
 
+def _classes(d: dict | None, n: int = 4) -> str:
+    if not d:
+        return "—"
+    items = sorted(((c, v) for c, v in d.items() if v), key=lambda kv: -kv[1])
+    return ", ".join(f"{v} {c}" for c, v in items[:n]) + (" …" if len(items) > n else "") if items else "nothing"
+
+
+def render_overlap(con, s: dict) -> None:
+    """What runs while the tensor core (or cp.async) works: each async-group wait, what was issued under the
+    group it retires, what runs until the next wait, and the collapsed overlaps (``overlap`` of the summary)."""
+    from profiler.analyze.overlap import config, headline  # noqa: PLC0415
+
+    sites = s.get("overlap")
+    if sites is None:
+        why = next((m.get("reason") for m in s.get("missing") or [] if m.get("field") == "overlap"), None)
+        con.print(f"[dim]Async-group overlap: {why or 'no per-PC SASS in this report'}[/dim]")
+        return
+    head = config()["headline_class"]
+    t = _table(
+        "Async-group overlap (what runs while the group works; static instructions by class)",
+        [("offset", "right"), ("wait", "left"), ("exec", "right"), ("samples", "right"), ("share", "right"),
+         ("retires commit", "left"), ("under the group", "left"), (head, "right"), ("next wait", "left"),
+         ("work between", "right"), ("verdict", "left")],
+    )
+    for r in sites:
+        nxt = ", ".join(f"{o:#06x} (N={n})" for o, n in zip(r["next_offsets"], r["next_pending"])) or "end"
+        verdict = "COLLAPSED" if r["collapsed"] else ("overlap" if r["next_lower"] and r["pending"] >= 1 else "")
+        t.add_row(f"{r['offset']:#06x}", f"{r['group']} N={r['pending']}", _num(r["executed"]), _num(r["samples"]),
+                  _pct(r["share"]), ", ".join(f"{o:#06x}" for o in r["commit_offsets"]) or "—",
+                  _classes(r["overlap_static"]), _num(r["overlap_static"].get(head, 0)), nxt,
+                  _num(r["between_work"], "{:,.1f}"), verdict)
+    h = headline(sites)
+    if h["collapsed"]:
+        t.caption = (f"{h['collapsed']} collapsed overlap(s): a wait with N>=1 has a lower wait right behind it "
+                     f"(<= {config()['max_work']} counted instructions between per execution; "
+                     f"{h['under']} {head} under the group it retires); those lower waits hold {h['held']:,} "
+                     f"samples ({_pct(h['held_share'])}): the compiler removed the overlap the source asked for")
+    else:
+        t.caption = "work between: counted (non-idle) instructions executed from this wait to the next, per execution"
+    con.print(t)
+
+
 def render_tables(summaries: list[dict], top: int = 10, verbose: bool = False) -> None:
     """Rich tables for each launch summary (stdout)."""
     con = _console()
@@ -269,6 +313,7 @@ def render_tables(summaries: list[dict], top: int = 10, verbose: bool = False) -
 
         render_timeline(con, s)
         render_regions(con, s)
+        render_overlap(con, s)
 
         t = _table("Top instructions by stall samples", [("offset", "right"), ("class", "left"), ("samples", "right"), ("top reason", "left"), ("sass", "left")])
         for ins in s["top_instructions"]:

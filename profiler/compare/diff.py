@@ -369,7 +369,10 @@ def verdict(label_a: str, label_b: str, sa: dict, sb: dict, top_a: dict | None, 
     pa, pb = sa.get("tensor_path"), sb.get("tensor_path")
     if pa != pb and pa is not None and pb is not None:
         extra = f"; tensor path {pa} → {pb}"
-    for more in (region_sentence(label_b, regions), phase_sentence(phases)):
+    from profiler.analyze.overlap import step_sentence  # noqa: PLC0415
+
+    for more in (region_sentence(label_b, regions), phase_sentence(phases),
+                 step_sentence(label_b, sa.get("overlap"), sb.get("overlap"))):
         if more:
             extra += f"; {more}"
     return f"{head}; {tail}{extra}."

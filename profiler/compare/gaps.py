@@ -15,6 +15,7 @@ leave them out of every sum).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from profiler.names import NO_SECTION
 
 #: view name -> field prefixes (a summary field belongs to the first view whose prefix it starts with).
 VIEWS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -98,8 +99,8 @@ def gaps(summary: dict) -> Gaps:
     out = Gaps()
     seen = set()
     for m in (summary or {}).get("missing") or []:
-        if not isinstance(m, dict):
-            continue
+        if not isinstance(m, dict) or m.get("section") == NO_SECTION:
+            continue  # NO_SECTION: the kernel has none of it (no async group); no section is missing
         f, sec = str(m.get("field") or "?"), _section(m.get("section"))
         if chip_lacks(f, cc) or (f, sec) in seen:
             continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from profiler.analyze.overlap import merge_sites
 from profiler.names import LEVELS, SMEM_OPS
 from profiler.schema import Summary, validate_summary
 
@@ -225,6 +226,7 @@ def merge_launches(launches: list[Summary]) -> Summary:
                                                   == (r["waiter"], r["barrier"], r["releaser"]))}
                             for r in _ints(_regroup([x.get("role_edges") for x in L],
                                                     ("waiter", "barrier", "releaser"), total))]
+    merged["overlap"] = merge_sites([x.get("overlap") for x in L], total)
     missing = {}
     for x in L:
         for m in x.get("missing") or []:

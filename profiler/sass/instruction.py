@@ -301,8 +301,9 @@ def _barriers(base: str, opcode: str, ops: list[str]) -> tuple[Barrier, ...]:
         mem = next((o for o in ops if o.startswith("[")), None)
         if mem is not None:
             out.append(Barrier("mbarrier", mem))
-    for o in ops:  # an HGMMA names its wgmma group last
-        m = re.match(r"^gsb(\d+)$", o)
+    for o in ops:  # an HGMMA names its wgmma group last: `gsb0`, or on its C operand as the SASS of the
+        # reports writes it (`HGMMA.64x128x16.F32 R24, gdesc[UR20], R24.gsb0`: this HGMMA commits the group)
+        m = re.match(r"^(?:.*\.)?gsb(\d+)$", o)
         if m and base != "WARPGROUP":
             out.append(Barrier("gsb", int(m.group(1))))
     return tuple(out)

@@ -15,6 +15,8 @@ from functools import lru_cache
 
 import pyarrow as pa
 
+from profiler.names import NO_SECTION
+
 #: bump when a column is added, removed or changes meaning: every part is rebuilt on the next index
 SCHEMA_VERSION = 1
 
@@ -180,6 +182,8 @@ def launch_row(summary: dict, sidecar: dict | None, *, gpu: str, subject: str, s
                      "share": r.get("share")} for r in summary["regions"]] if summary.get("regions") is not None else None,
         "opcode_waits": [{"class": w.get("class"), "samples": _int(w.get("samples")), "share": w.get("share"),
                           "top_reason": w.get("top_reason")} for w in summary.get("opcode_waits") or []],
-        "missing": [m.get("field") if isinstance(m, dict) else str(m) for m in summary.get("missing") or []],
+        # a NO_SECTION entry is a kernel without the thing (no async group), not a field its report lacks
+        "missing": [m.get("field") if isinstance(m, dict) else str(m) for m in summary.get("missing") or []
+                    if not (isinstance(m, dict) and m.get("section") == NO_SECTION)],
     })
     return row

@@ -85,6 +85,12 @@ def _session_cache_dir(tmp_path_factory):
     folder.mkdir(exist_ok=True)
     mp = pytest.MonkeyPatch()
     mp.setenv("WHOWAITS_CACHE_DIR", str(folder))
+    if os.environ.get("PYTEST_XDIST_WORKER") and "WHOWAITS_PROCESSES" not in os.environ:
+        # the xdist workers already keep every CPU busy: a cold multi-report summary (migration, report
+        # --html on a fresh cache) summarises in this process instead of spawning a pool worker, which
+        # would cost a fresh interpreter's imports (~1 s of CPU) to gain nothing. The parallel path keeps
+        # its own tests (tests/test_compare_cache.py, test_cli.py's signal tests), which ask for it
+        mp.setenv("WHOWAITS_PROCESSES", "1")
     yield
     mp.undo()
 

@@ -205,6 +205,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
                 *reinterpret_cast<uint32_t*>(dst + 8 * j) = pack2<Element>(acc_o[j][2 * h] * inv_l, acc_o[j][2 * h + 1] * inv_l);
         }
     }
+    WHOWAITS_TRACE_FINISH();  // issue 12: the events still parked after the last wait (nothing when off)
 }
 
 }}  // namespace whowaits::WHOWAITS_NAMESPACE

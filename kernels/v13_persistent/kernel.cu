@@ -313,6 +313,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     }
     kv_base += n_blocks;
     }  // tile loop
+    WHOWAITS_TRACE_FINISH();  // issue 12: the events still parked after the last wait (nothing when off)
 }
 
 }}  // namespace whowaits::WHOWAITS_NAMESPACE

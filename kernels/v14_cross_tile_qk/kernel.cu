@@ -50,6 +50,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     constexpr uint32_t kSchedBar0 = 1;           // ids 1, 2 (0 is __syncthreads)
 
     // @region other
+    WHOWAITS_TRACE_INIT();  // issue 12: the measured trace's per-warpgroup cursors (nothing when off)
     extern __shared__ __align__(128) unsigned char smem_raw[];
     Element* sQ = reinterpret_cast<Element*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     Element* sK = sQ + 2 * kBlockM * kHeadDim;  // sQ[0], sQ[1]: two Q buffers
@@ -365,6 +366,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
         store_o(bh, cta_row0, inv_l);              // @region epilogue
         break;
     }
+    WHOWAITS_TRACE_FINISH();  // issue 12: the events still parked after the last wait (nothing when off)
 }
 
 }}  // namespace whowaits::WHOWAITS_NAMESPACE

@@ -39,7 +39,7 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
 
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-    WHOWAITS_TRACE_EVENT(kTraceMbarArrive, smem_addr(bar));
+    WHOWAITS_TRACE_PARKED(kTraceMbarArrive, smem_addr(bar));
 }
 
 // @region sync

@@ -18,7 +18,7 @@ __device__ __forceinline__ void named_bar_sync(uint32_t id, uint32_t threads) {
 
 __device__ __forceinline__ void named_bar_arrive(uint32_t id, uint32_t threads) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-    WHOWAITS_TRACE_EVENT(kTraceBarArrive, id);
+    WHOWAITS_TRACE_PARKED(kTraceBarArrive, id);
 }
 
 }}  // namespace whowaits::sm90

@@ -52,17 +52,36 @@ __device__ WhowaitsTraceBuffer whowaits_trace;  // zero (no buffer: nothing reco
 }
 
 // Each warpgroup slot's cursor (next event, end of the slot) lives in shared memory, set once per CTA by
-// WHOWAITS_TRACE_INIT() (which alone reads the global descriptor and writes the start events): a stamp is
-// clock64, one shared load, one 16-byte global store, one shared store; no global load, no counter in global
-// memory (the host counts a slot's events as its non-zero timestamps, the buffer zeroed before the launch).
-// The cursors sit in the last WHOWAITS_TRACE_SLOTS * 16 bytes of the dynamic shared memory (the traced launch
-// asks for that much more than the kernel's own), not in a __shared__ variable of their own: ptxas would
-// place one first and move the kernel's mbarriers, whose addresses the static graph names.
+// WHOWAITS_TRACE_INIT() (which alone reads the global descriptor and writes the start events). The cursors sit
+// in the last WHOWAITS_TRACE_SLOTS * 16 bytes of the dynamic shared memory, and each warpgroup's parking area
+// (WHOWAITS_TRACE_PARK events of 16 bytes) just before them: the traced launch asks for TAIL_BYTES more than the
+// kernel's own (kernels/trace.py), not for a __shared__ variable of its own: ptxas would place one first and
+// move the kernel's mbarriers, whose addresses the static graph names.
+//
+// Two kinds of stamp (issue 12, format 2):
+// * ordinary: clock64, one shared load (the cursor), the parked events copied out (none outside a wgmma
+//   window), one 16-byte global store, one shared store (the cursor); no global load;
+// * parked (a wgmma commit, a wgmma wait's begin, the end of a wait_group N > 0, and any arrive or wait begin
+//   while a parked event is pending, i.e. between a commit and the wait that retires it): clock64 and one
+//   16-byte shared store into the warpgroup's parking area at the index held in the PTX register
+//   whowaits_np (declared by WHOWAITS_TRACE_INIT, so every kernel that stamps must call it first), no load,
+//   no branch. The next ordinary stamp (a wait_group 0's end, an mbarrier or named-barrier wait's begin
+//   outside a window) copies the parked events to the slot, in order, with their own timestamps, then its
+//   own. A parked event's kind carries kTraceParkedBit. Past WHOWAITS_TRACE_PARK parked events in one window
+//   the rest are not stored but counted: the flush writes one kTraceParkDropped event (arg = how many).
 struct __align__(16) WhowaitsTraceCursor {
     WhowaitsTraceEvent* next;  // null: nothing recorded (no buffer, or a CTA past max_ctas)
     WhowaitsTraceEvent* end;
 };
 extern __shared__ __align__(16) unsigned char whowaits_trace_dsmem[];
+
+#ifndef WHOWAITS_TRACE_PARK
+#define WHOWAITS_TRACE_PARK 16  // parked events per warpgroup (a window of the ladder parks at most 7)
+#endif
+constexpr uint32_t kTraceParkedBit = 0x100u;   // kind | this: the event was parked (its stamp had no load)
+constexpr uint32_t kTraceParkDropped = 12u;    // arg = parked events lost to a full parking area
+constexpr uint32_t kTraceTailBytes =
+    WHOWAITS_TRACE_SLOTS * (16u + WHOWAITS_TRACE_PARK * static_cast<uint32_t>(sizeof(WhowaitsTraceEvent)));
 
 namespace whowaits { namespace trace {
 
@@ -72,13 +91,31 @@ __device__ __forceinline__ unsigned long long clock() {
     return t;
 }
 
-// The shared-window address of warpgroup wg's cursor (a constant plus %dynamic_smem_size, a uniform value).
-__device__ __forceinline__ uint32_t cursor(uint32_t wg) {
+__device__ __forceinline__ uint32_t tail_end() {
     uint32_t dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn));  // not volatile: read once, kept in a register
-    return static_cast<uint32_t>(__cvta_generic_to_shared(whowaits_trace_dsmem)) + dyn +
-           (wg - WHOWAITS_TRACE_SLOTS) * static_cast<uint32_t>(sizeof(WhowaitsTraceCursor));
+    return static_cast<uint32_t>(__cvta_generic_to_shared(whowaits_trace_dsmem)) + dyn;
 }
+
+// The shared-window address of warpgroup wg's cursor (a constant plus %dynamic_smem_size, a uniform value).
+__device__ __forceinline__ uint32_t cursor(uint32_t wg) {
+    return tail_end() + (wg - WHOWAITS_TRACE_SLOTS) * static_cast<uint32_t>(sizeof(WhowaitsTraceCursor));
+}
+
+// The shared-window address of warpgroup wg's parking area (WHOWAITS_TRACE_PARK events, before the cursors).
+__device__ __forceinline__ uint32_t parking(uint32_t wg) {
+    return tail_end() - WHOWAITS_TRACE_SLOTS * static_cast<uint32_t>(sizeof(WhowaitsTraceCursor)) -
+           (WHOWAITS_TRACE_SLOTS - wg) * WHOWAITS_TRACE_PARK * static_cast<uint32_t>(sizeof(WhowaitsTraceEvent));
+}
+
+// The number of events parked since the last ordinary stamp: a PTX register of the kernel (not memory), so
+// a parked stamp needs no load to find its place.
+__device__ __forceinline__ uint32_t parked() {
+    uint32_t n;
+    asm volatile("mov.u32 %0, whowaits_np;\n" : "=r"(n));
+    return n;
+}
+__device__ __forceinline__ void set_parked(uint32_t n) { asm volatile("mov.u32 whowaits_np, %0;\n" ::"r"(n)); }
 
 __device__ __forceinline__ void put(WhowaitsTraceEvent* p, unsigned long long t, uint32_t kind, uint32_t arg) {
     asm volatile("st.global.v2.u64 [%0], {%1, %2};\n" ::"l"(p), "l"(t),
@@ -86,10 +123,12 @@ __device__ __forceinline__ void put(WhowaitsTraceEvent* p, unsigned long long t,
                  : "memory");
 }
 
-// Once per CTA, first thing in the kernel, every thread: each warpgroup's leader sets its own slot's cursor
-// (no other thread reads it, so no barrier is needed) and writes the slot's start events (%smid, and one
-// %globaltimer reading beside a clock64, to place SMs on one time axis).
+// Once per CTA, first thing in the kernel, every thread: declares the parked-event count (every thread keeps
+// one, only the leader's is used), then each warpgroup's leader sets its own slot's cursor (no other thread
+// reads it, so no barrier is needed) and writes the slot's start events (%smid, and one %globaltimer reading
+// beside a clock64, to place SMs on one time axis).
 __device__ __forceinline__ void init() {
+    asm volatile(".reg .u32 whowaits_np;\n\tmov.u32 whowaits_np, 0;\n" ::: "memory");
     if ((threadIdx.x & 127u) != 0u) return;
     const uint32_t wg = threadIdx.x >> 7;
     if (wg >= WHOWAITS_TRACE_SLOTS) return;
@@ -110,25 +149,68 @@ __device__ __forceinline__ void init() {
     asm volatile("st.shared.v2.u64 [%0], {%1, %2};\n" ::"r"(cursor(wg)), "l"(c.next), "l"(c.end) : "memory");
 }
 
-// Stamp first (the clock of the event itself), then file it away on the leader thread only.
-__device__ __forceinline__ void record(uint32_t kind, uint32_t arg) {
+// Ordinary stamp: the clock of the event itself first, then, on the leader thread only, the parked events
+// and this one (own = false: only the parked events, WHOWAITS_TRACE_FINISH) filed away.
+__device__ __forceinline__ void record(uint32_t kind, uint32_t arg, bool own = true) {
     const unsigned long long t = clock();
+    const uint32_t n = parked();
     if ((threadIdx.x & 127u) == 0u) {
-        const uint32_t c = cursor((threadIdx.x >> 7) & (WHOWAITS_TRACE_SLOTS - 1));
+        const uint32_t wg = (threadIdx.x >> 7) & (WHOWAITS_TRACE_SLOTS - 1);
+        const uint32_t c = cursor(wg);
         WhowaitsTraceEvent *next, *end;
         asm volatile("ld.shared.v2.u64 {%0, %1}, [%2];\n" : "=l"(next), "=l"(end) : "r"(c));
-        if (next < end) {
-            put(next, t, kind, arg);
-            asm volatile("st.shared.u64 [%0], %1;\n" ::"r"(c), "l"(next + 1) : "memory");
+        if (n != 0u) {
+            const uint32_t p = parking(wg);
+            const uint32_t kept = n < WHOWAITS_TRACE_PARK ? n : WHOWAITS_TRACE_PARK;
+            for (uint32_t i = 0; i < kept && next < end; ++i, ++next) {
+                unsigned long long pt, pk;
+                asm volatile("ld.shared.v2.u64 {%0, %1}, [%2];\n" : "=l"(pt), "=l"(pk) : "r"(p + 16u * i));
+                asm volatile("st.global.v2.u64 [%0], {%1, %2};\n" ::"l"(next), "l"(pt), "l"(pk) : "memory");
+            }
+            if (n > WHOWAITS_TRACE_PARK && next < end) put(next++, t, kTraceParkDropped, n - WHOWAITS_TRACE_PARK);
         }
+        if (own && next < end) {
+            put(next, t, kind, arg);
+            ++next;
+        }
+        asm volatile("st.shared.u64 [%0], %1;\n" ::"r"(c), "l"(next) : "memory");
     }
+    set_parked(0u);
+}
+
+// Parked stamp: clock64 and one shared store at a place known without a load (module comment).
+__device__ __forceinline__ void park(uint32_t kind, uint32_t arg) {
+    const unsigned long long t = clock();
+    const uint32_t n = parked();
+    if ((threadIdx.x & 127u) == 0u && n < WHOWAITS_TRACE_PARK) {
+        const uint32_t p = parking((threadIdx.x >> 7) & (WHOWAITS_TRACE_SLOTS - 1)) + 16u * n;
+        asm volatile("st.shared.v2.u64 [%0], {%1, %2};\n" ::"r"(p), "l"(t),
+                     "l"(static_cast<unsigned long long>(kind | kTraceParkedBit) |
+                         (static_cast<unsigned long long>(arg) << 32))
+                     : "memory");
+    }
+    set_parked(n + 1u);
+}
+
+// The last thing each ws kernel does (every thread): what is still parked (arrives after the last wait).
+__device__ __forceinline__ void finish() {
+    if (parked() != 0u) record(0u, 0u, false);
 }
 
 }}  // namespace whowaits::trace
 
 #define WHOWAITS_TRACE_INIT() ::whowaits::trace::init()
 #define WHOWAITS_TRACE_EVENT(kind, arg) ::whowaits::trace::record((kind), (arg))
+#define WHOWAITS_TRACE_FINISH() ::whowaits::trace::finish()
+#define WHOWAITS_TRACE_PARKED(kind, arg) ::whowaits::trace::park((kind), (arg))
+#define WHOWAITS_TRACE_FLUSH(kind, arg) ::whowaits::trace::record((kind), (arg))
+#define WHOWAITS_TRACE_WGMMA_WAIT_END(N) \
+    ((N) > 0 ? ::whowaits::trace::park(kTraceWgmmaWaitEnd, (N)) : ::whowaits::trace::record(kTraceWgmmaWaitEnd, (N)))
 #else
 #define WHOWAITS_TRACE_INIT() ((void)0)
 #define WHOWAITS_TRACE_EVENT(kind, arg) ((void)0)
+#define WHOWAITS_TRACE_FINISH() ((void)0)
+#define WHOWAITS_TRACE_PARKED(kind, arg) ((void)0)
+#define WHOWAITS_TRACE_FLUSH(kind, arg) ((void)0)
+#define WHOWAITS_TRACE_WGMMA_WAIT_END(N) ((void)0)
 #endif

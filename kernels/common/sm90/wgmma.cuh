@@ -47,13 +47,13 @@ __device__ __forceinline__ uint64_t make_desc_sw128(uint32_t smem_addr, uint32_t
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() {
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    WHOWAITS_TRACE_EVENT(kTraceWgmmaCommit, 0);
+    WHOWAITS_TRACE_PARKED(kTraceWgmmaCommit, 0);  // parked: a commit opens a window (trace.cuh)
 }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
-    WHOWAITS_TRACE_EVENT(kTraceWgmmaWaitBegin, N);
+    WHOWAITS_TRACE_PARKED(kTraceWgmmaWaitBegin, N);
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-    WHOWAITS_TRACE_EVENT(kTraceWgmmaWaitEnd, N);
+    WHOWAITS_TRACE_WGMMA_WAIT_END(N);  // N > 0 parked (groups still in flight), N == 0 flushes (trace.cuh)
 }
 __device__ __forceinline__ void fence_operand(float& x) { asm volatile("" : "+f"(x)::"memory"); }
 __device__ __forceinline__ void fence_operand(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }

@@ -1,0 +1,117 @@
+"""What the measured trace (issue 12, ``-DWHOWAITS_TRACE``) puts inside each wgmma commit -> wait window, read
+from the SASS (no GPU): for every HGMMA group of a ws rung (its last ``HGMMA ... gsb0``) the
+``WARPGROUP.DEPBAR.LE gsb0, N`` that retires it (address order, groups retire in order: ``DEPBAR.LE N`` retires
+all but the N most recent), the instructions strictly between them in the traced build, the same window in the
+untraced build (the rung's own ``kernels.build``), and the difference: the trace's instructions in the window,
+by opcode (CS2R = a clock read, STS/LDS/STG = the stamp's stores and loads, BSSY/BSYNC/BRA = the leader-only
+branch). Also the traced build's registers and spills.
+
+    python scripts/trace_windows.py v10 v11 v12 v13 v14 [--format json] [--list]
+
+``--list`` prints each window's traced instructions. tests/test_trace.py holds the bound (the trace adds at
+most ``MAX_EXTRA`` instructions, no LDS/LDG/STG, to any window of a traced ws rung).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernels import build, registry, sass  # noqa: E402
+
+_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+_DEPBAR = re.compile(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*(0x[0-9a-f]+)")
+VERSIONS = ("v10", "v11", "v12", "v13", "v14")
+MEMORY = ("LDS", "LDG", "STG", "LD", "ST", "ATOMS", "ATOMG", "RED")  # what a nearly free stamp must not hold
+
+
+def instructions(text: str) -> list[tuple[int, str]]:
+    return [(int(m.group(1), 16), m.group(2)) for m in _LINE.finditer(text)]
+
+
+def opcode(ins: str) -> str:
+    op = ins.split()[1] if ins.startswith("@") else ins.split()[0]
+    return op.split(".", 1)[0]
+
+
+def windows(seq: list[tuple[int, str]]) -> list[dict]:
+    """Every HGMMA group (its last ``HGMMA ... gsb0``) with the wait that retires it, in address order."""
+    out, pending = [], []
+    for i, (off, ins) in enumerate(seq):
+        if opcode(ins) == "HGMMA" and "gsb0" in ins:
+            pending.append(i)
+            continue
+        m = _DEPBAR.search(ins)
+        if m:
+            keep = int(m.group(1), 16)
+            retire, pending = (pending[:-keep], pending[-keep:]) if keep else (pending, [])
+            for c in retire:
+                body = [s for _, s in seq[c + 1:i]]
+                out.append({"commit": seq[c][0], "wait": off, "wait_n": keep, "body": body,
+                            "ops": Counter(opcode(s) for s in body)})
+    return out
+
+
+def _sass(cubin) -> list[tuple[int, str]]:
+    return instructions(sass.sass_text(cubin))
+
+
+def analyse(vid: str) -> dict:
+    from kernels import trace as T
+
+    ver = next(v for v in registry.versions() if vid in (v.id, v.id.split("_", 1)[0]))
+    cfg = ver.config_for(128, "fp16", False)
+    plain = build.build(ver, cfg)
+    traced = T.build_traced(ver, cfg)
+    wp, wt = windows(_sass(plain.cubin)), windows(_sass(traced.cubin))
+    if len(wp) != len(wt):
+        raise SystemExit(f"{ver.id}: {len(wp)} windows untraced, {len(wt)} traced")
+    rows = []
+    for p, t in zip(wp, wt):
+        extra = t["ops"] - p["ops"]
+        rows.append({"commit": f"{t['commit']:#06x}", "wait": f"{t['wait']:#06x}", "wait_n": t["wait_n"],
+                     "untraced": len(p["body"]), "traced": len(t["body"]),
+                     "extra": len(t["body"]) - len(p["body"]), "extra_ops": dict(sorted(extra.items())),
+                     "memory_ops": {k: v for k, v in t["ops"].items() if k in MEMORY},
+                     "body": t["body"]})
+    return {"version": ver.id, "config": cfg.short_form(), "registers_traced": traced.registers,
+            "spill_stores_traced": traced.spill_store_bytes, "spill_loads_traced": traced.spill_load_bytes,
+            "registers_untraced": plain.registers, "windows": rows}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("versions", nargs="*", default=list(VERSIONS))
+    ap.add_argument("--format", choices=("text", "json"), default="text")
+    ap.add_argument("--list", action="store_true", help="print each window's traced instructions")
+    a = ap.parse_args(argv)
+    res = [analyse(v) for v in a.versions]
+    if a.format == "json":
+        for r in res:
+            for w in r["windows"]:
+                w.pop("body")
+        json.dump(res, sys.stdout, indent=1)
+        print()
+        return 0
+    for r in res:
+        print(f"{r['version']} {r['config']}: traced {r['registers_traced']} registers "
+              f"(untraced {r['registers_untraced']}), spills {r['spill_stores_traced']}/{r['spill_loads_traced']} B")
+        for w in r["windows"]:
+            ex = " ".join(f"{k}:{v}" for k, v in w["extra_ops"].items())
+            mem = " ".join(f"{k}:{v}" for k, v in w["memory_ops"].items()) or "-"
+            print(f"  HGMMA gsb0 {w['commit']} -> DEPBAR.LE {w['wait_n']} {w['wait']}: {w['untraced']:4d} untraced, "
+                  f"{w['traced']:4d} traced, +{w['extra']:3d} [{ex}] memory ops in window: {mem}")
+            if a.list:
+                for s in w["body"]:
+                    print(f"      {s}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

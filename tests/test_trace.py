@@ -1,9 +1,10 @@
 """The measured role trace (issue 12): the compile-time switch and the committed traces.
 
 * ``-DWHOWAITS_TRACE`` off, the cubin's SASS is identical to a build whose headers carry no trace code at
-  all (the same headers and kernels with every ``WHOWAITS_TRACE_EVENT`` / ``WHOWAITS_TRACE_INIT`` line and
-  the trace.cuh include removed), for
-  v10, v11, v12; on, it differs (clock64 reads). Compiled here, no GPU (nvcc 13.0 in the dev extra).
+  all (the same headers and kernels with every ``WHOWAITS_TRACE_*(...)`` line and the trace.cuh include
+  removed), for v10-v14; on, it differs (clock64 reads). Compiled here, no GPU (nvcc 13.0 in the dev extra).
+* On, the stamps inside every wgmma commit -> wait window of v10-v14 are parked ones (clock read + shared
+  store, no load, no global store): scripts/trace_windows.py reads it from the SASS.
 * The committed traces (reports/h200/traces/<version>/, measured on the H200 with ``whowaits trace``) are
   re-analysed from their raw events and agree with the static graph's heaviest edge of the same version.
 """
@@ -19,7 +20,8 @@ import pytest
 
 from conftest import ROOT
 
-VERSIONS = ["v10_warp_specialized", "v11_pingpong", "v12_intra_wg_overlap"]
+VERSIONS = ["v10_warp_specialized", "v11_pingpong", "v12_intra_wg_overlap"]  # the committed traces
+WS_VERSIONS = [*VERSIONS, "v13_persistent", "v14_cross_tile_qk"]  # every traced ws rung
 TRACES = ROOT / "reports/h200/traces"
 SHAPE = "b1_h64_s1024_d128_fp16"
 
@@ -58,15 +60,14 @@ def untraced_headers(tmp_path_factory):
     for h in [*(root / "common/sm90").glob("*.cuh"), *root.glob("v*/kernel.cu")]:
         text = h.read_text()
         kept = [ln for ln in text.splitlines(keepends=True)
-                if "WHOWAITS_TRACE_EVENT" not in ln and "WHOWAITS_TRACE_INIT" not in ln
-                and '#include "common/sm90/trace.cuh"' not in ln]
+                if not re.search(r"WHOWAITS_TRACE_[A-Z_]+\(", ln) and '#include "common/sm90/trace.cuh"' not in ln]
         h.write_text("".join(kept))
     assert not any("WHOWAITS_TRACE" in h.read_text()
                    for h in [*(root / "common").glob("**/*.cuh"), *root.glob("v*/kernel.cu")])
     return root
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", WS_VERSIONS)
 def test_switch_off_sass_identical_to_no_trace_code(version, untraced_headers, tmp_path):
     from kernels import build as B
     from kernels import registry
@@ -89,6 +90,55 @@ def test_switch_off_sass_identical_to_no_trace_code(version, untraced_headers, t
     assert on != off
     assert "SR_CLOCKLO" in on and "SR_CLOCKLO" not in off
     assert "SR_GLOBALTIMER" in on
+
+
+# The bound the parked stamps hold (trace.cuh, format 2): inside every window from an HGMMA group's last
+# ``HGMMA ... gsb0`` to the ``WARPGROUP.DEPBAR.LE`` that retires it, the traced build holds no load and no
+# global store, and at most MAX_EXTRA_PER_CLOCK non-floating-point instructions more than the untraced build
+# per clock read it adds (a parked stamp is 6: CS2R, ISETP, VIADD, two IMAD.MOV for kind/arg, a predicated
+# STS.128). Floating-point, predicate-logic and uniform-datapath instructions are not counted: they are the
+# kernel's own (the softmax and its masks, the next group's descriptor arithmetic), which the traced schedule moves into a window (v12-v14's
+# PV window holds the softmax in the traced build, not in the untraced one, where ptxas hoists the PV wait).
+# The previous header (ordinary stamps, fb0fdcc) fails it: 2-6 LDS and STG in every window.
+MAX_EXTRA_PER_CLOCK = 8
+_FP = ("FADD", "FFMA", "FMUL", "FMNMX", "FSEL", "FSETP", "MUFU", "SHFL", "F2FP", "HADD2", "HMUL2", "PLOP3")
+
+
+def _trace_windows():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("trace_windows", ROOT / "scripts/trace_windows.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("version", WS_VERSIONS)
+def test_stamps_inside_wgmma_windows_are_parked(version):
+    _nvcc()
+    tw = _trace_windows()
+    r = tw.analyse(version)
+    assert r["spill_stores_traced"] == 0 and r["spill_loads_traced"] == 0
+    assert r["windows"], "every ws rung commits wgmma groups"
+    for w in r["windows"]:
+        where = f"{version} HGMMA {w['commit']} -> DEPBAR.LE {w['wait_n']} {w['wait']}"
+        assert set(w["memory_ops"]) <= {"STS"}, (where, w["memory_ops"])  # no LDS, LDG, STG, atomics
+        clocks = sum(1 for s in w["body"] if s.startswith("CS2R") and "SR_CLOCKLO" in s)
+        extra = sum(v for k, v in w["extra_ops"].items() if k not in _FP and not k.startswith("U"))
+        assert extra <= MAX_EXTRA_PER_CLOCK * max(clocks, 1), (where, clocks, w["extra_ops"])
+        assert w["memory_ops"].get("STS", 0) <= clocks, (where, w["memory_ops"], clocks)
+
+
+def test_window_scanner_retires_groups_in_order():
+    """windows(): DEPBAR.LE N retires all but the N most recent groups (hand-written SASS lines)."""
+    tw = _trace_windows()
+    seq = [(0x10, "HGMMA.64x128x16.F32 R24, gdesc[UR4], R24, gsb0"), (0x20, "CS2R R16, SR_CLOCKLO"),
+           (0x30, "HGMMA.64x128x16.F32 R88, R164, gdesc[UR8].tnspB, R88, gsb0"), (0x40, "STS.128 [R9+UR10], R16"),
+           (0x50, "WARPGROUP.DEPBAR.LE gsb0, 0x1"), (0x60, "LDS.128 R4, [R2]"), (0x70, "WARPGROUP.DEPBAR.LE gsb0, 0x0")]
+    w = tw.windows(seq)
+    assert [(x["commit"], x["wait"], x["wait_n"]) for x in w] == [(0x10, 0x50, 1), (0x30, 0x70, 0)]
+    assert dict(w[0]["ops"]) == {"CS2R": 1, "HGMMA": 1, "STS": 1}
+    assert dict(w[1]["ops"]) == {"STS": 1, "WARPGROUP": 1, "LDS": 1}
 
 
 # --- the committed traces -------------------------------------------------------------------------

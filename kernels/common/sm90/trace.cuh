@@ -7,7 +7,7 @@
 // and keeps each warpgroup's cursor in shared memory, so a stamp makes no global load. The first event of each warpgroup's slot also records %smid and one
 // %globaltimer reading beside its clock64 (to place SMs on one time axis; %globaltimer ticks too coarsely for
 // a loop iteration, clock64 is per SM). Without WHOWAITS_TRACE every macro here expands to nothing: the
-// cubin's SASS is identical to a build without this header (tests/test_trace.py compiles v10-v12 both ways).
+// cubin's SASS is identical to a build without this header (tests/test_trace.py compiles v10-v14 both ways).
 #pragma once
 #include <cstdint>
 
@@ -58,17 +58,21 @@ __device__ WhowaitsTraceBuffer whowaits_trace;  // zero (no buffer: nothing reco
 // kernel's own (kernels/trace.py), not for a __shared__ variable of its own: ptxas would place one first and
 // move the kernel's mbarriers, whose addresses the static graph names.
 //
-// Two kinds of stamp (issue 12, format 2):
-// * ordinary: clock64, one shared load (the cursor), the parked events copied out (none outside a wgmma
-//   window), one 16-byte global store, one shared store (the cursor); no global load;
-// * parked (a wgmma commit, a wgmma wait's begin, the end of a wait_group N > 0, and any arrive or wait begin
-//   while a parked event is pending, i.e. between a commit and the wait that retires it): clock64 and one
-//   16-byte shared store into the warpgroup's parking area at the index held in the PTX register
-//   whowaits_np (declared by WHOWAITS_TRACE_INIT, so every kernel that stamps must call it first), no load,
-//   no branch. The next ordinary stamp (a wait_group 0's end, an mbarrier or named-barrier wait's begin
-//   outside a window) copies the parked events to the slot, in order, with their own timestamps, then its
-//   own. A parked event's kind carries kTraceParkedBit. Past WHOWAITS_TRACE_PARK parked events in one window
-//   the rest are not stored but counted: the flush writes one kTraceParkDropped event (arg = how many).
+// Two kinds of stamp (issue 12, trace format 2):
+// * ordinary (every wait's begin and end but the wgmma ones below, arrive.expect_tx): clock64, one shared load
+//   (the cursor), the parked events copied out (shared load + global store each), one 16-byte global store,
+//   one shared store (the cursor); no global load;
+// * parked (a wgmma commit, a wgmma wait's begin, the end of a wait_group N > 0, every mbarrier arrive and
+//   bar.arrive: the events that sit between a commit and the wait that retires it): clock64 and one 16-byte
+//   shared store into the warpgroup's parking area at the address held in the PTX register whowaits_np
+//   (declared by WHOWAITS_TRACE_INIT, so every kernel that stamps must call it first); no load, no branch
+//   (the store is predicated on whowaits_np < whowaits_lim, which is 0 on all but the leader). The next ordinary stamp (a wait_group 0's end, an mbarrier or
+//   named-barrier wait's begin) copies the parked events to the slot, in order, with their own timestamps,
+//   then its own; WHOWAITS_TRACE_FINISH() at the end of the kernel copies what the last wait left parked
+//   (arrives after it). A parked event's kind carries kTraceParkedBit. Past WHOWAITS_TRACE_PARK parked
+//   events between two ordinary stamps the rest are not stored but counted: the flush writes one
+//   kTraceParkDropped event (arg = how many), which the host adds to dropped_events.
+// scripts/trace_windows.py counts what this leaves between each HGMMA group and its DEPBAR in the SASS.
 struct __align__(16) WhowaitsTraceCursor {
     WhowaitsTraceEvent* next;  // null: nothing recorded (no buffer, or a CTA past max_ctas)
     WhowaitsTraceEvent* end;
@@ -108,14 +112,20 @@ __device__ __forceinline__ uint32_t parking(uint32_t wg) {
            (WHOWAITS_TRACE_SLOTS - wg) * WHOWAITS_TRACE_PARK * static_cast<uint32_t>(sizeof(WhowaitsTraceEvent));
 }
 
-// The number of events parked since the last ordinary stamp: a PTX register of the kernel (not memory), so
-// a parked stamp needs no load to find its place.
-__device__ __forceinline__ uint32_t parked() {
+// The parking state lives in two PTX registers of the kernel (not memory), declared by init(): whowaits_np, the
+// shared address the next parked event goes to, and whowaits_lim, the end of the leader's parking area (0 on
+// every other thread, so only the leader stores). A parked stamp needs no load and no branch to find its place.
+constexpr uint32_t kTraceParkBytes = WHOWAITS_TRACE_PARK * static_cast<uint32_t>(sizeof(WhowaitsTraceEvent));
+__device__ __forceinline__ uint32_t park_next() {
     uint32_t n;
     asm volatile("mov.u32 %0, whowaits_np;\n" : "=r"(n));
     return n;
 }
-__device__ __forceinline__ void set_parked(uint32_t n) { asm volatile("mov.u32 whowaits_np, %0;\n" ::"r"(n)); }
+__device__ __forceinline__ uint32_t park_lim() {
+    uint32_t n;
+    asm volatile("mov.u32 %0, whowaits_lim;\n" : "=r"(n));
+    return n;
+}
 
 __device__ __forceinline__ void put(WhowaitsTraceEvent* p, unsigned long long t, uint32_t kind, uint32_t arg) {
     asm volatile("st.global.v2.u64 [%0], {%1, %2};\n" ::"l"(p), "l"(t),
@@ -128,7 +138,12 @@ __device__ __forceinline__ void put(WhowaitsTraceEvent* p, unsigned long long t,
 // reads it, so no barrier is needed) and writes the slot's start events (%smid, and one %globaltimer reading
 // beside a clock64, to place SMs on one time axis).
 __device__ __forceinline__ void init() {
-    asm volatile(".reg .u32 whowaits_np;\n\tmov.u32 whowaits_np, 0;\n" ::: "memory");
+    {
+        const uint32_t p = parking((threadIdx.x >> 7) & (WHOWAITS_TRACE_SLOTS - 1));
+        const bool leader = (threadIdx.x & 127u) == 0u && (threadIdx.x >> 7) < WHOWAITS_TRACE_SLOTS;
+        asm volatile(".reg .u32 whowaits_np;\n\t.reg .u32 whowaits_lim;\n\tmov.u32 whowaits_np, %0;\n\t"
+                     "mov.u32 whowaits_lim, %1;\n" ::"r"(p), "r"(leader ? p + kTraceParkBytes : 0u) : "memory");
+    }
     if ((threadIdx.x & 127u) != 0u) return;
     const uint32_t wg = threadIdx.x >> 7;
     if (wg >= WHOWAITS_TRACE_SLOTS) return;
@@ -153,14 +168,13 @@ __device__ __forceinline__ void init() {
 // and this one (own = false: only the parked events, WHOWAITS_TRACE_FINISH) filed away.
 __device__ __forceinline__ void record(uint32_t kind, uint32_t arg, bool own = true) {
     const unsigned long long t = clock();
-    const uint32_t n = parked();
     if ((threadIdx.x & 127u) == 0u) {
         const uint32_t wg = (threadIdx.x >> 7) & (WHOWAITS_TRACE_SLOTS - 1);
         const uint32_t c = cursor(wg);
         WhowaitsTraceEvent *next, *end;
         asm volatile("ld.shared.v2.u64 {%0, %1}, [%2];\n" : "=l"(next), "=l"(end) : "r"(c));
+        const uint32_t p = parking(wg), n = (park_next() - p) >> 4;  // events parked since the last flush
         if (n != 0u) {
-            const uint32_t p = parking(wg);
             const uint32_t kept = n < WHOWAITS_TRACE_PARK ? n : WHOWAITS_TRACE_PARK;
             for (uint32_t i = 0; i < kept && next < end; ++i, ++next) {
                 unsigned long long pt, pk;
@@ -168,6 +182,7 @@ __device__ __forceinline__ void record(uint32_t kind, uint32_t arg, bool own = t
                 asm volatile("st.global.v2.u64 [%0], {%1, %2};\n" ::"l"(next), "l"(pt), "l"(pk) : "memory");
             }
             if (n > WHOWAITS_TRACE_PARK && next < end) put(next++, t, kTraceParkDropped, n - WHOWAITS_TRACE_PARK);
+            asm volatile("mov.u32 whowaits_np, %0;\n" ::"r"(p) : "memory");
         }
         if (own && next < end) {
             put(next, t, kind, arg);
@@ -175,26 +190,22 @@ __device__ __forceinline__ void record(uint32_t kind, uint32_t arg, bool own = t
         }
         asm volatile("st.shared.u64 [%0], %1;\n" ::"r"(c), "l"(next) : "memory");
     }
-    set_parked(0u);
 }
 
-// Parked stamp: clock64 and one shared store at a place known without a load (module comment).
+// Parked stamp: clock64 and one predicated shared store at whowaits_np (module comment); past the parking
+// area's end the store is skipped and whowaits_np still advances (the flush counts the dropped ones).
 __device__ __forceinline__ void park(uint32_t kind, uint32_t arg) {
     const unsigned long long t = clock();
-    const uint32_t n = parked();
-    if ((threadIdx.x & 127u) == 0u && n < WHOWAITS_TRACE_PARK) {
-        const uint32_t p = parking((threadIdx.x >> 7) & (WHOWAITS_TRACE_SLOTS - 1)) + 16u * n;
-        asm volatile("st.shared.v2.u64 [%0], {%1, %2};\n" ::"r"(p), "l"(t),
-                     "l"(static_cast<unsigned long long>(kind | kTraceParkedBit) |
-                         (static_cast<unsigned long long>(arg) << 32))
-                     : "memory");
-    }
-    set_parked(n + 1u);
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.lt.u32 p, whowaits_np, whowaits_lim;\n\t"
+        "@p st.shared.v2.u64 [whowaits_np], {%0, %1};\n\tadd.u32 whowaits_np, whowaits_np, 16;\n\t}\n" ::"l"(t),
+        "l"(static_cast<unsigned long long>(kind | kTraceParkedBit) | (static_cast<unsigned long long>(arg) << 32))
+        : "memory");
 }
 
 // The last thing each ws kernel does (every thread): what is still parked (arrives after the last wait).
 __device__ __forceinline__ void finish() {
-    if (parked() != 0u) record(0u, 0u, false);
+    if ((threadIdx.x & 127u) == 0u && park_next() != park_lim() - kTraceParkBytes) record(0u, 0u, false);
 }
 
 }}  // namespace whowaits::trace

@@ -60,8 +60,9 @@ __device__ WhowaitsTraceBuffer whowaits_trace;  // zero (no buffer: nothing reco
 //
 // Two kinds of stamp (issue 12, trace format 2):
 // * ordinary (every wait's begin and end but the wgmma ones below, arrive.expect_tx): clock64, one shared load
-//   (the cursor), the parked events copied out (shared load + global store each), one 16-byte global store,
-//   one shared store (the cursor); no global load;
+//   (the cursor), the parked events copied out (shared load + global store each; before the clock read of a
+//   wait's begin, after that of a wait's end), one 16-byte global store, one shared store (the cursor);
+//   no global load;
 // * parked (a wgmma commit, a wgmma wait's begin, the end of a wait_group N > 0, every mbarrier arrive and
 //   bar.arrive: the events that sit between a commit and the wait that retires it): clock64 and one 16-byte
 //   shared store into the warpgroup's parking area at the address held in the PTX register whowaits_np
@@ -164,10 +165,15 @@ __device__ __forceinline__ void init() {
     asm volatile("st.shared.v2.u64 [%0], {%1, %2};\n" ::"r"(cursor(wg)), "l"(c.next), "l"(c.end) : "memory");
 }
 
-// Ordinary stamp: the clock of the event itself first, then, on the leader thread only, the parked events
-// and this one (own = false: only the parked events, WHOWAITS_TRACE_FINISH) filed away.
-__device__ __forceinline__ void record(uint32_t kind, uint32_t arg, bool own = true) {
-    const unsigned long long t = clock();
+// Ordinary stamp, on the leader thread only: the cursor, the parked events copied out, this event, the cursor
+// back. A wait's end reads the clock first (right after the wait: the copying is work after it); every other
+// ordinary event (a wait's begin, arrive.expect_tx) copies the parked events out first and reads its clock
+// after, so a wait's interval holds one ordinary stamp's bookkeeping whatever was parked (the calibration in
+// profiler/analyze/trace.py), and the copying counts as work before the wait. own = false: only the parked
+// events (WHOWAITS_TRACE_FINISH).
+template <bool kClockFirst>
+__device__ __forceinline__ void record_(uint32_t kind, uint32_t arg, bool own) {
+    unsigned long long t = kClockFirst ? clock() : 0ull;
     if ((threadIdx.x & 127u) == 0u) {
         const uint32_t wg = (threadIdx.x >> 7) & (WHOWAITS_TRACE_SLOTS - 1);
         const uint32_t c = cursor(wg);
@@ -181,15 +187,23 @@ __device__ __forceinline__ void record(uint32_t kind, uint32_t arg, bool own = t
                 asm volatile("ld.shared.v2.u64 {%0, %1}, [%2];\n" : "=l"(pt), "=l"(pk) : "r"(p + 16u * i));
                 asm volatile("st.global.v2.u64 [%0], {%1, %2};\n" ::"l"(next), "l"(pt), "l"(pk) : "memory");
             }
-            if (n > WHOWAITS_TRACE_PARK && next < end) put(next++, t, kTraceParkDropped, n - WHOWAITS_TRACE_PARK);
+            if (n > WHOWAITS_TRACE_PARK && next < end)
+                put(next++, kClockFirst ? t : clock(), kTraceParkDropped, n - WHOWAITS_TRACE_PARK);
             asm volatile("mov.u32 whowaits_np, %0;\n" ::"r"(p) : "memory");
         }
+        if (!kClockFirst) t = clock();
         if (own && next < end) {
             put(next, t, kind, arg);
             ++next;
         }
         asm volatile("st.shared.u64 [%0], %1;\n" ::"r"(c), "l"(next) : "memory");
     }
+}
+__device__ __forceinline__ void record(uint32_t kind, uint32_t arg, bool own = true) {
+    if (kind == kTraceMbarWaitEnd || kind == kTraceBarSyncEnd || kind == kTraceWgmmaWaitEnd)
+        record_<true>(kind, arg, own);
+    else
+        record_<false>(kind, arg, own);
 }
 
 // Parked stamp: clock64 and one predicated shared store at whowaits_np (module comment); past the parking

@@ -10,7 +10,10 @@ copy; the launch ABI is unchanged: ``kernels/launch.py`` launches it like the un
   the result);
 * the overhead, in the same run: ``rounds`` rounds of ``reps`` timed launches of the untraced and the traced
   cubin, interleaved (CUDA events, L2 flushed before each), medians compared; the traced launch asks for
-  ``SLOTS * 16`` bytes of dynamic shared memory more (the slots' cursors, ``trace.cuh``);
+  ``TAIL_BYTES`` of dynamic shared memory more (per slot a 16-byte cursor and a parking area of ``PARK``
+  events, ``trace.cuh``);
+* the persistent rungs (ABI ``tensor_maps_persistent``: v13, v14) launch one CTA per SM, as ``kernels.launch``
+  does, each CTA walking several tiles: a slot then holds several tiles' events (``CAPACITY_PERSISTENT``);
 * one traced launch kept: the raw events (``numpy`` arrays: per slot = (CTA, warpgroup) its count and events)
   written as ``<out>/<shape>.trace-raw.npz`` beside a ``meta`` JSON (version, config, shape, clock rate,
   timings). :mod:`profiler.analyze.trace` turns that into the Perfetto JSON and the summary, on any machine.
@@ -37,7 +40,12 @@ from kernels.config import Shape
 from profiler.errors import WhowaitsError
 
 SLOTS = 4  # WHOWAITS_TRACE_SLOTS: warpgroups per CTA with a slot
+PARK = 16  # WHOWAITS_TRACE_PARK: parked events per warpgroup (trace.cuh, format 2)
+TAIL_BYTES = SLOTS * (16 + PARK * 16)  # kTraceTailBytes: the cursors and the parking areas, after the kernel's own
+TRACE_FORMAT = 2  # 1: every stamp ordinary (the committed traces, e303d95); 2: parked stamps in wgmma windows
+PARK_DROPPED = 12  # kTraceParkDropped: arg = parked events lost
 CAPACITY = 1024  # events per slot (16 bytes each)
+CAPACITY_PERSISTENT = 4096  # a persistent CTA walks ceil(tiles / SMs) tiles
 EVENT_DTYPE = [("t", "<u8"), ("kind", "<u4"), ("arg", "<u4")]
 
 
@@ -138,9 +146,10 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     from kernels.reference import random_qkv
 
     ver = registry.get(version_name)
-    if ver.abi != "tensor_maps" or ver.family != "ws":
-        raise WhowaitsError(f"whowaits trace runs the warp-specialised rungs (family ws, ABI tensor_maps); "
-                            f"{ver.id} is family {ver.family}, ABI {ver.abi}")
+    if ver.abi not in ("tensor_maps", "tensor_maps_persistent") or ver.family != "ws":
+        raise WhowaitsError(f"whowaits trace runs the warp-specialised rungs (family ws, ABI tensor_maps or "
+                            f"tensor_maps_persistent); {ver.id} is family {ver.family}, ABI {ver.abi}")
+    persistent = ver.abi == "tensor_maps_persistent"
     shape = Shape.parse(shape_key)
     q, k, v = random_qkv(shape, seed=seed)
     b, h, s, d, dtype = L.problem_of(q, k, v)
@@ -151,16 +160,20 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     L._ensure_context(dev)
     module = L._call(driver.cuModuleLoad(str(traced.cubin).encode()), "cuModuleLoad(traced)")
     fn = L._call(driver.cuModuleGetFunction(module, traced.entry.encode()), "cuModuleGetFunction(traced)")
-    dyn = traced.smem_dynamic_bytes + SLOTS * 16  # + the slots' cursors (trace.cuh: end of the dynamic smem)
+    dyn = traced.smem_dynamic_bytes + TAIL_BYTES  # + cursors and parking areas (trace.cuh: end of the dynamic smem)
     if dyn > 48 * 1024:
         attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         L._call(driver.cuFuncSetAttribute(fn, attr, dyn), "cuFuncSetAttribute(max dynamic smem)")
     gptr, gsize = L._call(driver.cuModuleGetGlobal(module, b"whowaits_trace"), "cuModuleGetGlobal(whowaits_trace)")
     grid = (math.ceil(s / config.block_m), h, b)
+    capacity = CAPACITY
+    if persistent:  # as kernels.launch.forward: one CTA per SM (at most one per tile), B·H as an argument
+        grid = (min(grid[0] * h * b, L.persistent_ctas(q.device)), 1, 1)
+        capacity = CAPACITY_PERSISTENT
     ctas = grid[0] * grid[1] * grid[2]
-    events = torch.zeros((ctas * SLOTS, CAPACITY, 2), dtype=torch.int64, device=q.device)  # 16 B an event
+    events = torch.zeros((ctas * SLOTS, capacity, 2), dtype=torch.int64, device=q.device)  # 16 B an event
     counts = torch.zeros(ctas * SLOTS, dtype=torch.int32, device=q.device)
-    host = (ctypes.c_uint64 * 3)(events.data_ptr(), counts.data_ptr(), CAPACITY | (ctas << 32))
+    host = (ctypes.c_uint64 * 3)(events.data_ptr(), counts.data_ptr(), capacity | (ctas << 32))
     if int(gsize) != ctypes.sizeof(host):
         raise WhowaitsError(f"whowaits_trace is {gsize} bytes on the device, expected {ctypes.sizeof(host)}")
     _set_global(driver, L, gptr, host)
@@ -174,7 +187,7 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
         L.forward(q, k, v, shape.causal, version=ver.id, config=config, out=o_plain)
 
     def traced_launch():
-        L.launch_tma(fn, grid, config.threads, dyn, maps, o_traced, s, scale)
+        L.launch_tma(fn, grid, config.threads, dyn, maps, o_traced, s, scale, b * h if persistent else None)
 
     def clear():  # the device keeps no counters: a slot's count is its number of non-zero stamps
         events.zero_()
@@ -194,7 +207,7 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     clear()
     traced_launch()
     torch.cuda.synchronize()
-    ev = events.cpu().numpy().view(np.uint64).reshape(ctas * SLOTS, CAPACITY, 2)
+    ev = events.cpu().numpy().view(np.uint64).reshape(ctas * SLOTS, capacity, 2)
     cnt = (ev[:, :, 0] != 0).sum(axis=1).astype(np.int64)  # a slot's events are contiguous from its start
     t = ev[:, :, 0].copy()
     kind = (ev[:, :, 1] & 0xFFFFFFFF).astype(np.uint32)
@@ -207,16 +220,21 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     pm, tm = statistics.median(plain_ms), statistics.median(traced_ms)
     meta = {
         "version": ver.id, "shape": shape.key, "config": config.short_form(), "grid": list(grid),
-        "threads": config.threads, "slots_per_cta": SLOTS, "capacity": CAPACITY, "ctas": ctas,
+        "threads": config.threads, "slots_per_cta": SLOTS, "capacity": capacity, "ctas": ctas,
+        "trace_format": TRACE_FORMAT, "park": PARK, "tail_bytes": TAIL_BYTES, "abi": ver.abi,
         "kernel": traced.entry, "registers_traced": traced.registers, "gpu": torch.cuda.get_device_name(dev),
         "clock_rate_khz": int(clock_khz), "max_abs_diff_traced_vs_untraced": diff,
         "untraced_ms": pm, "traced_ms": tm, "overhead_pct": 100.0 * (tm - pm) / pm,
-        "reps": reps, "rounds": rounds, "dropped_events": int(np.maximum(cnt - CAPACITY, 0).sum()), "full_slots": int((cnt >= CAPACITY).sum()),
+        "reps": reps, "rounds": rounds,
+        # a full slot drops what follows (counted as full_slots); a full parking area writes a PARK_DROPPED
+        # event whose arg counts the parked events it lost (profiler.analyze.trace adds those to the summary)
+        "dropped_events": 0, "parked_dropped_events": int(arg[kind == PARK_DROPPED].astype(np.int64).sum()),
+        "full_slots": int((cnt >= capacity).sum()),
         "git_commit": os.environ.get("WHOWAITS_GIT_COMMIT", ""),
     }
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    keep = max(1, int(min(cnt.max(), CAPACITY)))
+    keep = max(1, int(min(cnt.max(), capacity)))
     np.savez_compressed(out / f"{shape.key}.trace-raw.npz", counts=cnt, t=t[:, :keep], kind=kind[:, :keep],
                         arg=arg[:, :keep], meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
     log(f"{ver.id} {shape.key}: untraced {pm * 1e3:.1f} us, traced {tm * 1e3:.1f} us "

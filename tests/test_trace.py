@@ -262,3 +262,98 @@ def test_trace_and_static_graph_name_the_same_edges(version):
     assert traced <= static
     mb = {e for e in static if e[1].startswith("mbarrier")}
     assert {e for e in traced if e[1].startswith("mbarrier")} == mb
+
+
+# --- trace format 2 (parked stamps) on raw arrays written by hand ----------------------------------------
+# One CTA of v12 at its steady state, the events in the order the traced build stamps them (tests above:
+# kernels/v12_intra_wg_overlap/kernel.cu's loop body with trace.cuh's choice of stamp per event): consumer 0
+# (warpgroup 1) waits full_k, full_v (ordinary), bar.sync its turn (ordinary), then parks QK^T's commit, PV's
+# commit, the bar.arrive handing the turn on, wait_group 1's begin and end, the empty_k arrive, wait_group 0's
+# begin; wait_group 0's end is the ordinary stamp that copies those out (same order, own clocks); the empty_v
+# arrive after it is parked until the next iteration's full_k wait begin. The producer (warpgroup 0) issues
+# both loads (expect_tx, ordinary) and waits on empty_k. Consumer 1 (warpgroup 2) holds one PARK_DROPPED
+# event (3 parked events lost). Cycle figures are chosen: an ordinary stamp leaves 100 cycles in a wait that
+# did not block, a parked begin 8.
+P = 0x100  # PARKED_BIT
+FK, FV, EK, EV = 0x400, 0x410, 0x420, 0x430
+HAND = {
+    0: [(900, 5, FK), (950, 5, FV), (2200, 2, EK), (2500, 3, EK)],
+    1: [(1000, 2, FK), (1100, 3, FK), (1200, 2, FV), (1300, 3, FV), (1400, 6, 1), (1900, 7, 1),
+        (2000, 11 | P, 0), (2050, 11 | P, 0), (2060, 8 | P, 2), (2070, 9 | P, 1), (2400, 10 | P, 1),
+        (2410, 4 | P, EK), (3000, 9 | P, 0), (3008, 10, 0), (3200, 4 | P, EV), (3500, 2, FK), (3600, 3, FK)],
+    2: [(1000, 2, FK), (1150, 3, FK), (1600, 12, 3)],
+}
+
+
+def _hand_arrays(parked_bits: bool = True):
+    import numpy as np
+
+    cap = 24
+    t = np.zeros((4, cap), np.uint64)
+    kind = np.zeros((4, cap), np.uint32)
+    arg = np.zeros((4, cap), np.uint32)
+    counts = np.zeros(4, np.int64)
+    for wg, evs in HAND.items():
+        rows = [(10, 0, 7), (5_000_000, 1, 0)] + [(tt, k if parked_bits else k & ~P, a) for tt, k, a in evs]
+        for i, (tt, k, a) in enumerate(rows):
+            t[wg, i], kind[wg, i], arg[wg, i] = tt, k, a
+        counts[wg] = len(rows)
+    meta = {"version": "v12_intra_wg_overlap", "shape": SHAPE, "slots_per_cta": 4, "untraced_ms": 0.1,
+            "traced_ms": 0.11, "overhead_pct": 10.0, "clock_rate_khz": 1_980_000, "dropped_events": 0}
+    return {"counts": counts, "t": t, "kind": kind, "arg": arg}, meta
+
+
+def test_format2_parked_events_are_decoded_and_calibrated_apart():
+    from profiler.analyze.trace import _slots, summarize
+
+    arrays, meta = _hand_arrays()
+    slots = {s.wg: s for s in _slots(arrays, meta)}
+    c0 = slots[1]
+    assert [k for _, k, _ in c0.events] == [k & ~P for _, k, _ in HAND[1]]  # kinds masked, order kept
+    assert len(c0.parked) == 8
+    wg = [w for w in c0.waits if w.kind == "wgmma_group"]
+    assert [(w.key, w.begin, w.end, w.begin_parked) for w in wg] == [(1, 2070, 2400, True), (0, 3000, 3008, True)]
+    assert not any(w.begin_parked for w in c0.waits if w.kind != "wgmma_group")
+    assert slots[2].dropped == 3 and all(k != 12 for _, k, _ in slots[2].events)
+
+    s = summarize(arrays, meta, {FK: "full_k", FV: "full_v", EK: "empty_k", EV: "empty_v"})
+    assert s["trace_format"] == 2 and s["parked_events"] == 8 and s["dropped_events"] == 3
+    assert s["stamp_cycles"] == {"producer": 100, "consumer": 100} and s["park_cycles"] == 8
+    e = {(x["waiter"], x["barrier"]): x for x in s["edges"]}
+    assert e["consumer", "wgmma group"]["cycles"] == (330 - 8) + (8 - 8)
+    assert e["consumer", "bar 1"]["cycles"] == 500 - 100  # nobody in this CTA arrives on bar 1: unresolved
+    assert e["producer", "empty_k"]["cycles"] == 300 - 100
+    # untraced estimate: wait_group 1 (blocked) + the 3 parked stamps since QK^T's commit (8 each), wait_group 0
+    # (did not block: upper bound only) + the 5 parked stamps since PV's commit
+    u = s["wgmma_untraced"]
+    assert (u["cycles_lo"], u["cycles_hi"]) == (330 + 3 * 8, 330 + 3 * 8 + 8 + 5 * 8)
+    assert u["stamps_between_commit_and_wait_median"] == 4.0
+    assert u["stamp_cycles_between_commit_and_wait_median"] == 32.0
+
+
+def test_format1_reading_of_the_same_events_is_unchanged():
+    """Without the parked bits (format 1, the committed traces) every stamp is ordinary: the shortest wait of
+    any kind calibrates all of them, and no format-2 key appears (the committed summaries stay as they are)."""
+    from profiler.analyze.trace import summarize
+
+    arrays, meta = _hand_arrays(parked_bits=False)
+    s = summarize(arrays, meta)
+    assert "trace_format" not in s and "park_cycles" not in s
+    assert s["stamp_cycles"]["consumer"] == 8  # wait_group 0's 8 cycles: the launch's shortest wait
+    u = s["wgmma_untraced"]
+    assert "stamp_cycles_between_commit_and_wait_median" not in u
+    # k·stamp with stamp = 8 (chosen equal to the format-2 park cost, so the figures coincide)
+    assert (u["cycles_lo"], u["cycles_hi"]) == (330 + 3 * 8, 330 + 3 * 8 + 8 + 5 * 8)
+    assert s["dropped_events"] == 3  # a PARK_DROPPED event is counted whatever the format says
+
+
+def test_format2_chrome_trace_marks_parked_events():
+    from profiler.analyze.trace import chrome_trace
+
+    arrays, meta = _hand_arrays()
+    tr = chrome_trace(arrays, meta)
+    inst = [e for e in tr["traceEvents"] if e["ph"] == "i" and e["tid"] == 1]
+    assert [e["name"] for e in inst][:3] == ["wgmma commit", "wgmma commit", "bar.arrive bar 2"]
+    assert all(e.get("args", {}).get("parked") for e in inst)
+    waits = [e for e in tr["traceEvents"] if e["ph"] == "X" and e["cat"] == "wgmma_group"]
+    assert [e["args"]["cycles"] for e in waits] == [330, 8] and all(e["args"]["begin_parked"] for e in waits)

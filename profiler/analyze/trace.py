@@ -27,12 +27,23 @@ reading. A pure function of those arrays (no GPU, no ncu), so it runs on committ
   already complete lasts one stamp; the stamp is the same code in every role), ``stamp_cycles``; every wait
   is counted as its interval minus that (at least 0), ``raw_cycles`` keeps the interval, and
   ``heaviest_uncalibrated`` names the heaviest edge by raw intervals.
+* **Trace format 2** (trace.cuh since issue 12's parked stamps; ``trace_format`` in the summary): the events
+  between a wgmma commit and the wait that retires it (the commit, the wgmma wait's begin, a wait_group N>0's
+  end, every mbarrier arrive and bar.arrive) are *parked*: the leader reads the clock and stores the event in
+  shared memory (no load, no global store), and the next ordinary stamp copies them to the slot, in order,
+  with their own timestamps; their ``kind`` carries ``PARKED_BIT`` (masked off here). A wait whose begin was
+  parked (every wgmma wait) holds a park's cost, calibrated alike as the shortest such wait
+  (``park_cycles``); the others one ordinary stamp (``stamp_cycles``, a wait's begin copying the parked
+  events out before its clock read). ``PARK_DROPPED`` events (arg = parked events the device lost to a full
+  parking area) are counted into ``dropped_events``. Format 1 (the committed traces) has neither: every
+  figure of it is computed as before.
 * **wgmma group, untraced estimate.** The stamps a consumer takes between a wgmma commit and the wait on it
   give the tensor core free cycles, so the traced wgmma waits are shorter than the untraced ones (the edge
   the static graph names heaviest). Per wgmma wait (begin b, end e) with its group's commit stamp c (the
   last commit before b, or the (N+1)-th last for ``wait_group N``) and k stamps in [c, b): the consumer's
   untraced work between commit and wait is W = (b - c) - k·stamp, the tensor core's time D = e - c when the
-  wait blocked, so the untraced wait is D - W = (e - b) + k·stamp. A wait that did not block (interval within
+  wait blocked, so the untraced wait is D - W = (e - b) + k·stamp (format 2: each parked stamp among the k
+  counts ``park_cycles``, each ordinary one ``stamp``). A wait that did not block (interval within
   ``block_margin`` cycles of the shortest wgmma wait) gives only an upper bound ((e - b) + k·stamp) and 0 as
   the lower; ``wgmma_untraced`` reports both sums, times the consumer's warps, and whether that edge would be
   the heaviest against every other edge's calibrated warp-cycles (``agrees`` when even the lower bound is,
@@ -63,7 +74,9 @@ __all__ = ["KINDS", "load_raw", "summarize", "chrome_trace"]
 
 KINDS = {0: "start", 1: "globaltimer", 2: "mbar_wait_begin", 3: "mbar_wait_end", 4: "mbar_arrive",
          5: "mbar_expect_tx", 6: "bar_sync_begin", 7: "bar_sync_end", 8: "bar_arrive",
-         9: "wgmma_wait_begin", 10: "wgmma_wait_end", 11: "wgmma_commit"}
+         9: "wgmma_wait_begin", 10: "wgmma_wait_end", 11: "wgmma_commit", 12: "park_dropped"}
+PARKED_BIT = 0x100  # format 2 (trace.cuh): kind | this = a parked stamp (clock + shared store, copied out later)
+PARK_DROPPED = 12   # format 2: arg = parked events lost to a full parking area
 _BEGIN_END = {2: 3, 6: 7, 9: 10}
 _ADDR_MASK = 0x00FFFFFF  # the shared-window offset (cluster/CTA window bits above)
 TENSOR = "tensor core (wgmma)"
@@ -86,6 +99,7 @@ class Wait:
     end: int
     parity: int = 0
     stamp: int = 0  # the stamp cost calibrated for the role (summarize sets it)
+    begin_parked: bool = False  # format 2: the begin was a parked stamp (its interval holds a park, not a stamp)
 
     @property
     def raw_cycles(self) -> int:
@@ -105,10 +119,12 @@ class Slot:
     sm: int
     clk0: int
     gt0: int
-    events: list = field(default_factory=list)   # (t, kind, arg) after the two start events
+    events: list = field(default_factory=list)   # (t, kind, arg) after the two start events, kind less PARKED_BIT
     waits: list = field(default_factory=list)
     first: int = 0
     last: int = 0
+    parked: set = field(default_factory=set)     # format 2: indices into events of the parked stamps
+    dropped: int = 0                             # format 2: parked events the device could not keep
 
 
 def _role(wg: int) -> str:
@@ -126,26 +142,51 @@ def _slots(arrays: dict, meta: dict) -> list[Slot]:
             continue
         sl = Slot(int(s), int(s) // per, int(s) % per, _role(int(s) % per), int(arg[s, 0]), int(t[s, 0]),
                   int(t[s, 1]))
-        ev = [(int(t[s, i]), int(kind[s, i]), int(arg[s, i])) for i in range(2, n)]
-        sl.events = ev
+        ev, parked = [], set()
+        for i in range(2, n):
+            k = int(kind[s, i])
+            if k & ~PARKED_BIT == PARK_DROPPED:
+                sl.dropped += int(arg[s, i])
+                continue
+            if k & PARKED_BIT:
+                parked.add(len(ev))
+            ev.append((int(t[s, i]), k & ~PARKED_BIT, int(arg[s, i])))
+        if not ev:
+            continue
+        sl.events, sl.parked = ev, parked
         sl.first, sl.last = min(sl.clk0, ev[0][0]), ev[-1][0]
-        open_: dict[int, tuple[int, int]] = {}
-        for tt, k, a in ev:
+        open_: dict[int, tuple[int, int, bool]] = {}
+        for j, (tt, k, a) in enumerate(ev):
             if k in _BEGIN_END:
-                open_[_BEGIN_END[k]] = (tt, a)
+                open_[_BEGIN_END[k]] = (tt, a, j in parked)
             elif k in open_ and k in (3, 7, 10):
-                t0, a0 = open_.pop(k)
+                t0, a0, bp = open_.pop(k)
                 wk = {3: "mbarrier", 7: "named_barrier", 10: "wgmma_group"}[k]
                 key = (a0 & 0x7FFFFFFF) & _ADDR_MASK if k == 3 else a0
-                sl.waits.append(Wait(sl.index, wk, key, t0, tt, (a0 >> 31) & 1 if k == 3 else 0))
+                sl.waits.append(Wait(sl.index, wk, key, t0, tt, (a0 >> 31) & 1 if k == 3 else 0, begin_parked=bp))
         out.append(sl)
     return out
 
 
 def _stamp_cycles(slots: list[Slot]) -> dict[str, int]:
-    """The shortest wait interval of the launch (any role): one stamp's cost (module docstring), per role."""
-    lo = min((w.raw_cycles for s in slots for w in s.waits), default=0)
+    """The shortest wait interval of the launch (any role) whose begin was an ordinary stamp: one stamp's cost
+    (module docstring), per role. Format 1 has only ordinary stamps: every wait."""
+    lo = min((w.raw_cycles for s in slots for w in s.waits if not w.begin_parked), default=0)
     return {s.role: lo for s in slots}
+
+
+def _park_cycles(slots: list[Slot]) -> int | None:
+    """Format 2: the shortest wait interval whose begin was parked (a wgmma wait that found its group done):
+    what a parked begin leaves inside the interval. None for format 1 (no parked stamp)."""
+    return min((w.raw_cycles for s in slots for w in s.waits if w.begin_parked), default=None)
+
+
+def _calibrate(slots: list[Slot]) -> tuple[dict[str, int], int | None]:
+    stamp, park = _stamp_cycles(slots), _park_cycles(slots)
+    for sl in slots:
+        for w in sl.waits:
+            w.stamp = park if w.begin_parked else stamp.get(sl.role, 0)
+    return stamp, park
 
 
 def _clock_ghz(slots: list[Slot], meta: dict) -> tuple[float, str]:
@@ -221,10 +262,7 @@ def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_label
     if not slots:
         return {"version": meta.get("version"), "edges": [], "missing": "no events in the trace"}
     ghz, clock_how = _clock_ghz(slots, meta)
-    stamp = _stamp_cycles(slots)
-    for sl in slots:
-        for w in sl.waits:
-            w.stamp = stamp.get(sl.role, 0)
+    stamp, park = _calibrate(slots)
     mb, nb = _releasers(slots)
     wg_role = _role
     active = sum((s.last - s.first) * warps.get(s.role, 1) for s in slots)
@@ -250,14 +288,15 @@ def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_label
                       "mean_cycles": g["cycles"] / g["waits"]})
     raw_top = max(edges, key=lambda e: e["raw_cycles"] * warps.get(e["waiter"], 1), default=None)
     edges.sort(key=lambda e: -e["warp_cycles"])
-    wgmma_est = _wgmma_untraced(slots, stamp.get("consumer", 0), edges, warps.get("consumer", 4))
+    wgmma_est = _wgmma_untraced(slots, stamp.get("consumer", 0), edges, warps.get("consumer", 4), park=park)
     overlap = _overlap(slots)
     crit = _critical(slots, mb, nb, labels, static_labels, block_cycles, n_blocks)
     spans = [(s.gt0 + (s.last - s.clk0) / ghz) - (s.gt0 - (s.clk0 - s.first) / ghz) for s in slots]
     return {
         "version": meta.get("version"), "shape": meta.get("shape"), "config": meta.get("config"),
         "gpu": meta.get("gpu"), "ctas": meta.get("ctas"), "slots": len(slots),
-        "events": int(sum(len(s.events) + 2 for s in slots)), "dropped_events": meta.get("dropped_events", 0),
+        "events": int(sum(len(s.events) + 2 for s in slots)),
+        "dropped_events": meta.get("dropped_events", 0) + sum(s.dropped for s in slots),
         "clock_ghz": ghz, "clock_from": clock_how, "warps_per_wait": warps, "stamp_cycles": stamp,
         "overhead": {"untraced_us": meta["untraced_ms"] * 1e3, "traced_us": meta["traced_ms"] * 1e3,
                      "overhead_pct": meta["overhead_pct"], "reps": meta.get("reps"), "rounds": meta.get("rounds"),
@@ -266,12 +305,15 @@ def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_label
         "edges": edges, "heaviest": edges[0] if edges else None,
         "heaviest_uncalibrated": {k: raw_top[k] for k in ("waiter", "barrier", "releaser", "raw_cycles")} if raw_top else None,
         "wgmma_untraced": wgmma_est, "overlap": overlap, "critical_path": crit,
+        **({"trace_format": 2, "park_cycles": park, "parked_events": int(sum(len(s.parked) for s in slots))}
+           if park is not None or any(s.parked for s in slots) else {}),
     }
 
 
 def _wgmma_untraced(slots: list[Slot], stamp: int, edges: list[dict], n_warps: int, *,
-                    block_margin: int = 64) -> dict | None:
-    """The consumers' wgmma-group waits as the untraced kernel would have them (module docstring)."""
+                    block_margin: int = 64, park: int | None = None) -> dict | None:
+    """The consumers' wgmma-group waits as the untraced kernel would have them (module docstring). Format 2:
+    a parked stamp between commit and wait gives the tensor core ``park`` cycles, an ordinary one ``stamp``."""
     import bisect
 
     waits = [(s, w) for s in slots if s.role == "consumer" for w in s.waits if w.kind == "wgmma_group"]
@@ -279,16 +321,19 @@ def _wgmma_untraced(slots: list[Slot], stamp: int, edges: list[dict], n_warps: i
         return None
     shortest = min(w.raw_cycles for _, w in waits)
     lo = hi = blocked = 0
-    ks = []
+    ks, given = [], []
     for s, w in waits:
         ts = [e[0] for e in s.events]
         commits = [e[0] for e in s.events if e[1] == 11 and e[0] < w.begin]
         if len(commits) <= w.key:
             continue
         c = commits[-1 - w.key]
-        k = bisect.bisect_left(ts, w.begin) - bisect.bisect_left(ts, c)
+        i0, i1 = bisect.bisect_left(ts, c), bisect.bisect_left(ts, w.begin)
+        k = i1 - i0
         ks.append(k)
-        est = w.raw_cycles + k * stamp
+        g = sum(park if (i in s.parked and park is not None) else stamp for i in range(i0, i1))
+        given.append(g)
+        est = w.raw_cycles + g
         hi += est
         if w.raw_cycles > shortest + block_margin:
             lo += est
@@ -297,7 +342,8 @@ def _wgmma_untraced(slots: list[Slot], stamp: int, edges: list[dict], n_warps: i
     top = max(others, key=lambda e: e["warp_cycles"], default=None)
     bar = top["warp_cycles"] if top else 0
     verdict = "agrees" if lo * n_warps > bar else "disagrees" if hi * n_warps < bar else "undetermined"
-    return {"waits": len(ks), "blocked_waits": blocked, "stamps_between_commit_and_wait_median": float(np.median(ks)) if ks else None,
+    extra = {"stamp_cycles_between_commit_and_wait_median": float(np.median(given)) if given else None} if park is not None else {}
+    return {**extra, "waits": len(ks), "blocked_waits": blocked, "stamps_between_commit_and_wait_median": float(np.median(ks)) if ks else None,
             "shortest_wait_cycles": int(shortest), "block_margin": block_margin, "cycles_lo": int(lo), "cycles_hi": int(hi),
             "warp_cycles_lo": int(lo * n_warps), "warp_cycles_hi": int(hi * n_warps),
             "heaviest_other": {k: top[k] for k in ("waiter", "barrier", "releaser", "warp_cycles")} if top else None,
@@ -496,10 +542,7 @@ def chrome_trace(arrays: dict, meta: dict, labels: dict | None = None, static_la
         keep = sorted({s.cta for s in slots})[:max_ctas]
         slots = [s for s in slots if s.cta in set(keep)]
     ghz, how = _clock_ghz(slots, meta)
-    stamp = _stamp_cycles(slots)
-    for sl in slots:
-        for w in sl.waits:
-            w.stamp = stamp.get(sl.role, 0)
+    _calibrate(slots)
     mb, nb = _releasers(slots)
     t_min = min(s.gt0 - (s.clk0 - s.first) / ghz for s in slots) if slots else 0
 
@@ -517,14 +560,15 @@ def chrome_trace(arrays: dict, meta: dict, labels: dict | None = None, static_la
             b, r = _edge_of(w, s, mb, nb, labels, static_labels, _role)
             ev.append({"ph": "X", "name": f"wait {b}", "cat": w.kind, "pid": s.sm, "tid": tid,
                        "ts": us(s, w.begin), "dur": round(w.raw_cycles / ghz / 1e3, 4),
-                       "args": {"releaser": r, "cycles": w.raw_cycles, "cycles_less_stamp": w.cycles}})
-        for tt, k, a in s.events:
+                       "args": {"releaser": r, "cycles": w.raw_cycles, "cycles_less_stamp": w.cycles,
+                                **({"begin_parked": True} if w.begin_parked else {})}})
+        for j, (tt, k, a) in enumerate(s.events):
             if k in (4, 5, 8, 11):
                 name = {4: "arrive", 5: "TMA issue (expect_tx)", 8: "bar.arrive", 11: "wgmma commit"}[k]
                 what = (labels.get(a & _ADDR_MASK, f"mbarrier@{a & _ADDR_MASK:#x}") if k in (4, 5)
                         else f"bar {a}" if k == 8 else "")
                 ev.append({"ph": "i", "s": "t", "name": f"{name} {what}".strip(), "cat": KINDS[k], "pid": s.sm,
-                           "tid": tid, "ts": us(s, tt)})
+                           "tid": tid, "ts": us(s, tt), **({"args": {"parked": True}} if j in s.parked else {})})
     return {"traceEvents": ev, "displayTimeUnit": "ns",
             "otherData": {"version": meta.get("version"), "shape": meta.get("shape"), "clock_ghz": ghz,
                           "clock_from": how, "source": "whowaits trace (clock64 per SM, globaltimer per slot)"}}

@@ -357,3 +357,21 @@ def test_format2_chrome_trace_marks_parked_events():
     assert all(e.get("args", {}).get("parked") for e in inst)
     waits = [e for e in tr["traceEvents"] if e["ph"] == "X" and e["cat"] == "wgmma_group"]
     assert [e["args"]["cycles"] for e in waits] == [330, 8] and all(e["args"]["begin_parked"] for e in waits)
+
+
+def test_host_tail_is_the_headers():
+    """kernels/trace.py asks for the dynamic-smem tail trace.cuh addresses (cursors + parking areas, after the
+    kernel's own bytes, so the kernel's mbarriers do not move)."""
+    from kernels import trace as T
+    from kernels.build import KERNELS_DIR
+
+    text = (KERNELS_DIR / "common/sm90/trace.cuh").read_text()
+    slots = int(re.search(r"#define WHOWAITS_TRACE_SLOTS (\d+)", text).group(1))
+    park = int(re.search(r"#define WHOWAITS_TRACE_PARK (\d+)", text).group(1))
+    dropped = int(re.search(r"kTraceParkDropped = (\d+)u", text).group(1))
+    bit = int(re.search(r"kTraceParkedBit = (0x[0-9a-f]+)u", text).group(1), 16)
+    assert (T.SLOTS, T.PARK, T.PARK_DROPPED) == (slots, park, dropped)
+    assert T.TAIL_BYTES == slots * (16 + park * 16)
+    from profiler.analyze import trace as A
+
+    assert (A.PARKED_BIT, A.PARK_DROPPED) == (bit, dropped)

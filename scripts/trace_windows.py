@@ -2,8 +2,8 @@
 from the SASS (no GPU): for every HGMMA group of a ws rung (its last ``HGMMA ... gsb0``) the
 ``WARPGROUP.DEPBAR.LE gsb0, N`` that retires it (address order, groups retire in order: ``DEPBAR.LE N`` retires
 all but the N most recent), the instructions strictly between them in the traced build, the same window in the
-untraced build (the rung's own ``kernels.build``), and the difference: the trace's instructions in the window,
-by opcode (CS2R = a clock read, STS/LDS/STG = the stamp's stores and loads, BSSY/BSYNC/BRA = the leader-only
+untraced build (the rung's own ``kernels.build``), and the difference: the trace's instructions in the window
+(``trace_ops``: that difference less the kernel's own FP / predicate / uniform work the schedule moves), by opcode (CS2R = a clock read, STS/LDS/STG = the stamp's stores and loads, BSSY/BSYNC/BRA = the leader-only
 branch). Also the traced build's registers and spills.
 
     python scripts/trace_windows.py v10 v11 v12 v13 v14 [--format json] [--list]
@@ -29,6 +29,14 @@ _LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _DEPBAR = re.compile(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*(0x[0-9a-f]+)")
 VERSIONS = ("v10", "v11", "v12", "v13", "v14")
 MEMORY = ("LDS", "LDG", "STG", "LD", "ST", "ATOMS", "ATOMG", "RED")  # what a nearly free stamp must not hold
+# not counted as the trace's: the kernel's own floating-point, predicate-logic and uniform-datapath work (the
+# softmax and its masks, the next group's descriptors), which the traced schedule moves into or out of a window
+KERNEL_OWN = ("FADD", "FFMA", "FMUL", "FMNMX", "FSEL", "FSETP", "MUFU", "SHFL", "F2FP", "HADD2", "HMUL2", "PLOP3")
+
+
+def trace_ops(extra: dict) -> int:
+    """The trace's instructions in a window: the traced build's extra opcodes less KERNEL_OWN and U*."""
+    return sum(v for k, v in extra.items() if k not in KERNEL_OWN and not k.startswith("U"))
 
 
 def instructions(text: str) -> list[tuple[int, str]]:
@@ -78,6 +86,8 @@ def analyse(vid: str) -> dict:
         rows.append({"commit": f"{t['commit']:#06x}", "wait": f"{t['wait']:#06x}", "wait_n": t["wait_n"],
                      "untraced": len(p["body"]), "traced": len(t["body"]),
                      "extra": len(t["body"]) - len(p["body"]), "extra_ops": dict(sorted(extra.items())),
+                     "trace_ops": trace_ops(extra),
+                     "clock_reads": sum(1 for s in t["body"] if opcode(s) == "CS2R" and "SR_CLOCKLO" in s),
                      "memory_ops": {k: v for k, v in t["ops"].items() if k in MEMORY},
                      "body": t["body"]})
     return {"version": ver.id, "config": cfg.short_form(), "registers_traced": traced.registers,
@@ -106,7 +116,8 @@ def main(argv=None) -> int:
             ex = " ".join(f"{k}:{v}" for k, v in w["extra_ops"].items())
             mem = " ".join(f"{k}:{v}" for k, v in w["memory_ops"].items()) or "-"
             print(f"  HGMMA gsb0 {w['commit']} -> DEPBAR.LE {w['wait_n']} {w['wait']}: {w['untraced']:4d} untraced, "
-                  f"{w['traced']:4d} traced, +{w['extra']:3d} [{ex}] memory ops in window: {mem}")
+                  f"{w['traced']:4d} traced; trace: {w['trace_ops']:3d} instructions, {w['clock_reads']} clock reads, "
+                  f"memory ops {mem} [extra opcodes {ex}]")
             if a.list:
                 for s in w["body"]:
                     print(f"      {s}")

@@ -94,6 +94,9 @@ def trace(
     print(f"{s['version']} {s['shape']}: {s['ctas']} CTAs, {s['events']} events, clock {s['clock_ghz']:.3f} GHz "
           f"({s['clock_from']})")
     print(f"overhead: untraced {o['untraced_us']:.1f} us, traced {o['traced_us']:.1f} us ({o['overhead_pct']:+.1f}%)")
+    if s.get("trace_format") == 2:
+        print(f"trace format 2: {s['parked_events']} parked events (stamp {s['stamp_cycles'].get('consumer')} cycles, "
+              f"parked {s['park_cycles']}), {s['dropped_events']} dropped")
     print("edges (leader-thread wait time; share = warp-weighted, of all warpgroups' active warp-cycles):")
     for e in s["edges"]:
         print(f"  {e['waiter']:9s} —[{e['barrier']}]→ {e['releaser']:28s} {e['ns'] / 1e3:9.1f} us "

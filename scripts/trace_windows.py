@@ -66,6 +66,25 @@ def windows(seq: list[tuple[int, str]]) -> list[dict]:
     return out
 
 
+def flushes(seq: list[tuple[int, str]]) -> list[dict]:
+    """The stamp at each ``WARPGROUP.DEPBAR.LE gsb0, 0x0`` (a wait_group 0's end, the ordinary stamp that copies
+    the parked events out): from the DEPBAR to the cursor's write-back (``STS.64``), in address order (the
+    copy loop counted once)."""
+    out = []
+    for i, (off, ins) in enumerate(seq):
+        m = _DEPBAR.search(ins)
+        if not m or int(m.group(1), 16) != 0:
+            continue
+        for j in range(i + 1, min(i + 200, len(seq))):
+            if opcode(seq[j][1]) == "STS" and ".64" in seq[j][1].split()[0]:
+                body = [s for _, s in seq[i + 1:j + 1]]
+                out.append({"wait": f"{off:#06x}", "instructions": len(body),
+                            "ops": dict(sorted(Counter(opcode(s) for s in body).items())),
+                            "clock_at": next(k for k, s in enumerate(body) if "SR_CLOCKLO" in s) + 1})
+                break
+    return out
+
+
 def _sass(cubin) -> list[tuple[int, str]]:
     return instructions(sass.sass_text(cubin))
 
@@ -77,7 +96,8 @@ def analyse(vid: str) -> dict:
     cfg = ver.config_for(128, "fp16", False)
     plain = build.build(ver, cfg)
     traced = T.build_traced(ver, cfg)
-    wp, wt = windows(_sass(plain.cubin)), windows(_sass(traced.cubin))
+    st = _sass(traced.cubin)
+    wp, wt = windows(_sass(plain.cubin)), windows(st)
     if len(wp) != len(wt):
         raise SystemExit(f"{ver.id}: {len(wp)} windows untraced, {len(wt)} traced")
     rows = []
@@ -92,7 +112,7 @@ def analyse(vid: str) -> dict:
                      "body": t["body"]})
     return {"version": ver.id, "config": cfg.short_form(), "registers_traced": traced.registers,
             "spill_stores_traced": traced.spill_store_bytes, "spill_loads_traced": traced.spill_load_bytes,
-            "registers_untraced": plain.registers, "windows": rows}
+            "registers_untraced": plain.registers, "windows": rows, "flushes": flushes(st)}
 
 
 def main(argv=None) -> int:
@@ -121,6 +141,10 @@ def main(argv=None) -> int:
             if a.list:
                 for s in w["body"]:
                     print(f"      {s}")
+        for f in r["flushes"]:
+            ops = " ".join(f"{k}:{v}" for k, v in f["ops"].items())
+            print(f"  wait_group 0 end {f['wait']}: clock read {f['clock_at']} instruction(s) after the DEPBAR; "
+                  f"stamp + copy-out {f['instructions']} instructions to the cursor write-back [{ops}]")
     return 0
 
 

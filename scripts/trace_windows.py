@@ -76,7 +76,8 @@ def flushes(seq: list[tuple[int, str]]) -> list[dict]:
         if not m or int(m.group(1), 16) != 0:
             continue
         for j in range(i + 1, min(i + 200, len(seq))):
-            if opcode(seq[j][1]) == "STS" and ".64" in seq[j][1].split()[0]:
+            tok = seq[j][1].split()
+            if opcode(seq[j][1]) == "STS" and ".64" in tok[1 if tok[0].startswith("@") else 0]:
                 body = [s for _, s in seq[i + 1:j + 1]]
                 out.append({"wait": f"{off:#06x}", "instructions": len(body),
                             "ops": dict(sorted(Counter(opcode(s) for s in body).items())),

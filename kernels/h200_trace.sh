@@ -16,9 +16,10 @@
 #   and the heaviest traced edge should be consumer -[wgmma group]-> tensor core for v10-v12 (the static graph's
 #   heaviest edge; committed traces: the Q wait, 7.4-7.7%), and for v13/v14 (traced for the first time;
 #   static graph: wgmma group 12.7% / 15.0%);
-# * the stamp work is moved, not removed: each parked event is copied out (LDS + STG) by the next ordinary
-#   stamp (wait_group 0's end, the next mbarrier/named-barrier wait's begin), so the overhead should stay of the
-#   committed order (+11/+27/+33% for v10-v12), not fall; its calibration is per stamp kind (summary:
+# * the stamp work is moved, not removed: each parked event is copied out (a dependent LDS.128 -> STG.128, serial)
+#   by the next ordinary stamp (wait_group 0's end: 58-65 static instructions instead of 12-18; the next
+#   mbarrier/named-barrier wait's begin, before its clock read), so the overhead should stay of the committed
+#   order (+11/+27/+33% for v10-v12; expected +10-40% for v10-v14), not fall; its calibration is per stamp kind (summary:
 #   stamp_cycles for ordinary begins, park_cycles for parked ones, expected well under stamp_cycles);
 # * dropped_events 0 (a window parks at most 7 of WHOWAITS_TRACE_PARK = 16) and full_slots 0
 #   (CAPACITY_PERSISTENT = 4096 events per slot for v13/v14).

@@ -1,14 +1,18 @@
 """Plotly figures of the comparison views. Figures only: every function takes frames computed
 elsewhere (:mod:`profiler.compare`) and draws them; nothing here computes an analysis.
 
-Each drawing function builds a plain plotly figure dict (``{"data": [...], "layout": {...}}``, in the
-normalised form plotly's own validation gives: ``title`` as ``{"text": ...}``, one dict per subplot
-axis) and, decorated with :func:`_drawn`, returns it as a validated ``go.Figure`` (:func:`figure`):
-what a notebook shows, edits or wraps in a widget. ``fn.spec(...)`` returns the dict itself,
-unvalidated: what the HTML report serialises (:func:`page_json`), since plotly's property validation
-was most of the cost of drawing a page (measured 2026-12-01, 114 figures of the committed ladder's
-migration page: 2.5 s of CPU building ``go.Figure`` s against 0.15 s writing their JSON).
-tests/test_plots_spec.py holds both forms equal, figure by figure, through plotly's real validator.
+Each drawing function builds a plain plotly figure dict (``{"data": [...], "layout": {...}}``) and,
+decorated with :func:`_drawn`, returns it as a ``go.Figure`` (:func:`figure`: plotly's validation runs
+there): what a notebook shows, edits or wraps in a widget. ``fn.spec(...)`` returns the dict itself,
+unvalidated, which is what the HTML report embeds (:func:`page_dict`, then ``plotly.io.to_html(...,
+validate=False)``): validation was most of the cost of drawing a page (measured 2026-12-01 on the
+committed ladder's migration page, 114 figures: 2.5 s of CPU in ``go.Figure`` construction, 0.15 s
+writing their JSON). Since nothing validates a dict on its way to the page, a spec is written the way
+validation would leave it: ``title`` as ``{"text": ...}``, no ``xaxis_title``-style shorthand, colour
+scales as lists (:func:`_colorscale`: plotly.js has its own scales under some of the same names),
+subplots through :func:`_grid` (``make_subplots``' arithmetic); the template stays a name that
+:func:`page_dict` expands. tests/test_plots_spec.py holds the embedded JSON equal to the validated
+figure's, for every figure of the committed pages.
 
 plotly is imported inside each function, so importing this module costs nothing on machines
 without it (the GPU box).

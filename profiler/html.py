@@ -93,8 +93,15 @@ def _table(headers: list[str], rows: list[list[str]], num_cols: set[int] = froze
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _fig(fig) -> str:
-    return fig.to_html(include_plotlyjs=False, full_html=False,
+def _fig(spec: dict) -> str:
+    """One figure's ``<div>`` and its ``Plotly.newPlot`` script (plotly.js itself is in the page's head). ``spec``:
+    a plain figure dict of :mod:`profiler.plots` (``plots.<figure>.spec(...)``), serialised without plotly's
+    property validation (see :mod:`profiler.plots`), which is what drawing a page cost."""
+    import plotly.io as pio  # noqa: PLC0415
+
+    from profiler.plots import page_dict  # noqa: PLC0415
+
+    return pio.to_html(page_dict(spec), validate=False, include_plotlyjs=False, full_html=False,
                        config={"displaylogo": False, "responsive": True})
 
 
@@ -180,14 +187,14 @@ def _version_section(p, m, verbose: bool = False) -> str:
     parts = [f"<section id='v-{_anchor(label)}'><h3>{_e(label)}</h3>",
              f"<p class='meta'>kernel <code>{_e(s.get('kernel'))}</code> · {_e(p.subject.path)}"
              f"{' · ' + str(p.launches) + ' launches merged' if p.launches > 1 else ''}</p>"]
-    parts.append(_fig(plots.stall_breakdown(shares, title=f"{label}: stall reasons (95% intervals)")))
-    parts.append(_fig(plots.who_waits_heatmap(waits, title=f"{label}: who waits on whom (% of samples)")))
+    parts.append(_fig(plots.stall_breakdown.spec(shares, title=f"{label}: stall reasons (95% intervals)")))
+    parts.append(_fig(plots.who_waits_heatmap.spec(waits, title=f"{label}: who waits on whom (% of samples)")))
     from profiler.html_flow import flow_section  # noqa: PLC0415
 
     parts.append(flow_section(s, label))
     edges = [e for e in (s.get("role_edges") or []) if e.get("samples")]
     if edges:
-        parts.append(_fig(plots.role_graph(
+        parts.append(_fig(plots.role_graph.spec(
             edges, title=f"{label}: who waits on whom between warp roles (arrow: waiter → releaser, % of samples)",
             inferred=_no_source(s), note="dashed: the pairing is inferred")))
     wo = s.get("waits_on") or []
@@ -260,7 +267,7 @@ def _diff_section(d) -> str:
     return (f"<section id='d-{_anchor(d.a)}-{_anchor(d.b)}'><h3>{_e(d.a)} → {_e(d.b)}</h3>"
             + _warnings(d.warnings)
             + f"<p class='verdict'>{_e(d.verdict)}</p>" + table
-            + _fig(plots.diff_deltas(d.classes, key="class",
+            + _fig(plots.diff_deltas.spec(d.classes, key="class",
                                      title=f"{d.a} → {d.b}: change per opcode class (pp, grey = noise)"))
             + _diff_when_where(d)
             + "</section>")
@@ -298,9 +305,9 @@ def _diff_when_where(d) -> str:
                 frames.append({"version": label, "x": x, "series": f"warps_{reason}", "value": v})
     if frames:
         tl = pd.DataFrame(frames)
-        out.append(_fig(plots.timeline_curves(tl, title=f"{d.a} vs {d.b}: tensor pipe over normalised time")))
+        out.append(_fig(plots.timeline_curves.spec(tl, title=f"{d.a} vs {d.b}: tensor pipe over normalised time")))
         if tl["series"].str.startswith("warps_").any():
-            out.append(_fig(plots.warp_state_curves(tl, title=f"{d.a} vs {d.b}: warp states over normalised time")))
+            out.append(_fig(plots.warp_state_curves.spec(tl, title=f"{d.a} vs {d.b}: warp states over normalised time")))
     return "".join(out)
 
 
@@ -328,16 +335,16 @@ def render_report(m, profiled: list, diffs: list, title: str = "whowaits: who wa
         "<h2 id='ladder'>Ladder</h2>", _ladder_table(m),
         "<h2 id='migration'>Migration</h2>",
         "<h3>Path of the top waiter</h3>" + steps,
-        _fig(plots.migration_stalls(m.stall_shares)),
-        _fig(plots.waiter_path(m.waiters, m.table)),
-        _fig(plots.ladder_speed(m.table)),
-        _fig(plots.roofline_trajectory(m.roofline, m.roofs)),
+        _fig(plots.migration_stalls.spec(m.stall_shares)),
+        _fig(plots.waiter_path.spec(m.waiters, m.table)),
+        _fig(plots.ladder_speed.spec(m.table)),
+        _fig(plots.roofline_trajectory.spec(m.roofline, m.roofs)),
         "<h3 id='when'>When: timelines (PM sampling)</h3>",
-        _fig(plots.timeline_curves(m.timelines)),
-        _fig(plots.phase_bars(m.table)),
-        _fig(plots.warp_state_curves(m.timelines)),
+        _fig(plots.timeline_curves.spec(m.timelines)),
+        _fig(plots.phase_bars.spec(m.table)),
+        _fig(plots.warp_state_curves.spec(m.timelines)),
         "<h3 id='where'>Where: source regions</h3>",
-        _fig(plots.region_bars(m.regions)),
+        _fig(plots.region_bars.spec(m.regions)),
         "".join(f"<p class='note'>{_e(n)}</p>" for n in dict.fromkeys(m.notes)),
         "<h2 id='versions'>Versions</h2>", "".join(_version_section(p, m, verbose) for p in profiled),
         "<h2 id='diffs'>Consecutive diffs</h2>",

@@ -14,6 +14,8 @@ Drawing only: it reads the summary's ``waits_on``, ``waits_on_unresolved`` and `
 
 from __future__ import annotations
 
+from profiler.plots import _color, _drawn, _empty
+
 MAX_LINKS = 10
 MIN_SHARE = 0.001  # a link under 0.1% of the samples joins "other producers"; merged ones under 0.05% are left out
 NO_PRODUCER = "no producer found"
@@ -56,14 +58,12 @@ def _rgba(hex_color: str, alpha: float) -> str:
     return f"rgba({int(h[0:2], 16)},{int(h[2:4], 16)},{int(h[4:6], 16)},{alpha})"
 
 
+@_drawn
 def who_waits_flow(summary: dict, title: str = "Who waits on whom", max_links: int = MAX_LINKS,
-                   pad: int = _PAD) -> "object":
+                   pad: int = _PAD) -> dict:
     """The Sankey of :func:`flow_links`: producers left, waiters (class·reason) right, widths in % of all
-    stall samples; hover gives samples and shares. An empty figure that says why when there is no flow."""
-    import plotly.graph_objects as go  # noqa: PLC0415
-
-    from profiler.plots import _color, _empty  # noqa: PLC0415
-
+    stall samples; hover gives samples and shares. An empty figure that says why when there is no flow.
+    A ``go.Figure``; ``who_waits_flow.spec`` gives the plain figure dict (:mod:`profiler.plots`)."""
     links = flow_links(summary, max_links=max_links)
     if not links:
         return _empty(title, "no scoreboard stall with a producer instruction")
@@ -77,28 +77,28 @@ def who_waits_flow(summary: dict, title: str = "Who waits on whom", max_links: i
     colors += [_color(next(ln["reason"] for ln in links if ln["waiter"] == w)) if w != OTHER_WAITERS else "#9e9e9e"
                for w in right]
     idx = {("p", p): i for i, p in enumerate(left)} | {("w", w): len(left) + i for i, w in enumerate(right)}
-    fig = go.Figure(go.Sankey(
-        arrangement="fixed",
-        node=dict(label=labels, color=colors, pad=pad, thickness=14, line=dict(width=0),
-                  hovertemplate="%{label} of all stall samples<extra></extra>"),
-        link=dict(source=[idx[("p", ln["producer"])] for ln in links],
-                  target=[idx[("w", ln["waiter"])] for ln in links],
-                  value=[100 * ln["share"] for ln in links],
-                  color=[_rgba(_color(ln["reason"]), 0.45) if ln["reason"] else "rgba(158,158,158,0.4)" for ln in links],
-                  customdata=[[ln["producer"], ln["waiter"], ln["samples"]] for ln in links],
-                  hovertemplate="%{customdata[1]} waits on %{customdata[0]}: %{value:.1f}% of stall samples "
-                                "(%{customdata[2]:,.0f})<extra></extra>")))
+    sankey = {
+        "type": "sankey", "arrangement": "fixed",
+        "node": {"label": labels, "color": colors, "pad": pad, "thickness": 14, "line": {"width": 0},
+                 "hovertemplate": "%{label} of all stall samples<extra></extra>"},
+        "link": {"source": [idx[("p", ln["producer"])] for ln in links],
+                 "target": [idx[("w", ln["waiter"])] for ln in links],
+                 "value": [100 * ln["share"] for ln in links],
+                 "color": [_rgba(_color(ln["reason"]), 0.45) if ln["reason"] else "rgba(158,158,158,0.4)"
+                           for ln in links],
+                 "customdata": [[ln["producer"], ln["waiter"], ln["samples"]] for ln in links],
+                 "hovertemplate": "%{customdata[1]} waits on %{customdata[0]}: %{value:.1f}% of stall samples "
+                                  "(%{customdata[2]:,.0f})<extra></extra>"}}
     n = max(len(left), len(right))
-    fig.update_layout(
-        template="plotly_white", font=dict(size=12),
-        title=dict(text=f"{title}<br><sup>producer instruction → waiting class·reason; the flows are the scoreboard "
-                        f"stalls, {100 * covered:.1f}% of all stall samples</sup>"),
-        height=max(280, (14 + pad) * n + 170), margin=dict(l=20, r=20, t=90, b=20))
-    return fig
+    return {"data": [sankey], "layout": {
+        "template": "plotly_white", "font": {"size": 12},
+        "title": {"text": f"{title}<br><sup>producer instruction → waiting class·reason; the flows are the "
+                          f"scoreboard stalls, {100 * covered:.1f}% of all stall samples</sup>"},
+        "height": max(280, (14 + pad) * n + 170), "margin": {"l": 20, "r": 20, "t": 90, "b": 20}}}
 
 
 def flow_section(summary: dict, label: str) -> str:
     """The flow figure of one version, as the HTML report embeds it."""
     from profiler.html import _fig  # noqa: PLC0415
 
-    return _fig(who_waits_flow(summary, title=f"{label}: who waits on whom, as a flow"))
+    return _fig(who_waits_flow.spec(summary, title=f"{label}: who waits on whom, as a flow"))

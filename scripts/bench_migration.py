@@ -54,6 +54,21 @@ plus ~0.6 s of ncu_report start-up in each of the two processes. The worker proc
 pandas most of it) are what the analyses need; keeping ncu_report's reader thread on the caller's CPU
 was tried again and gained nothing (profiler/report.py). Cold <= 2 s with an empty cache remains out of
 reach through ncu_report's API on 2 cores; warm <= 0.5 s holds.
+
+Measured 2026-12-01 20:35-20:37 UTC (wave4/html 4c46799 against main fb0fdcc, each in its own venv; ``python
+scripts/bench_migration.py --rounds 1 --repeat 3 --json``, sides alternating, 2 rounds each, load average 1.5-1.7):
+the **HTML report** row (load+migrate+diffs+render+write, in-process, wall) 4.24 / 3.76 s on main -> 0.74 / 0.97 s
+on wave4/html. The figures were built as ``go.Figure`` s, and plotly's property validation (every property of
+every trace, the ``plotly_white`` template re-validated per figure: ``copy.deepcopy`` and ``_set_property``
+most of it) was 2.5 s of the 2.7 s render of the 114 figures; they are now plain figure dicts serialised
+unvalidated (:mod:`profiler.plots`: the page's figure JSON is the same as before, 329/329 figures of the
+migration page and the 18 version pages, sorted-key text equal; tests/test_plots_spec.py checks it through
+plotly's validator). Render 2.7 -> 0.55 s CPU, of which building the dicts (pandas selections) ~0.35 s, base64
+arrays ~0.07 s, JSON ~0.05 s. The diffs' share tables are built in one constructor (0.24 -> 0.17 s for the
+page's 15 diffs; warm in-process migrate() 0.55 / 0.33 -> 0.21 / 0.18 s in the same runs). Whole CLI process
+(``/usr/bin/time``, user+sys, warm summaries cache, 3 interleaved rounds at load 1.4-1.6): ``whowaits migration
+--html F --force`` 4.34 / 4.73 / 4.74 s CPU (wall 4.26 / 4.67 / 4.78) -> 1.46 / 1.77 / 1.70 s (wall 1.36 / 1.69 /
+1.67); ``whowaits report v09_wgmma --html F --force`` 1.26 / 1.51 / 1.22 -> 0.90 / 1.06 / 0.84 s.
 """
 
 from __future__ import annotations

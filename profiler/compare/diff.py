@@ -130,11 +130,11 @@ def _share_frame(keys: list[str], rows_a: dict, rows_b: dict, n_a: int, n_b: int
                                 f"{'/'.join(keys)} but {n} stall samples in all")
     # no samples on a side: its shares are unknown (NaN), and no change is called significant
     s = stats.share_change(ka if n_a else np.zeros_like(ka), n_a, kb if n_b else np.zeros_like(kb), n_b)
-    df = pd.DataFrame([i if isinstance(i, tuple) else (i,) for i in idx], columns=keys)
-    df["samples_a"] = ka.astype(int)
-    df["samples_b"] = kb.astype(int)
-    for c in SHARE_COLUMNS[2:]:
-        df[c] = s[c]
+    rows = [i if isinstance(i, tuple) else (i,) for i in idx]
+    # built in one constructor: a column set at a time cost ~0.2 ms each, 13 per frame, 7 frames per diff
+    df = pd.DataFrame({**{k: [r[j] for r in rows] for j, k in enumerate(keys)},
+                       "samples_a": ka.astype(int), "samples_b": kb.astype(int),
+                       **{c: s[c] for c in SHARE_COLUMNS[2:]}})
     df["significant"] = df["significant"].astype(bool)
     order = np.argsort(-np.fmax(np.nan_to_num(df["share_a"].to_numpy()), np.nan_to_num(df["share_b"].to_numpy())),
                        kind="stable")

@@ -60,7 +60,6 @@ import re
 import stat
 import struct
 import sys
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
@@ -71,7 +70,6 @@ import pandas as pd
 from profiler import cachefile, sasscache
 from profiler import metrics as M
 from profiler.errors import WhowaitsError
-from profiler.io import write_atomic
 from profiler.provenance import sha256_file
 
 __all__ = ["Launch", "Report", "cache_dir", "check_file", "load_report", "select_launches"]

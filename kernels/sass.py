@@ -54,6 +54,37 @@ def sass_text(cubin: Path) -> str:
     return proc.stdout
 
 
+# the offset and the instruction (predicate included, no trailing ';') of each SASS line
+_INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+
+
+def instructions(sass: str) -> list[tuple[int, str]]:
+    """``[(offset, instruction)]`` of a ``cuobjdump -sass`` text, in address order."""
+    return [(int(m.group(1), 16), m.group(2)) for m in _INSTRUCTION.finditer(sass)]
+
+
+def base_opcode(ins: str) -> str:
+    """``@!P0 HMMA.16816.F32 R4, ...`` -> ``HMMA``."""
+    op = ins.split()[1] if ins.startswith("@") else ins.split()[0]
+    return op.split(".", 1)[0]
+
+
+def mufu_under_pv(seq: list[tuple[int, str]]) -> list[int]:
+    """For each ``WARPGROUP.DEPBAR.LE gsb0, 0x1`` (QK^T[n] done, PV[n-1] pending) the MUFU.EX2 before the next
+    ``gsb0, 0x0`` (PV[n-1] done): the softmax exponentials that can run while the consumer's own PV is on the
+    tensor cores (0 when ptxas hoisted the PV wait above the softmax, as in v12-v14)."""
+    counts, inside = [], False
+    for _, ins in seq:
+        if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in ins:
+            counts.append(0)
+            inside = True
+        elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in ins:
+            inside = False
+        elif inside and "MUFU.EX2" in ins:
+            counts[-1] += 1
+    return counts
+
+
 def opcode_counts(sass: str) -> dict[str, int]:
     """Static count of each base opcode (modifiers dropped: ``HMMA.16816.F32`` -> ``HMMA``), most common first."""
     counts: Counter[str] = Counter()

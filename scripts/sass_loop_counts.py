@@ -21,7 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels import build, registry, sass  # noqa: E402
 
-_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _BRA = re.compile(r"^(?:@!?U?P\w+\s+)?BRA(?:\.\w+)*\s+(?:`\()?(0x[0-9a-f]+)")
 COUNTED = ("HGMMA", "MUFU", "FMUL", "FFMA", "FADD", "FMNMX", "F2FP", "SHFL", "SYNCS", "BAR", "WARPGROUP", "R2UR",
            "USHF")
@@ -35,12 +34,11 @@ def find(vid: str) -> registry.Version:
 
 
 def instructions(cubin) -> list[tuple[int, str]]:
-    return [(int(m.group(1), 16), m.group(2)) for m in _LINE.finditer(sass.sass_text(cubin))]
+    return sass.instructions(sass.sass_text(cubin))
 
 
-def base(ins: str) -> str:
-    op = ins.split()[1] if ins.startswith("@") else ins.split()[0]
-    return op.split(".", 1)[0]
+base = sass.base_opcode
+mufu_under_pv = sass.mufu_under_pv
 
 
 def steady_loop(seq: list[tuple[int, str]]) -> tuple[int, int] | None:
@@ -56,19 +54,6 @@ def steady_loop(seq: list[tuple[int, str]]) -> tuple[int, int] | None:
             if best is None or off - target < best[1] - best[0]:
                 best = (target, off)
     return best
-
-
-def mufu_under_pv(seq: list[tuple[int, str]]) -> list[int]:
-    counts, inside = [], False
-    for _, ins in seq:
-        if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in ins:
-            counts.append(0)
-            inside = True
-        elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in ins:
-            inside = False
-        elif inside and "MUFU.EX2" in ins:
-            counts[-1] += 1
-    return counts
 
 
 def issue_phase(seq: list[tuple[int, str]], loop: tuple[int, int] | None) -> Counter:

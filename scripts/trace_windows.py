@@ -25,7 +25,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels import build, registry, sass  # noqa: E402
 
-_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _DEPBAR = re.compile(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*(0x[0-9a-f]+)")
 VERSIONS = ("v10", "v11", "v12", "v13", "v14")
 MEMORY = ("LDS", "LDG", "STG", "LD", "ST", "ATOMS", "ATOMG", "RED")  # what a nearly free stamp must not hold
@@ -39,13 +38,8 @@ def trace_ops(extra: dict) -> int:
     return sum(v for k, v in extra.items() if k not in KERNEL_OWN and not k.startswith("U"))
 
 
-def instructions(text: str) -> list[tuple[int, str]]:
-    return [(int(m.group(1), 16), m.group(2)) for m in _LINE.finditer(text)]
-
-
-def opcode(ins: str) -> str:
-    op = ins.split()[1] if ins.startswith("@") else ins.split()[0]
-    return op.split(".", 1)[0]
+instructions = sass.instructions
+opcode = sass.base_opcode
 
 
 def windows(seq: list[tuple[int, str]]) -> list[dict]:

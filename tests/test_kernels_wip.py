@@ -13,7 +13,6 @@ cross-tile batch). The test looks v15 up among the landed rungs too, so it keeps
 
 from __future__ import annotations
 
-import re
 
 import pytest
 
@@ -82,24 +81,9 @@ def test_wip_rung_compiles_with_its_static_claims(vid, which):
 
 
 # --- v15_softmax_under_pv: where the PV wait sits relative to the softmax -------------------------------------
-_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
-
-
 def mufu_between_qk_and_pv_waits(cubin) -> list[int]:
-    """For each ``WARPGROUP.DEPBAR.LE gsb0, 0x1`` (QK^T[n] done, PV[n-1] still pending) the number of MUFU.EX2
-    before the next ``WARPGROUP.DEPBAR.LE gsb0, 0x0`` (PV[n-1] done): the softmax instructions that can run
-    while the consumer's own PV is on the tensor cores."""
-    counts, inside = [], False
-    for m in _LINE.finditer(sass.sass_text(cubin)):
-        ins = m.group(1)
-        if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in ins:
-            counts.append(0)
-            inside = True
-        elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in ins:
-            inside = False
-        elif inside and "MUFU.EX2" in ins:
-            counts[-1] += 1
-    return counts
+    """The MUFU.EX2 under each consumer's PV wait (:func:`kernels.sass.mufu_under_pv`) of a built cubin."""
+    return sass.mufu_under_pv(sass.instructions(sass.sass_text(cubin)))
 
 
 def _v15():

@@ -2,10 +2,19 @@
 
 Tools come from PyPI where possible (``nvidia-cuda-cuobjdump`` puts ``cuobjdump`` under
 ``site-packages/nvidia/cu*/bin``), else from PATH / ``/usr/local/cuda/bin``.
+
+:func:`sass_text` keeps what it read, keyed on the cubin's bytes and the cuobjdump binary: in this
+process, and sealed on disk beside the build cache (``<build cache>/../sass/``, see
+:func:`kernels.build.cache_dir`). One ``cuobjdump -sass`` costs ~0.4 s of CPU whatever the cubin's
+size (it spawns nvdisasm, whose start-up is most of it; ``nvdisasm -ndf -c`` direct is 0.25 s, and
+neither takes several cubins per call: measured 2026-12-01 on the 2-core machine), and the same
+cubin is read again by the build's own facts, the freshness check, the policy check and the trace
+and wip proofs: 64 calls for 52 cubins in one run of the test suite before this cache.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import subprocess
@@ -46,12 +55,50 @@ def find_tool(name: str) -> str:
 _SASS_LINE = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)(?:\.[A-Z0-9_.]*)?\b")
 
 
+_TEXTS: dict[str, str] = {}
+
+
+@lru_cache(maxsize=None)
+def _tool_key(tool: str) -> str:
+    st = Path(tool).stat()
+    return f"{Path(tool).resolve()}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _text_entry(key: str) -> Path:
+    from kernels.build import cache_dir  # noqa: PLC0415 - kernels.build imports this module
+
+    return cache_dir().parent / "sass" / f"{key}.txt"
+
+
 def sass_text(cubin: Path) -> str:
-    """``cuobjdump -sass`` of a cubin."""
-    proc = subprocess.run([find_tool("cuobjdump"), "-sass", str(cubin)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise WhowaitsError(f"cuobjdump failed on {cubin}: {(proc.stderr or proc.stdout).strip().splitlines()[:1]}")
-    return proc.stdout
+    """``cuobjdump -sass`` of a cubin (from the cache when these bytes were read before by this
+    cuobjdump; an entry whose seal fails is deleted and read again)."""
+    from profiler import cachefile  # noqa: PLC0415
+
+    tool = find_tool("cuobjdump")
+    try:
+        data = Path(cubin).read_bytes()
+    except OSError as err:
+        raise WhowaitsError(f"cannot read {cubin}: {err.strerror or err}") from None
+    key = hashlib.sha256(_tool_key(tool).encode() + b"\0" + data).hexdigest()[:40]
+    text = _TEXTS.get(key)
+    if text is not None:
+        return text
+    entry = _text_entry(key)
+    payload = cachefile.read(entry)
+    if payload is not None:
+        try:
+            text = payload.decode()
+        except UnicodeDecodeError:
+            cachefile.discard(entry)
+    if text is None:
+        proc = subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise WhowaitsError(f"cuobjdump failed on {cubin}: {(proc.stderr or proc.stdout).strip().splitlines()[:1]}")
+        text = proc.stdout
+        cachefile.write(entry, text.encode())  # a read-only or full cache folder costs speed only
+    _TEXTS[key] = text
+    return text
 
 
 # the offset and the instruction (predicate included, no trailing ';') of each SASS line

@@ -231,6 +231,49 @@ def test_build_cache_hit_and_compile_error(tmp_path, monkeypatch):
 
 
 @needs_nvcc
+def test_sass_text_is_read_once_per_cubin_and_a_damaged_entry_is_read_again(built, tmp_path, monkeypatch):
+    """kernels.sass.sass_text keys on the cubin's bytes: the same bytes under another name are served
+    without cuobjdump (in this process and from the sealed disk entry), other bytes are not, and an entry
+    with one flipped byte is deleted and read again (never served)."""
+    import shutil
+    import subprocess
+
+    monkeypatch.setenv("WHOWAITS_BUILD_DIR", str(tmp_path / "build"))
+    monkeypatch.setattr(sass, "_TEXTS", {})
+    cubin = built["v01_naive"].cubin
+    runs = []
+    real_run = subprocess.run
+
+    def counting_run(cmd, *a, **kw):
+        runs.append(cmd)
+        return real_run(cmd, *a, **kw)
+
+    monkeypatch.setattr(sass.subprocess, "run", counting_run)
+    text = sass.sass_text(cubin)
+    assert len(runs) == 1 and "code for sm_90a" in text and "SHFL" in text
+    copy = tmp_path / "renamed.cubin"
+    shutil.copy(cubin, copy)
+    assert sass.sass_text(copy) == text and len(runs) == 1  # this process's layer
+    (entry,) = (tmp_path / "sass").iterdir()
+    monkeypatch.setattr(sass, "_TEXTS", {})
+    assert sass.sass_text(copy) == text and len(runs) == 1  # the disk layer
+    blob = bytearray(entry.read_bytes())
+    blob[len(blob) // 2] ^= 0x01
+    entry.write_bytes(bytes(blob))
+    monkeypatch.setattr(sass, "_TEXTS", {})
+    assert sass.sass_text(copy) == text and len(runs) == 2  # the damaged entry was not trusted
+    assert cachefile_ok(entry)
+    other = built["v03_tensor_cores"].cubin
+    assert sass.sass_text(other) != text and len(runs) == 3
+
+
+def cachefile_ok(entry: Path) -> bool:
+    from profiler import cachefile
+
+    return cachefile.read(entry) is not None
+
+
+@needs_nvcc
 def test_cli_kernels_build_json(built):
     import json
 

@@ -72,7 +72,8 @@ def test_switch_off_sass_identical_to_no_trace_code(version, untraced_headers, t
     from kernels import build as B
     from kernels import registry
     from kernels import sass as S
-    from kernels.build import KERNELS_DIR, translation_unit
+    from kernels import trace as T
+    from kernels.build import translation_unit
 
     ver = registry.get(version)
     cfg = ver.config_for(128, "fp16", False)
@@ -86,7 +87,10 @@ def test_switch_off_sass_identical_to_no_trace_code(version, untraced_headers, t
     off = S.sass_text(built.cubin)
     plain = _compile(tmp_path, "plain", unit, untraced_headers)
     assert off == plain
-    on = _compile(tmp_path, "on", "#define WHOWAITS_TRACE 1\n" + unit, KERNELS_DIR)
+    # switch on: kernels.trace's traced build (this unit with WHOWAITS_TRACE 1 first), the one the trace runs
+    # and test_stamps_inside_wgmma_windows_are_parked reads, from its cache when that test ran first
+    assert T.traced_unit(ver, cfg) == "#define WHOWAITS_TRACE 1\n" + unit
+    on = S.sass_text(T.build_traced(ver, cfg).cubin)
     assert on != off
     assert "SR_CLOCKLO" in on and "SR_CLOCKLO" not in off
     assert "SR_GLOBALTIMER" in on

@@ -45,9 +45,17 @@ def cluster(tmp_path_factory):
            "FAKE_NCU_REPORT": str(REPORT), "FAKE_NCU_KERNELS": KERNELS, "FAKE_NCU_TIMELINE": str(tmp / "timeline.txt"),
            "FAKE_NCU_LOG": str(tmp / "calls.log"), "FAKE_NCU_SLEEP": "0.3", "FAKE_NCU_CRASH_IF": "v02_smem",
            "WHOWAITS_CACHE_DIR": os.environ.get("WHOWAITS_CACHE_DIR", str(tmp / "cache"))}
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": env})
+    # The workers inherit the environment of the raylet this process starts: set here for the module's
+    # cluster rather than passed as a job runtime_env (whose env-var plumbing cost ~0.85 s more per task
+    # start-up: 2 tasks on a fresh cluster, 1.22 s vs 0.39 s, measured 2026-12-01 on the 2-core machine)
+    mp = pytest.MonkeyPatch()
+    for k, v in env.items():
+        mp.setenv(k, v)
+    mp.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    try:
+        ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
+    finally:
+        mp.undo()  # the cluster keeps it; this test process's other tests must not
     yield tmp
     ray.shutdown()
 

@@ -93,16 +93,65 @@ def _table(headers: list[str], rows: list[list[str]], num_cols: set[int] = froze
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+#: the page-level object that holds each shared plotly template once (see :func:`_fig`)
+_TEMPLATES_JS = "window.WHOWAITS_TEMPLATES"
+_FIG_CONFIG = '{"displaylogo": false, "responsive": true}'
+
+
+def _json(obj) -> str:
+    """``obj`` as plotly writes a figure's JSON (its encoder writes ``<``, ``>`` and ``/`` as ``\\u`` escapes,
+    so a label holding ``</script>`` cannot end the script it sits in)."""
+    from plotly.io.json import to_json_plotly  # noqa: PLC0415
+
+    return to_json_plotly(obj)
+
+
+def _px(value, default: str) -> str:
+    """A div size as ``pio.to_html`` writes it: a number in px, anything else as given."""
+    if value is None:
+        return default
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return f"{value}px"
+
+
+def _templates_script() -> str:
+    """The house template, once per page (every figure's layout refers to it): 6.6 kB of JSON that
+    ``pio.to_html`` wrote into each figure; the committed ladder's page (114 figures) went from 6.36 to
+    5.60 MB (``whowaits migration --html``, 2026-12-01)."""
+    from profiler.plots import _TEMPLATE, _template  # noqa: PLC0415
+
+    return f"<script type='text/javascript'>{_TEMPLATES_JS} = {{{_json(_TEMPLATE)}: {_json(_template(_TEMPLATE))}}};</script>"
+
+
 def _fig(spec: dict) -> str:
-    """One figure's ``<div>`` and its ``Plotly.newPlot`` script (plotly.js itself is in the page's head). ``spec``:
-    a plain figure dict of :mod:`profiler.plots` (``plots.<figure>.spec(...)``), serialised without plotly's
-    property validation (see :mod:`profiler.plots`), which is what drawing a page cost."""
-    import plotly.io as pio  # noqa: PLC0415
+    """One figure's ``<div>`` and its ``Plotly.newPlot`` script (plotly.js itself and the house template are in
+    the page's head: :func:`render_report`). ``spec``: a plain figure dict of :mod:`profiler.plots`
+    (``plots.<figure>.spec(...)``), serialised without plotly's property validation (see :mod:`profiler.plots`),
+    which is what drawing a page cost. The markup is ``pio.to_html``'s (``full_html=False``, no plotly.js), but a
+    layout in the house template names it instead of carrying a copy."""
+    import uuid  # noqa: PLC0415
 
-    from profiler.plots import page_dict  # noqa: PLC0415
+    from profiler.plots import _TEMPLATE, _template, page_dict  # noqa: PLC0415
 
-    return pio.to_html(page_dict(spec), validate=False, include_plotlyjs=False, full_html=False,
-                       config={"displaylogo": False, "responsive": True})
+    fig = page_dict(spec)
+    layout = fig["layout"]
+    template = layout.get("template")
+    shared = (spec.get("layout") or {}).get("template") == _TEMPLATE and template is _template(_TEMPLATE)
+    tlayout = (template or {}).get("layout", {}) if isinstance(template, dict) else {}
+    width = _px(layout.get("width", tlayout.get("width")), "100%")
+    height = _px(layout.get("height", tlayout.get("height")), "100%")
+    if shared:
+        layout = {k: v for k, v in layout.items() if k != "template"}
+        layout_js = f"Object.assign({{template: {_TEMPLATES_JS}[{_json(_TEMPLATE)}]}}, {_json(layout)})"
+    else:
+        layout_js = _json(layout)
+    div = str(uuid.uuid4())
+    return (f'<div style="height:{height}; width:{width};"><div id="{div}" class="plotly-graph-div" '
+            f'style="height:{height}; width:{width};"></div><script>if (document.getElementById("{div}")) '
+            f'{{Plotly.newPlot("{div}", {_json(fig["data"])}, {layout_js}, {_FIG_CONFIG});}}</script></div>')
 
 
 def _warnings(warnings: list[dict]) -> str:
@@ -352,7 +401,7 @@ def render_report(m, profiled: list, diffs: list, title: str = "whowaits: who wa
     ]
     return ("<!DOCTYPE html>\n<html lang='en' data-errors='0'><head><meta charset='utf-8'>"
             f"<title>{_e(title)}</title><style>{_CSS}</style>{_ERROR_HOOK}"
-            f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
+            f"<script type='text/javascript'>{get_plotlyjs()}</script>{_templates_script()}</head><body>"
             + "\n".join(body) + _DONE_HOOK + "</body></html>\n")
 
 

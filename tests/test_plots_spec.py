@@ -96,3 +96,29 @@ def test_notebook_figures_stay_plotly_figures():
     spec = plots.stall_breakdown.spec(shares, title="t")
     assert isinstance(spec, dict) and spec["layout"]["template"] == "plotly_white"
     assert list(fig.data[0].y) == ["wait", "barrier"]
+
+
+def test_the_page_holds_the_house_template_once():
+    """Every figure of a page names the house template (``WHOWAITS_TEMPLATES["plotly_white"]``, set once in the
+    head) instead of carrying its own copy; the copy in the head is plotly's template, and a figure in another
+    template keeps that one inline. (tests/test_html_browser.py draws such a page in Chromium.)"""
+    import re
+
+    import plotly.io as pio
+
+    from profiler.compare import load_versions, migrate
+
+    one = load_versions(["v01_naive"])
+    page = html.render_report(migrate(profiled=one), one, [])
+    figures = page.count('class="plotly-graph-div"')
+    assert figures >= 10
+    assert page.count('template: window.WHOWAITS_TEMPLATES["plotly_white"]') == figures
+    (head,) = re.findall(r"window\.WHOWAITS_TEMPLATES = (\{.*?\});</script>", page)
+    from plotly.io.json import to_json_plotly
+
+    assert json.loads(head) == {"plotly_white": json.loads(to_json_plotly(pio.templates["plotly_white"].to_plotly_json()))}
+    assert page.count('"colorway":[') == 1  # the template's own keys: in the head only (plotly.js names it too)
+    other = html._fig({"data": [{"type": "bar", "y": [1]}], "layout": {"template": "ggplot2", "height": 300}})
+    assert "WHOWAITS_TEMPLATES" not in other and '"colorway":[' in other and "height:300px" in other
+    bare = html._fig({"data": [], "layout": {}})
+    assert "WHOWAITS_TEMPLATES" not in bare and "height:100%" in bare

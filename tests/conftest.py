@@ -83,6 +83,8 @@ def _session_cache_dir(tmp_path_factory):
         base = base.parent  # .../pytest-N/popen-gwK -> .../pytest-N, this session's own
     folder = base / "whowaits-cache"
     folder.mkdir(exist_ok=True)
+    global SESSION_CACHE
+    SESSION_CACHE = folder
     mp = pytest.MonkeyPatch()
     mp.setenv("WHOWAITS_CACHE_DIR", str(folder))
     if os.environ.get("PYTEST_XDIST_WORKER") and "WHOWAITS_PROCESSES" not in os.environ:
@@ -93,6 +95,36 @@ def _session_cache_dir(tmp_path_factory):
         mp.setenv("WHOWAITS_PROCESSES", "1")
     yield
     mp.undo()
+
+
+#: the session's ingestion cache folder (set by _session_cache_dir)
+SESSION_CACHE: Path | None = None
+
+
+def seeded_cache(folder: Path, *reports: Path) -> Path:
+    """A fresh cache folder for a test of the frames or summaries caches (``folder``, created), holding the
+    session's SASS-text entries of ``reports`` and of any report ingested so far (profiler/sasscache.py: keyed
+    on the bytes of the ELF module, as a user's cache holds them after any earlier run of the same build), so
+    such a test pays the ingestion and the caching it is about, not ncu_report's disassembly of every slot
+    again (~0.1 ms of CPU a slot: ~6 s over the suite's cache tests, 2026-12-01). The tests of the SASS-text
+    cache itself (tests/test_sasscache.py) start from empty folders."""
+    import shutil
+
+    from profiler.report import load_report
+
+    assert SESSION_CACHE is not None
+    if reports:
+        mp = pytest.MonkeyPatch()
+        mp.setenv("WHOWAITS_CACHE_DIR", str(SESSION_CACHE))
+        try:
+            for r in reports:
+                load_report(r)  # a hit in the session's cache once any test has ingested it
+        finally:
+            mp.undo()
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in SESSION_CACHE.glob("*.sass"):
+        shutil.copy2(entry, folder / entry.name)
+    return folder
 
 
 @pytest.fixture(scope="session", params=sorted(STARTER_REPORTS))

@@ -14,8 +14,10 @@ from profiler.compare import cache
 
 try:
     from test_compare_helpers import FLASH
+    from conftest import seeded_cache
 except ImportError:  # tests/ imported as a package
     from tests.test_compare_helpers import FLASH
+    from tests.conftest import seeded_cache
 
 
 def test_cache_returns_what_summarize_returns(tmp_path, monkeypatch):
@@ -68,10 +70,10 @@ def test_parallel_summaries_equal_the_serial_ones(tmp_path, monkeypatch):
         return served[-1]
 
     items = [(p, None) for p in PARALLEL_REPORTS] + [(PARALLEL_REPORTS[0], None)]  # one twice
-    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "serial"))
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(seeded_cache(tmp_path / "serial", *PARALLEL_REPORTS)))
     cache.clear_memo()
     serial = cache.summaries_many(items, processes=1)
-    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "parallel"))
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(seeded_cache(tmp_path / "parallel")))
     monkeypatch.setattr(cache, "_fill_parallel", spy_fill)
     cache.clear_memo()
     parallel = cache.summaries_many(items, processes=2)
@@ -97,7 +99,7 @@ def test_parallel_summaries_raise_what_the_serial_path_raises(tmp_path, monkeypa
     items = [(PARALLEL_REPORTS[1], None), (bad, None), *[(p, None) for p in PARALLEL_REPORTS[::2]]]
     errors = []
     for processes in (1, 2):
-        monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / f"c{processes}"))
+        monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(seeded_cache(tmp_path / f"c{processes}", *PARALLEL_REPORTS)))
         cache.clear_memo()
         with pytest.raises(WhowaitsError) as err:
             cache.summaries_many(items, processes=processes)
@@ -110,7 +112,7 @@ def test_few_or_cached_reports_stay_in_this_process(tmp_path, monkeypatch):
     def no_worker(*a, **k):
         raise AssertionError("no worker process for fewer than PARALLEL_MIN missing reports")
 
-    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(seeded_cache(tmp_path / "cache", *PARALLEL_REPORTS)))
     monkeypatch.setattr(cache, "_fill_parallel", no_worker)
     cache.clear_memo()
     items = [(p, None) for p in PARALLEL_REPORTS[:2]]
@@ -147,7 +149,7 @@ def test_whowaits_processes_1_is_the_serial_path(tmp_path, monkeypatch):
     def no_worker(*a, **k):
         raise AssertionError("WHOWAITS_PROCESSES=1 started a worker")
 
-    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(seeded_cache(tmp_path / "cache", *PARALLEL_REPORTS)))
     monkeypatch.setenv("WHOWAITS_PROCESSES", "1")
     monkeypatch.setattr(cache, "_fill_parallel", no_worker)
     cache.clear_memo()

@@ -244,7 +244,9 @@ def _sealed(payload: bytes) -> bytes:
 def test_a_damaged_summary_entry_is_rebuilt(tmp_path, damage):
     from profiler.compare import cache
 
-    env = {"WHOWAITS_CACHE_DIR": str(tmp_path)}
+    from conftest import seeded_cache
+
+    env = {"WHOWAITS_CACHE_DIR": str(seeded_cache(tmp_path, V03))}
     args = ("diff", PUBLIC, V03, "--kernel", "multi3", "--kernel", ".", "--format", "json")
     cache.clear_memo()  # so that both entries are written to this test's folder
     first = whowaits(*args, env=env)

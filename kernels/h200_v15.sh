@@ -27,6 +27,7 @@
 #   profile v15 b1_h64_s1024 (device build + ncu)    ~15-25 s
 #   profile v14 v15 b4_h16_s4096 (one ncu session)   ~20-30 s (only if > 60 s of the budget are left)
 #   bench v14 v15 --repeat 1 at the also-reported shapes (bf16, d64, S = 16384) ~20-30 s (only if > 90 s left)
+#   whowaits trace v15 (v16) at b1 (issue 12, format 2)  ~20-30 s each (only if > 40 s left; WITH_TRACE=0: none)
 #   v16 alongside: its two checks ~45 s, one more row per bench shape ~10 s, one more subject per ncu session ~10 s
 #   tar                                               ~2 s
 #   total ~3.5-5 min of command time (+ ~1-2 min machine start and transfers); BUDGET=420 caps it at 7 min.
@@ -168,5 +169,16 @@ if [ "$(left)" -gt 90 ]; then
     --shape b4_h32_s4096_d64_fp16 --shape b1_h16_s16384_d128_fp16 --out "$R/bench-extra" --format csv \
     > "$R/bench-extra.txt" 2>&1
   echo "bench extra rc=$?"; grep -E "^(v1|sdpa-cudnn|flex|shape)|best version" "$R/bench-extra.txt" | cut -c1-140
+fi
+if [ "$(left)" -gt 40 ] && [ "${WITH_TRACE:-1}" = 1 ]; then
+  # issue 12: v15's measured trace (format 2, end pairs), the rung whose traced and untraced schedules agree
+  # (reports/h200/traces/sass-windows.txt); ~20-30 s. Commit its summary under reports/h200/traces-format2/.
+  stamp trace
+  for v in $OK; do
+    [ "$(left)" -lt 30 ] && break
+    timeout -k 5 $(( $(left) - 5 )) whowaits trace "$v" --shape b1_h64_s1024_d128_fp16 --out "$R/traces" \
+      > "$R/trace-$v.txt" 2>&1
+    echo "trace $v rc=$?"; head -4 "$R/trace-$v.txt" | cut -c1-160
+  done
 fi
 finish

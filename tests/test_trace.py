@@ -22,6 +22,15 @@ from conftest import ROOT
 
 VERSIONS = ["v10_warp_specialized", "v11_pingpong", "v12_intra_wg_overlap"]  # the committed traces
 WS_VERSIONS = [*VERSIONS, "v13_persistent", "v14_cross_tile_qk"]  # every traced ws rung
+# the static proofs (off-switch identity, parked windows) also hold the prepared rungs of kernels/wip/, so that
+# one lands ready to be traced (v15 is the rung whose traced and untraced schedules should agree: issue 10)
+WIP_WS = ["v15_softmax_under_pv", "v16_desc_iterator"]
+
+
+def _rung(vid: str):
+    from kernels import registry
+
+    return next(v for v in [*registry.versions(), *registry.wip_versions()] if v.id == vid)
 TRACES = ROOT / "reports/h200/traces"
 SHAPE = "b1_h64_s1024_d128_fp16"
 
@@ -55,27 +64,26 @@ def untraced_headers(tmp_path_factory):
     from kernels.build import KERNELS_DIR
 
     root = tmp_path_factory.mktemp("plain") / "kernels"
-    shutil.copytree(KERNELS_DIR, root, ignore=shutil.ignore_patterns("__pycache__", "wip"))
+    shutil.copytree(KERNELS_DIR, root, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "common/sm90/trace.cuh").unlink()
-    for h in [*(root / "common/sm90").glob("*.cuh"), *root.glob("v*/kernel.cu")]:
+    for h in [*(root / "common/sm90").glob("*.cuh"), *root.glob("v*/kernel.cu"), *root.glob("wip/v*/kernel.cu")]:
         text = h.read_text()
         kept = [ln for ln in text.splitlines(keepends=True)
                 if not re.search(r"WHOWAITS_TRACE_[A-Z_]+\(", ln) and '#include "common/sm90/trace.cuh"' not in ln]
         h.write_text("".join(kept))
     assert not any("WHOWAITS_TRACE" in h.read_text()
-                   for h in [*(root / "common").glob("**/*.cuh"), *root.glob("v*/kernel.cu")])
+                   for h in [*(root / "common").glob("**/*.cuh"), *root.glob("v*/kernel.cu"), *root.glob("wip/v*/kernel.cu")])
     return root
 
 
-@pytest.mark.parametrize("version", WS_VERSIONS)
+@pytest.mark.parametrize("version", [*WS_VERSIONS, *WIP_WS])
 def test_switch_off_sass_identical_to_no_trace_code(version, untraced_headers, tmp_path):
     from kernels import build as B
-    from kernels import registry
     from kernels import sass as S
     from kernels import trace as T
     from kernels.build import translation_unit
 
-    ver = registry.get(version)
+    ver = _rung(version)
     cfg = ver.config_for(128, "fp16", False)
     unit = translation_unit(ver, cfg)
     # switch off: the rung's own build (kernels.build: this translation unit, NVCC_FLAGS, -I kernels), which
@@ -116,7 +124,7 @@ def _trace_windows():
     return mod
 
 
-@pytest.mark.parametrize("version", WS_VERSIONS)
+@pytest.mark.parametrize("version", [*WS_VERSIONS, *WIP_WS])
 def test_stamps_inside_wgmma_windows_are_parked(version):
     _nvcc()
     tw = _trace_windows()
@@ -377,3 +385,44 @@ def test_host_tail_is_the_headers():
     from profiler.analyze import trace as A
 
     assert (A.PARKED_BIT, A.PARK_DROPPED) == (bit, dropped)
+
+
+def test_end_pair_fits_the_clock_of_one_persistent_cta_per_sm():
+    """trace.cuh's finish() writes each slot's end pair (kTraceEnd = 13 with %smid, then a globaltimer): with the
+    start pair that is two points on the SM's clock line, so a launch with one CTA per SM (v13/v14, persistent)
+    fits the clock instead of falling back to the nominal one; the end pair is no event of the kernel's (the
+    slot's events, first and last stamps are what they were without it)."""
+    import numpy as np
+
+    from profiler.analyze.trace import END, _clock_ghz, _slots
+
+    text = (ROOT / "kernels/common/sm90/trace.cuh").read_text()
+    assert int(re.search(r"kTraceEnd = (\d+)u", text).group(1)) == END
+
+    ghz, sms, cap = 1.755, 8, 12  # cycles per ns (a clock below the nominal 1.98 GHz), one CTA per SM
+    t = np.zeros((sms * 4, cap), np.uint64)
+    kind = np.zeros((sms * 4, cap), np.uint32)
+    arg = np.zeros((sms * 4, cap), np.uint32)
+    counts = np.zeros(sms * 4, np.int64)
+    for cta in range(sms):
+        for wg in (1, 2):  # the consumers (the producer returns before finish(): no end pair)
+            s = cta * 4 + wg
+            c0, g0 = 1_000_000 * (cta + 1), 7_000_000 + 3 * cta
+            ns = 40_000  # the launch: 40 us
+            rows = [(c0, 0, cta), (g0, 1, 0), (c0 + 500, 2, 0x400), (c0 + 900, 3, 0x400),
+                    (c0 + int(ns * ghz), END, cta), (g0 + ns, 1, 0)]
+            for i, (tt, k, a) in enumerate(rows):
+                t[s, i], kind[s, i], arg[s, i] = tt, k, a
+            counts[s] = len(rows)
+    arrays = {"counts": counts, "t": t, "kind": kind, "arg": arg}
+    meta = {"slots_per_cta": 4, "clock_rate_khz": 1_980_000}
+    slots = _slots(arrays, meta)
+    assert all([k for _, k, _ in sl.events] == [2, 3] and sl.last == sl.clk0 + 900 for sl in slots)
+    got, how = _clock_ghz(slots, meta)
+    assert abs(got - ghz) < 1e-3 and how.startswith(f"fitted on {sms} SMs")
+    # the same launch without end pairs (a format-1 trace of a persistent rung): the nominal clock, said so
+    for s in range(sms * 4):
+        if counts[s]:
+            counts[s] -= 2
+    got, how = _clock_ghz(_slots(arrays, meta), meta)
+    assert got == 1.98 and "no SM with 2 clock points" in how

@@ -7,8 +7,10 @@ barrier's id, wgmma_wait's N), the first two events of each slot being ``%smid``
 reading. A pure function of those arrays (no GPU, no ncu), so it runs on committed data.
 
 * **Time axis.** clock64 is per SM; each slot's (clock64, globaltimer) pair places it on the global axis.
-  The SM clock is fitted per SM from the pairs of the CTAs that ran one after another on it (slope of
-  globaltimer over clock64), the median over SMs; the device's nominal clock when no SM ran two CTAs.
+  The SM clock is fitted per SM from the pairs of the CTAs that ran one after another on it and, where the
+  slots wrote one, each slot's end pair (trace.cuh's finish(): a clock64 and a globaltimer at the kernel's end;
+  slope of globaltimer over clock64), the median over SMs; the device's nominal clock when no SM has two points
+  (one CTA per SM and no end pair: the committed format-1 traces of persistent rungs).
 * **Roles** are the warp-specialised family's (CONTRACT.md): warpgroup 0 the ``producer``, warpgroups
   1.. the ``consumer`` s, the names the static graph (:mod:`profiler.analyze.roles`) infers from setmaxnreg.
 * **Edges** ``waiter —[barrier]→ releaser`` with the static graph's labels: an mbarrier by its address
@@ -74,9 +76,10 @@ __all__ = ["KINDS", "load_raw", "summarize", "chrome_trace"]
 
 KINDS = {0: "start", 1: "globaltimer", 2: "mbar_wait_begin", 3: "mbar_wait_end", 4: "mbar_arrive",
          5: "mbar_expect_tx", 6: "bar_sync_begin", 7: "bar_sync_end", 8: "bar_arrive",
-         9: "wgmma_wait_begin", 10: "wgmma_wait_end", 11: "wgmma_commit", 12: "park_dropped"}
+         9: "wgmma_wait_begin", 10: "wgmma_wait_end", 11: "wgmma_commit", 12: "park_dropped", 13: "end"}
 PARKED_BIT = 0x100  # format 2 (trace.cuh): kind | this = a parked stamp (clock + shared store, copied out later)
 PARK_DROPPED = 12   # format 2: arg = parked events lost to a full parking area
+END = 13            # the slot's last clock64 (arg %smid), a globaltimer event after it (trace.cuh finish())
 _BEGIN_END = {2: 3, 6: 7, 9: 10}
 _ADDR_MASK = 0x00FFFFFF  # the shared-window offset (cluster/CTA window bits above)
 TENSOR = "tensor core (wgmma)"
@@ -125,6 +128,8 @@ class Slot:
     last: int = 0
     parked: set = field(default_factory=set)     # format 2: indices into events of the parked stamps
     dropped: int = 0                             # format 2: parked events the device could not keep
+    clk1: int | None = None                      # the end pair (clock64, globaltimer), where the slot wrote one
+    gt1: int | None = None
 
 
 def _role(wg: int) -> str:
@@ -147,6 +152,12 @@ def _slots(arrays: dict, meta: dict) -> list[Slot]:
             k = int(kind[s, i])
             if k & ~PARKED_BIT == PARK_DROPPED:
                 sl.dropped += int(arg[s, i])
+                continue
+            if k == END:  # the end pair: not an event of the kernel's, a second point on the SM's clock line
+                sl.clk1 = int(t[s, i])
+                continue
+            if k == 1 and sl.clk1 is not None and sl.gt1 is None:
+                sl.gt1 = int(t[s, i])
                 continue
             if k & PARKED_BIT:
                 parked.add(len(ev))
@@ -190,10 +201,13 @@ def _calibrate(slots: list[Slot]) -> tuple[dict[str, int], int | None]:
 
 
 def _clock_ghz(slots: list[Slot], meta: dict) -> tuple[float, str]:
-    """Cycles per ns: per SM, the slope of globaltimer over clock64 across its CTAs; median over SMs."""
-    by_sm: dict[int, dict[int, tuple[int, int]]] = defaultdict(dict)
+    """Cycles per ns: per SM, the slope of globaltimer over clock64 through its CTAs' start pairs and its slots'
+    end pairs (trace.cuh's finish(): two points even where one persistent CTA ran on the SM); median over SMs."""
+    by_sm: dict[int, dict[tuple, tuple[int, int]]] = defaultdict(dict)
     for s in slots:
-        by_sm[s.sm].setdefault(s.cta, (s.clk0, s.gt0))
+        by_sm[s.sm].setdefault(("start", s.cta), (s.clk0, s.gt0))
+        if s.clk1 is not None and s.gt1 is not None:
+            by_sm[s.sm][("end", s.index)] = (s.clk1, s.gt1)
     slopes = []
     for ctas in by_sm.values():
         pts = sorted(ctas.values())
@@ -205,7 +219,7 @@ def _clock_ghz(slots: list[Slot], meta: dict) -> tuple[float, str]:
                 slopes.append(slope)
     if len(slopes) >= 4:
         return float(statistics.median(slopes)), f"fitted on {len(slopes)} SMs (globaltimer vs clock64)"
-    return meta.get("clock_rate_khz", 1_980_000) / 1e6, "device attribute CLOCK_RATE (no SM ran 2 CTAs)"
+    return meta.get("clock_rate_khz", 1_980_000) / 1e6, "device attribute CLOCK_RATE (no SM with 2 clock points)"
 
 
 def _labels_for(static_labels: set | None, bar_id: int) -> str:

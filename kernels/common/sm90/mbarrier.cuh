@@ -44,8 +44,7 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 
 // @region sync
 // Spin until the phase with parity `parity` has completed (SYNCS.PHASECHK.TRANS64.TRYWAIT in SASS).
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-    WHOWAITS_TRACE_EVENT(kTraceMbarWaitBegin, smem_addr(bar) | (parity << 31));
+__device__ __forceinline__ void mbar_spin(uint64_t* bar, uint32_t parity) {
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -55,7 +54,20 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
         "}\n" ::"r"(smem_addr(bar)),
         "r"(parity)
         : "memory");
+}
+
+// A wait on the phase with parity `parity`, stamped at its begin and end in the traced build (issue 12).
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+    WHOWAITS_TRACE_EVENT(kTraceMbarWaitBegin, smem_addr(bar) | (parity << 31));
+    mbar_spin(bar, parity);
     WHOWAITS_TRACE_EVENT(kTraceMbarWaitEnd, smem_addr(bar) | (parity << 31));
 }
+
+// A wait known to pass at once, kept for its control flow: the spin loop ends the basic block, so ptxas cannot
+// move an instruction across it (v15's scheduling fence keeps the PV wait_group 0 below the softmax). Never
+// stamped: it sits inside a wgmma commit -> wait window, where an ordinary stamp's cursor load and global stores
+// are what the traced build keeps out (trace format 2; tests/test_trace.py, the parked-windows proof), and a
+// wait that cannot block has nothing to measure.
+__device__ __forceinline__ void mbar_fence_wait(uint64_t* bar, uint32_t parity) { mbar_spin(bar, parity); }
 
 }}  // namespace whowaits::sm90

@@ -85,6 +85,7 @@ extern __shared__ __align__(16) unsigned char whowaits_trace_dsmem[];
 #endif
 constexpr uint32_t kTraceParkedBit = 0x100u;   // kind | this: the event was parked (its stamp had no load)
 constexpr uint32_t kTraceParkDropped = 12u;    // arg = parked events lost to a full parking area
+constexpr uint32_t kTraceEnd = 13u;            // arg = %smid; the slot's last clock64, a kTraceGlobal event after it
 constexpr uint32_t kTraceTailBytes =
     WHOWAITS_TRACE_SLOTS * (16u + WHOWAITS_TRACE_PARK * static_cast<uint32_t>(sizeof(WhowaitsTraceEvent)));
 
@@ -217,9 +218,27 @@ __device__ __forceinline__ void park(uint32_t kind, uint32_t arg) {
         : "memory");
 }
 
-// The last thing each ws kernel does (every thread): what is still parked (arrives after the last wait).
+// The last thing each ws kernel does (every thread): what is still parked (arrives after the last wait), then
+// the slot's end pair: a clock64 (kTraceEnd, arg %smid) and a %globaltimer reading beside it, as init() wrote at
+// the start. With the start pair that is two points per slot on each SM's clock line, so the host fits the SM
+// clock from one CTA alone (v13/v14 run one persistent CTA per SM: without it their fit fell back to the
+// nominal clock). A warpgroup that returns before the end (the producer of v10-v14) writes no end pair.
 __device__ __forceinline__ void finish() {
-    if ((threadIdx.x & 127u) == 0u && park_next() != park_lim() - kTraceParkBytes) record(0u, 0u, false);
+    if ((threadIdx.x & 127u) != 0u) return;
+    if (park_next() != park_lim() - kTraceParkBytes) record(0u, 0u, false);
+    const uint32_t c = cursor((threadIdx.x >> 7) & (WHOWAITS_TRACE_SLOTS - 1));
+    WhowaitsTraceEvent *next, *end;
+    asm volatile("ld.shared.v2.u64 {%0, %1}, [%2];\n" : "=l"(next), "=l"(end) : "r"(c));
+    if (next != nullptr && next + 1 < end) {
+        uint32_t smid;
+        unsigned long long gt;
+        const unsigned long long t = clock();
+        asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
+        asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(gt)::"memory");
+        put(next, t, kTraceEnd, smid);
+        put(next + 1, gt, kTraceGlobal, 0);
+        asm volatile("st.shared.u64 [%0], %1;\n" ::"r"(c), "l"(next + 2) : "memory");
+    }
 }
 
 }}  // namespace whowaits::trace

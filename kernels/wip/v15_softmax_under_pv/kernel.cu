@@ -56,6 +56,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     constexpr uint32_t kSchedBar0 = 1;           // ids 1, 2 (0 is __syncthreads)
 
     // @region other
+    WHOWAITS_TRACE_INIT();  // issue 12: the measured trace's per-warpgroup cursors (nothing when off)
     extern __shared__ __align__(128) unsigned char smem_raw[];
     Element* sQ = reinterpret_cast<Element*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     Element* sK = sQ + 2 * kBlockM * kHeadDim;  // sQ[0], sQ[1]: two Q buffers
@@ -310,7 +311,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
             // Scheduling fence (passes at once: V[n-1]'s phase completed before PV[n-1] was issued and stays until
             // this warp releases the stage below): its spin loop ends the basic block, so ptxas cannot hoist the
             // wait_group 0 below above the softmax (v14: after 5 of its 64 FMNMX).
-            mbar_wait(&full_v[prev.index], prev.phase);  // @region sync
+            mbar_fence_wait(&full_v[prev.index], prev.phase);  // @region sync
             wgmma_wait<0>();                // PV[n-1] done: O and P[n-1]'s registers are free again
             fence_operands(acc_o);
             release(empty_v, kv_base + n - 1);  // @region sync
@@ -348,7 +349,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
             row_max[0] = row_max[1] = -CUDART_INF_F;
             row_sum[0] = row_sum[1] = 0.f;
             softmax(0);       // @region softmax  (the next tile's S[0]; alpha = 1; PV[last] still running)
-            mbar_wait(&full_v[last.index], last.phase);  // @region sync  (the same fence: V[last] is complete)
+            mbar_fence_wait(&full_v[last.index], last.phase);  // @region sync  (the same fence: V[last] is complete)
             wgmma_wait<0>();  // PV[last] done: O of this tile is final
             fence_operands(acc_o);
             release(empty_v, kv_base + n_blocks - 1);  // @region sync
@@ -376,6 +377,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
         store_o(bh, cta_row0, inv_l);              // @region epilogue
         break;
     }
+    WHOWAITS_TRACE_FINISH();  // issue 12: the events still parked after the last wait (nothing when off)
 }
 
 }}  // namespace whowaits::WHOWAITS_NAMESPACE

@@ -2,7 +2,8 @@
 
 For each build a tiny translation unit is generated that includes ``kernels/<version>/kernel.cu`` and
 explicitly instantiates ``whowaits::<version>::flash_fwd<config.template_args()>``. Results are cached
-under ``$WHOWAITS_BUILD_DIR`` or ``<repo>/.cache/whowaits/build/<hash>/`` where the hash covers the
+under ``$WHOWAITS_BUILD_DIR`` or ``<repo>/.cache/whowaits/build/<hash>/`` (an installed wheel: the user's cache
+folder, :func:`cache_dir`) where the hash covers the
 files the translation unit includes (transitively, each by its name relative to ``kernels/`` and its bytes),
 the flags, the nvcc version and the config; a cache entry is written to a temporary folder and renamed
 into place, so a half-finished build is never read.
@@ -141,8 +142,17 @@ def nvcc_version() -> str:
 
 
 def cache_dir() -> Path:
+    """``$WHOWAITS_BUILD_DIR``, else ``.cache/whowaits/build`` of the source checkout (what the device scripts
+    carry), else, for an installed wheel, ``build/`` of the user's cache folder (:func:`profiler.paths.cache_dir`),
+    never inside site-packages. kernels.trace and kernels.sass keep their entries beside it (``../trace``,
+    ``../sass``)."""
+    from profiler.paths import cache_dir as user_cache, checkout  # noqa: PLC0415
+
     env = os.environ.get("WHOWAITS_BUILD_DIR")
-    return Path(env) if env else KERNELS_DIR.parent / ".cache" / "whowaits" / "build"
+    if env:
+        return Path(env)
+    root = checkout()
+    return root / ".cache" / "whowaits" / "build" if root is not None else user_cache() / "build"
 
 
 def source_include(version: Version) -> str:

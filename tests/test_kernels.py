@@ -273,6 +273,20 @@ def cachefile_ok(entry: Path) -> bool:
     return cachefile.read(entry) is not None
 
 
+def test_build_cache_is_never_inside_site_packages(tmp_path, monkeypatch):
+    """A checkout keeps its builds beside the sources (what the device scripts carry); an installed wheel (no
+    checkout) in the user's cache folder, not under site-packages; $WHOWAITS_BUILD_DIR wins over both."""
+    import profiler.paths
+
+    monkeypatch.delenv("WHOWAITS_BUILD_DIR", raising=False)
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "user"))
+    assert build.cache_dir() == Path(build.KERNELS_DIR).parent / ".cache" / "whowaits" / "build"
+    monkeypatch.setattr(profiler.paths, "checkout", lambda: None)
+    assert build.cache_dir() == tmp_path / "user" / "build"
+    monkeypatch.setenv("WHOWAITS_BUILD_DIR", str(tmp_path / "b"))
+    assert build.cache_dir() == tmp_path / "b"
+
+
 @needs_nvcc
 def test_cli_kernels_build_json(built):
     import json

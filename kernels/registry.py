@@ -209,6 +209,18 @@ def wip_versions() -> list[Version]:
     return versions(WIP_DIR) if WIP_DIR.is_dir() else []
 
 
+def get_landed_or_wip(version_id: str) -> Version:
+    """:func:`get` over the ladder and then ``kernels/wip/`` (for the static tools that read a rung's cubin
+    before it lands: scripts/sass_loop_counts.py, scripts/trace_windows.py, the trace proofs)."""
+    try:
+        return get(version_id)
+    except WhowaitsError:
+        for v in wip_versions():
+            if version_id in (v.id, v.id.split("_", 1)[0]):
+                return v
+    raise WhowaitsError(f"unknown kernel version {version_id!r}: neither landed nor in kernels/wip/")
+
+
 @lru_cache(maxsize=4)
 def _versions(root: str) -> tuple[Version, ...]:
     found = [_load(p) for p in sorted(Path(root).glob("v*/version.toml"))]

@@ -134,12 +134,12 @@ def _fig(spec: dict) -> str:
     layout in the house template names it instead of carrying a copy."""
     import uuid  # noqa: PLC0415
 
-    from profiler.plots import _TEMPLATE, _template, page_dict  # noqa: PLC0415
+    from profiler.plots import _TEMPLATE, page_dict  # noqa: PLC0415
 
     fig = page_dict(spec)
     layout = fig["layout"]
     template = layout.get("template")
-    shared = (spec.get("layout") or {}).get("template") == _TEMPLATE and template is _template(_TEMPLATE)
+    shared = (spec.get("layout") or {}).get("template") == _TEMPLATE  # page_dict put _template(_TEMPLATE) there
     tlayout = (template or {}).get("layout", {}) if isinstance(template, dict) else {}
     width = _px(layout.get("width", tlayout.get("width")), "100%")
     height = _px(layout.get("height", tlayout.get("height")), "100%")

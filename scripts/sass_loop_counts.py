@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels import build, registry, sass  # noqa: E402
+from profiler.errors import WhowaitsError  # noqa: E402
 
 _BRA = re.compile(r"^(?:@!?U?P\w+\s+)?BRA(?:\.\w+)*\s+(?:`\()?(0x[0-9a-f]+)")
 COUNTED = ("HGMMA", "MUFU", "FMUL", "FFMA", "FADD", "FMNMX", "F2FP", "SHFL", "SYNCS", "BAR", "WARPGROUP", "R2UR",
@@ -27,10 +28,10 @@ COUNTED = ("HGMMA", "MUFU", "FMUL", "FFMA", "FADD", "FMNMX", "F2FP", "SHFL", "SY
 
 
 def find(vid: str) -> registry.Version:
-    for v in [*registry.versions(), *registry.wip_versions()]:
-        if vid in (v.id, v.id.split("_", 1)[0]):
-            return v
-    raise SystemExit(f"unknown version {vid!r} (neither landed nor in kernels/wip/)")
+    try:
+        return registry.get_landed_or_wip(vid)
+    except WhowaitsError as err:
+        raise SystemExit(str(err)) from None
 
 
 def instructions(cubin) -> list[tuple[int, str]]:

@@ -87,7 +87,7 @@ def _sass(cubin) -> list[tuple[int, str]]:
 def analyse(vid: str) -> dict:
     from kernels import trace as T
 
-    ver = next(v for v in [*registry.versions(), *registry.wip_versions()] if vid in (v.id, v.id.split("_", 1)[0]))
+    ver = registry.get_landed_or_wip(vid)
     cfg = ver.config_for(128, "fp16", False)
     plain = build.build(ver, cfg)
     traced = T.build_traced(ver, cfg)

@@ -25,12 +25,6 @@ WS_VERSIONS = [*VERSIONS, "v13_persistent", "v14_cross_tile_qk"]  # every traced
 # the static proofs (off-switch identity, parked windows) also hold the prepared rungs of kernels/wip/, so that
 # one lands ready to be traced (v15 is the rung whose traced and untraced schedules should agree: issue 10)
 WIP_WS = ["v15_softmax_under_pv", "v16_desc_iterator"]
-
-
-def _rung(vid: str):
-    from kernels import registry
-
-    return next(v for v in [*registry.versions(), *registry.wip_versions()] if v.id == vid)
 TRACES = ROOT / "reports/h200/traces"
 SHAPE = "b1_h64_s1024_d128_fp16"
 
@@ -79,11 +73,12 @@ def untraced_headers(tmp_path_factory):
 @pytest.mark.parametrize("version", [*WS_VERSIONS, *WIP_WS])
 def test_switch_off_sass_identical_to_no_trace_code(version, untraced_headers, tmp_path):
     from kernels import build as B
+    from kernels import registry
     from kernels import sass as S
     from kernels import trace as T
     from kernels.build import translation_unit
 
-    ver = _rung(version)
+    ver = registry.get_landed_or_wip(version)
     cfg = ver.config_for(128, "fp16", False)
     unit = translation_unit(ver, cfg)
     # switch off: the rung's own build (kernels.build: this translation unit, NVCC_FLAGS, -I kernels), which

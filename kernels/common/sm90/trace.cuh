@@ -135,6 +135,18 @@ __device__ __forceinline__ void put(WhowaitsTraceEvent* p, unsigned long long t,
                  : "memory");
 }
 
+// A clock pair at ev[0..1]: clock64 (kind, arg %smid), then a %globaltimer read right after it (kTraceGlobal):
+// one point on the SM's clock line, written at a slot's start (kTraceStart) and end (kTraceEnd).
+__device__ __forceinline__ void put_clock_pair(WhowaitsTraceEvent* ev, uint32_t kind) {
+    uint32_t smid;
+    unsigned long long gt;
+    const unsigned long long t = clock();
+    asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(gt)::"memory");
+    put(ev, t, kind, smid);
+    put(ev + 1, gt, kTraceGlobal, 0);
+}
+
 // Once per CTA, first thing in the kernel, every thread: declares the parked-event count (every thread keeps
 // one, only the leader's is used), then each warpgroup's leader sets its own slot's cursor (no other thread
 // reads it, so no barrier is needed) and writes the slot's start events (%smid, and one %globaltimer reading
@@ -154,13 +166,7 @@ __device__ __forceinline__ void init() {
     WhowaitsTraceCursor c = {nullptr, nullptr};
     if (b.events != nullptr && cta < b.max_ctas && b.capacity >= 2) {
         WhowaitsTraceEvent* ev = b.events + static_cast<size_t>(cta * WHOWAITS_TRACE_SLOTS + wg) * b.capacity;
-        uint32_t smid;
-        unsigned long long gt;
-        const unsigned long long t = clock();
-        asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
-        asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(gt)::"memory");
-        put(ev, t, kTraceStart, smid);
-        put(ev + 1, gt, kTraceGlobal, 0);
+        put_clock_pair(ev, kTraceStart);
         c = {ev + 2, ev + b.capacity};
     }
     asm volatile("st.shared.v2.u64 [%0], {%1, %2};\n" ::"r"(cursor(wg)), "l"(c.next), "l"(c.end) : "memory");
@@ -230,13 +236,7 @@ __device__ __forceinline__ void finish() {
     WhowaitsTraceEvent *next, *end;
     asm volatile("ld.shared.v2.u64 {%0, %1}, [%2];\n" : "=l"(next), "=l"(end) : "r"(c));
     if (next != nullptr && next + 1 < end) {
-        uint32_t smid;
-        unsigned long long gt;
-        const unsigned long long t = clock();
-        asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
-        asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(gt)::"memory");
-        put(next, t, kTraceEnd, smid);
-        put(next + 1, gt, kTraceGlobal, 0);
+        put_clock_pair(next, kTraceEnd);
         asm volatile("st.shared.u64 [%0], %1;\n" ::"r"(c), "l"(next + 2) : "memory");
     }
 }

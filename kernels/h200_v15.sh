@@ -39,7 +39,7 @@
 #      If the session's checkout is not this branch (a helper's worktree): copy the tree + cache into that
 #      checkout's .devcarry/<name> (git archive HEAD | tar x -C ...; cp -r .cache/whowaits/build ...), carry it
 #      and cd into it first.
-#   1. device run, carry [".cache/whowaits/build"] (or [".devcarry/<name>"]), timeout_s 600:
+#   1. device run, carry [".cache/whowaits/build-carry"] (the prebuild's cubins only) (or [".devcarry/<name>"]), timeout_s 600:
 #        WHOWAITS_GIT_COMMIT=<commit> bash kernels/h200_v15.sh
 #   2. here: tar xzf results.tgz; whowaits diff <v14 report> v15/<...>.ncu-rep; whowaits roles <v15 report>;
 #      land v15 (git mv kernels/wip/v15_softmax_under_pv kernels/, verdict, gate rows, readme_table CHANGES) or
@@ -61,7 +61,8 @@ if [ "${1:-}" = "--prebuild" ]; then
   git -C "$REPO" archive HEAD | tar x -C "$T"
   for v in $V15 $V16; do [ -d "$T/kernels/wip/$v" ] && mv "$T/kernels/wip/$v" "$T/kernels/"; done
   cd "$T"
-  WHOWAITS_BUILD_DIR="$REPO/.cache/whowaits/build" "$PY" - <<'EOF'
+  CARRY="$REPO/.cache/whowaits/build-carry"; rm -rf "$CARRY"; mkdir -p "$CARRY"
+  WHOWAITS_CARRY_DIR="$CARRY" WHOWAITS_BUILD_DIR="$REPO/.cache/whowaits/build" "$PY" - <<'EOF'
 import kernels
 from kernels import build, registry
 from kernels.check import DEFAULT_SHAPES
@@ -77,10 +78,15 @@ for vid, shapes in (("v15", list(DEFAULT_SHAPES) + bench + extra), ("v16", list(
         s = Shape.parse(key)
         cfg = v.config_for(s.head_dim, s.dtype, s.causal)
         jobs[(v.id, cfg.short_form())] = (v, cfg)
+import os, shutil
+from pathlib import Path
+carry = Path(os.environ["WHOWAITS_CARRY_DIR"])
 for r in build.build_many(list(jobs.values())):
     if isinstance(r, Exception):
         raise SystemExit(f"prebuild failed: {r}")
     print(f"{r.version:24s} {r.config.short_form():36s} {r.registers} regs, {r.spill_bytes} B spills, cached={r.cached}")
+    shutil.copytree(r.cubin.parent, carry / r.cubin.parent.name)
+print(f"{len(list(carry.iterdir()))} builds in {carry} (carry it: the whole build cache with the tracked tree is over 64 MiB)")
 EOF
   exit 0
 fi
@@ -90,6 +96,8 @@ export WHOWAITS_GIT_COMMIT
 BUDGET=${BUDGET:-420}
 R=/tmp/v15run; rm -rf "$R"; mkdir -p "$R"
 export PYTHONUNBUFFERED=1 WHOWAITS_CACHE_DIR=/tmp/whowaits-parse
+# the prebuilt cubins this call needs (only those: the whole build cache and the tracked tree exceed the 64 MiB carry)
+[ -d .cache/whowaits/build-carry ] && export WHOWAITS_BUILD_DIR=$PWD/.cache/whowaits/build-carry
 T0=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 stamp() { echo "== $1 at +$(( $(date +%s) - T0 ))s"; }

@@ -42,7 +42,7 @@ _CXX_TO_DTYPE["__nv_bfloat16_raw"] = "bf16"
 ELEMENT_BYTES = {"fp16": 2, "bf16": 2}
 
 # Dynamic shared memory per CTA for each `smem_layout` a version may declare (CONTRACT.md).
-SMEM_LAYOUTS = ("none", "kv", "q_kv", "tma_q_kv", "tma_q2_kv")
+SMEM_LAYOUTS = ("none", "kv", "q_kv", "tma_q_kv", "tma_q2_kv", "tma_q2_kv_o")
 TMA_ALIGN_SLACK = 1024  # `tma_q_kv`: room to round the tile base up to the 1024-byte 128B-swizzle atom
 
 # Tunable fields of the `fwd` family (the auto-tuner's space is generated from a family's TUNABLE).
@@ -105,6 +105,8 @@ class _ConfigMixin:
             return (self.block_m + self.stages * 2 * self.block_n) * self.head_dim * e + TMA_ALIGN_SLACK
         if layout == "tma_q2_kv":  # two Q buffers (v14: the next tile's Q loads while the current one is read)
             return (2 * self.block_m + self.stages * 2 * self.block_n) * self.head_dim * e + TMA_ALIGN_SLACK
+        if layout == "tma_q2_kv_o":  # + an O staging tile for the TMA-store epilogue (v17)
+            return (3 * self.block_m + self.stages * 2 * self.block_n) * self.head_dim * e + TMA_ALIGN_SLACK
         raise WhowaitsError(f"unknown smem_layout {layout!r}: expected one of {', '.join(SMEM_LAYOUTS)}")
 
     @classmethod

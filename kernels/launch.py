@@ -167,19 +167,29 @@ def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | 
         result = _built.setdefault((ver.id, config), build(ver, config))
     fn = load_function(result, q.device.index if q.device.index is not None else torch.cuda.current_device())
     grid = (math.ceil(s / config.block_m), h, b)
-    if ver.abi == "tensor_maps_persistent":
+    if ver.abi in registry.PERSISTENT_ABIS:
         # one CTA per SM (at most one per tile); the kernel walks tiles blockIdx.x, + gridDim.x, ... of the
         # ceil(S / block_m) x (B·H) tiles, so it gets B·H as an extra argument
         tiles = grid[0] * h * b
         grid = (min(tiles, persistent_ctas(q.device)), 1, 1)
-        maps = (tensor_map(q, config.block_m), tensor_map(k, config.block_n), tensor_map(v, config.block_n))
-        launch_tma(fn, grid, config.threads, result.smem_dynamic_bytes, maps, out, s, 1.0 / math.sqrt(d), b * h)
+        launch_tma(fn, grid, config.threads, result.smem_dynamic_bytes, tensor_maps(ver, config, q, k, v, out), out,
+                   s, 1.0 / math.sqrt(d), b * h)
     elif ver.abi == "tensor_maps":
-        maps = (tensor_map(q, config.block_m), tensor_map(k, config.block_n), tensor_map(v, config.block_n))
-        launch_tma(fn, grid, config.threads, result.smem_dynamic_bytes, maps, out, s, 1.0 / math.sqrt(d))
+        launch_tma(fn, grid, config.threads, result.smem_dynamic_bytes, tensor_maps(ver, config, q, k, v, out), out,
+                   s, 1.0 / math.sqrt(d))
     else:
         launch_raw(fn, grid, config.threads, result.smem_dynamic_bytes, q, k, v, out, s, 1.0 / math.sqrt(d))
     return out
+
+
+def tensor_maps(ver, config, q, k, v, out) -> tuple:
+    """The tensor maps a TMA ABI passes first: Q, K, V (boxes of block_m, block_n, block_n rows), and for
+    ``tensor_maps_persistent_o`` O's too, with boxes of 64 rows: each consumer warpgroup stores its own 64 rows
+    (kernels/common/sm90/tma_store.cuh)."""
+    maps = (tensor_map(q, config.block_m), tensor_map(k, config.block_n), tensor_map(v, config.block_n))
+    if ver.abi == "tensor_maps_persistent_o":
+        maps += (tensor_map(out, 64),)
+    return maps
 
 
 def tensor_map(t, box_rows: int):

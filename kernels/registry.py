@@ -20,7 +20,9 @@ KERNELS_DIR = Path(__file__).resolve().parent
 _ID_RE = re.compile(r"^v(\d\d)_[a-z0-9_]+$")
 _REQUIRED_STR = ("id", "title", "change", "hypothesis", "expected_bottleneck", "arch", "smem_layout")
 _ARCHES = ("sm_80", "sm_90", "sm_90a")
-ABIS = ("pointers", "tensor_maps", "tensor_maps_persistent")  # launch ABI: (q, k, v, o, seqlen, scale) or (tmap_q, tmap_k, tmap_v, o, ...)
+ABIS = ("pointers", "tensor_maps", "tensor_maps_persistent", "tensor_maps_persistent_o")  # launch ABI (CONTRACT.md)
+TMA_ABIS = ABIS[1:]  # (tmap_q, tmap_k, tmap_v[, tmap_o], o, seqlen, scale[, num_bh])
+PERSISTENT_ABIS = ("tensor_maps_persistent", "tensor_maps_persistent_o")  # one CTA per SM, + int num_bh
 
 
 @dataclass(frozen=True)

@@ -146,10 +146,10 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     from kernels.reference import random_qkv
 
     ver = registry.get(version_name)
-    if ver.abi not in ("tensor_maps", "tensor_maps_persistent") or ver.family != "ws":
-        raise WhowaitsError(f"whowaits trace runs the warp-specialised rungs (family ws, ABI tensor_maps or "
-                            f"tensor_maps_persistent); {ver.id} is family {ver.family}, ABI {ver.abi}")
-    persistent = ver.abi == "tensor_maps_persistent"
+    if ver.abi not in registry.TMA_ABIS or ver.family != "ws":
+        raise WhowaitsError(f"whowaits trace runs the warp-specialised rungs (family ws, ABI one of "
+                            f"{', '.join(registry.TMA_ABIS)}); {ver.id} is family {ver.family}, ABI {ver.abi}")
+    persistent = ver.abi in registry.PERSISTENT_ABIS
     shape = Shape.parse(shape_key)
     q, k, v = random_qkv(shape, seed=seed)
     b, h, s, d, dtype = L.problem_of(q, k, v)
@@ -178,10 +178,10 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
         raise WhowaitsError(f"whowaits_trace is {gsize} bytes on the device, expected {ctypes.sizeof(host)}")
     _set_global(driver, L, gptr, host)
 
-    maps = (L.tensor_map(q, config.block_m), L.tensor_map(k, config.block_n), L.tensor_map(v, config.block_n))
     scale = 1.0 / math.sqrt(d)
     o_plain = torch.empty_like(q)
     o_traced = torch.empty_like(q)
+    maps = L.tensor_maps(ver, config, q, k, v, o_traced)  # a TMA-store epilogue's O map names o_traced
 
     def plain():
         L.forward(q, k, v, shape.causal, version=ver.id, config=config, out=o_plain)

@@ -1,65 +1,41 @@
 #!/usr/bin/env bash
-# One device call for v15_softmax_under_pv (issue 10: >= 1.0x cuDNN at b1_h64_s1024 and b4_h16_s4096, >= 1.3x flex).
-# v15 is a wip rung (kernels/wip/v15_softmax_under_pv, hypothesis in its version.toml, written before this call):
-# the script first moves it into kernels/ IN THE DEVICE'S COPY (every tool then runs it as a landed rung there;
-# nothing here changes), then: its correctness on the default check shapes (two with more tiles than SMs) and with
-# the persistent grid capped to 1 CTA, compute-sanitizer synccheck + racecheck on a multi-tile grid (in the
-# background beside the checks), a same-run bench of v12 v14 v15 with the baselines (SDPA cuDNN/flash/auto,
-# flex-attention, dense GEMM) at the three target shapes in one process, v15's whowaits-set report at
-# b1_h64_s1024 (the cubin built on the device so ncu embeds the marked sources), and, if time is left, v14's and
-# v15's reports at b4_h16_s4096 in one ncu session (the b4 half of the hypothesis). Every step runs under
-# `timeout -k 5 N`; steps stop starting after $BUDGET s; a rung joins the bench and the profiles only if both its
-# checks passed. Everything lands in $OUT/results.tgz (one file, well under the 16 MB limit: ~5 reports of 1.5-3 MB).
-# v16_desc_iterator (kernels/wip, parent v15: the batch issue without per-step descriptor arithmetic) rides along
-# by default, checked after v15 and benched/profiled beside it when it passes (WITH_V16=0 leaves it out): a v16
-# failure stops nothing of v15's, and the same run then answers both rungs' hypotheses.
+# One device call for the wip rungs (kernels/wip/, issue 10: >= 1.0x cuDNN at b1_h64_s1024 and b4_h16_s4096, >= 1.3x
+# flex): RUNGS="v17_tma_store_o" (default: every kernels/wip/v*/ folder, in order). Each rung's hypothesis is in its
+# version.toml, written before the call. The script first moves the rungs into kernels/ IN THE DEVICE'S COPY (every
+# tool then runs them as landed rungs there; nothing here changes), then per rung: correctness on the default check
+# shapes (two with more tiles than SMs) and with the persistent grid capped to 1 CTA, compute-sanitizer synccheck +
+# racecheck on a multi-tile grid (in the background beside the checks); then a same-run bench of v12 v14 + the rungs
+# that passed both checks with the baselines (SDPA cuDNN/flash/auto, flex-attention, dense GEMM) at the three target
+# shapes in one process, their whowaits-set reports at b1_h64_s1024 (one ncu session; cubins built on the device so
+# ncu embeds the marked sources) and, if time is left, v14's and theirs at b4_h16_s4096, a bench at the also-reported
+# shapes, and their measured traces (issue 12; WITH_TRACE=0: none). A rung failing stops nothing of the others.
+# Every step runs under `timeout -k 5 N`; steps stop starting after $BUDGET s. Everything lands in $OUT/results.tgz.
+# (kernels/h200_v15.sh until 2026-12-01 23:20 UTC: the v15 + v16 call, measured at c1c9c6e, ran 173.5 s of command time.)
 #
-# Device seconds, estimated from the committed runs: v14's call (kernels/h200_v14.sh, 2026-12-01: its bench of
-# v12 v13 v14 at the same three shapes, one process, started 09:25:35 and v14's report after it was written at
-# 09:26:27, so bench <= 52 s; install + sanitizers + both checks before it ~1-1.5 min) and v13's (whowaits bench
-# of all 13 rungs: b1_h64_s1024 started 08:16:52, b4_h16_s4096 08:17:15); NCU-NOTES.md: a whowaits-set ncu run is
-# 8-9 s wall, start-up dominated; compute-sanitizer on a small shape takes seconds.
-#   move + pip install -e .                          ~10 s
-#   kernels.check v15, 10 shapes                     ~30 s   (cubins carried in .cache/whowaits/build, else ~2-5 s each)
-#   kernels.check v15, WHOWAITS_MAX_CTAS=1, 5 shapes ~15 s
-#   synccheck + racecheck (background, <= 80 s each) ~0-30 s beyond the checks
-#   bench v12 v14 v15 --repeat 3, 3 shapes           ~50-70 s
-#   profile v15 b1_h64_s1024 (device build + ncu)    ~15-25 s
-#   profile v14 v15 b4_h16_s4096 (one ncu session)   ~20-30 s (only if > 60 s of the budget are left)
-#   bench v14 v15 --repeat 1 at the also-reported shapes (bf16, d64, S = 16384) ~20-30 s (only if > 90 s left)
-#   whowaits trace v15 (v16) at b1 (issue 12, format 2)  ~20-30 s each (only if > 40 s left; WITH_TRACE=0: none)
-#   v16 alongside: its two checks ~45 s, one more row per bench shape ~10 s, one more subject per ncu session ~10 s
-#   tar                                               ~2 s
-#   total ~3.5-5 min of command time (+ ~1-2 min machine start and transfers); BUDGET=420 caps it at 7 min.
-#
-# How to call it (next session, from the checkout the session was started in; the device call sends that tree):
-#   0. here, no GPU: bash kernels/h200_v15.sh --prebuild   (builds every cubin the call needs into
-#      .cache/whowaits/build with v15 already in kernels/, i.e. under the device's build keys; optional: nvcc
-#      13.0 on the device builds them too, ~2-5 s each) and commit the tree (the sidecars record the commit).
-#      If the session's checkout is not this branch (a helper's worktree): copy the tree + cache into that
-#      checkout's .devcarry/<name> (git archive HEAD | tar x -C ...; cp -r .cache/whowaits/build ...), carry it
-#      and cd into it first.
-#   1. device run, carry [".cache/whowaits/build-carry"] (the prebuild's cubins only) (or [".devcarry/<name>"]), timeout_s 600:
-#        WHOWAITS_GIT_COMMIT=<commit> bash kernels/h200_v15.sh
-#   2. here: tar xzf results.tgz; whowaits diff <v14 report> v15/<...>.ncu-rep; whowaits roles <v15 report>;
-#      land v15 (git mv kernels/wip/v15_softmax_under_pv kernels/, verdict, gate rows, readme_table CHANGES) or
-#      write what failed into its version.toml and keep it in wip.
+# How to call it:
+#   0. here, no GPU: RUNGS="..." bash kernels/h200_wip.sh --prebuild   (builds every cubin the call needs, with the
+#      rungs already in kernels/, i.e. under the device's build keys, and copies just those builds into
+#      .cache/whowaits/build-carry: the tracked tree (57 MB) and the whole build cache exceed the 64 MiB carry);
+#      commit the tree (the sidecars record the commit).
+#   1. device run, carry [".cache/whowaits/build-carry"], timeout_s 600:
+#        RUNGS="..." WHOWAITS_GIT_COMMIT=<commit> bash kernels/h200_wip.sh
+#   2. here: tar xzf results.tgz; whowaits diff <v14 report> <rung report>; land the rung (git mv kernels/wip/<id>
+#      kernels/, verdict, gate rows, readme_table CHANGES) or write what failed into its version.toml.
 # A second call (optional, ~2-3 min: every rung at the two README shapes) regenerates the README ladder table:
-#        WHOWAITS_GIT_COMMIT=<commit> bash kernels/h200_v15.sh --full-bench
-#   then here: copy results/bench-full/<date>-<shape>.{json,csv} into reports/h200/bench/ (the first call's bench
-#   files, if committed the same day, as <date>T<HHMM>-<shape>.*), python -m kernels.readme_table <date>
-#   (it reads reports/h200/bench/<date>-{b1_h64_s1024,b4_h16_s4096}_d128_fp16.json; v15 must have landed by then
-#   so that the table's row carries its CHANGES entry).
+#        RUNGS="..." WHOWAITS_GIT_COMMIT=<commit> bash kernels/h200_wip.sh --full-bench
+#   then here: copy results/bench-full/<date>-<shape>.{json,csv} into reports/h200/bench/, python -m
+#   kernels.readme_table <date>.
 set -u
-V15=v15_softmax_under_pv
-V16=v16_desc_iterator  # prepared beside v15 (kernels/wip, parent v15); WITH_V16=0 leaves it out
+REPO0=$(cd "$(dirname "$0")/.." && pwd)
+RUNGS=${RUNGS:-$(cd "$REPO0/kernels/wip" && ls -d v[0-9]*/ 2>/dev/null | tr -d / | tr '\n' ' ')}
+export RUNGS
 if [ "${1:-}" = "--prebuild" ]; then
-  # Here, no GPU: build in a copy of the committed tree with v15 moved, into this checkout's cache.
+  # Here, no GPU: build in a copy of the committed tree with the rungs moved, into this checkout's cache.
   set -e
   REPO=$(git rev-parse --show-toplevel); PY=${PYTHON:-$REPO/.venv/bin/python}; [ -x "$PY" ] || PY=python3
   T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
   git -C "$REPO" archive HEAD | tar x -C "$T"
-  for v in $V15 $V16; do [ -d "$T/kernels/wip/$v" ] && mv "$T/kernels/wip/$v" "$T/kernels/"; done
+  for v in $RUNGS; do [ -d "$T/kernels/wip/$v" ] && mv "$T/kernels/wip/$v" "$T/kernels/"; done
   cd "$T"
   CARRY="$REPO/.cache/whowaits/build-carry"; rm -rf "$CARRY"; mkdir -p "$CARRY"
   WHOWAITS_CARRY_DIR="$CARRY" WHOWAITS_BUILD_DIR="$REPO/.cache/whowaits/build" "$PY" - <<'EOF'
@@ -71,8 +47,8 @@ assert kernels.__file__.startswith(__import__("os").getcwd()), kernels.__file__ 
 jobs = {}
 bench = ["b1_h64_s1024_d128_fp16", "b4_h16_s4096_d128_fp16", "b4_h16_s4096_d128_fp16_causal", "b1_h3_s320_d128_fp16"]
 extra = ["b4_h16_s4096_d128_bf16", "b4_h32_s4096_d64_fp16", "b1_h16_s16384_d128_fp16"]
-for vid, shapes in (("v15", list(DEFAULT_SHAPES) + bench + extra), ("v16", list(DEFAULT_SHAPES) + bench + extra),
-                    ("v12", bench), ("v14", bench + extra)):
+new = [(r, list(DEFAULT_SHAPES) + bench + extra) for r in __import__("os").environ["RUNGS"].split()]
+for vid, shapes in new + [("v12", bench), ("v14", bench + extra)]:
     v = registry.get(vid)
     for key in shapes:
         s = Shape.parse(key)
@@ -94,7 +70,7 @@ fi
 : "${WHOWAITS_GIT_COMMIT:?set WHOWAITS_GIT_COMMIT=<commit of the code> (the device copy has no .git of its own)}"
 export WHOWAITS_GIT_COMMIT
 BUDGET=${BUDGET:-420}
-R=/tmp/v15run; rm -rf "$R"; mkdir -p "$R"
+R=/tmp/wiprun; rm -rf "$R"; mkdir -p "$R"
 export PYTHONUNBUFFERED=1 WHOWAITS_CACHE_DIR=/tmp/whowaits-parse
 # the prebuilt cubins this call needs (only those: the whole build cache and the tracked tree exceed the 64 MiB carry)
 [ -d .cache/whowaits/build-carry ] && export WHOWAITS_BUILD_DIR=$PWD/.cache/whowaits/build-carry
@@ -104,17 +80,17 @@ stamp() { echo "== $1 at +$(( $(date +%s) - T0 ))s"; }
 finish() { stamp done; tar czf "$OUT/results.tgz" -C "$R" . && ls -la "$OUT"; exit 0; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$R/nvidia-smi.txt" 2>&1
 stamp move
-NEW="$V15"; [ "${WITH_V16:-1}" = 1 ] && NEW="$V15 $V16"
+NEW="$RUNGS"
 for v in $NEW; do
   if [ -d "kernels/wip/$v" ] && [ ! -d "kernels/$v" ]; then mv "kernels/wip/$v" kernels/; fi
+  ls -d "kernels/$v" || { echo "no kernels/$v"; finish; }
 done
-ls -d "kernels/$V15" || { echo "no kernels/$V15"; finish; }
 stamp install
 timeout -k 5 60 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$R/pip.txt" 2>&1; echo "pip rc=$?"
 python3 -c "from kernels import registry; print([registry.get(v).id for v in '$NEW'.split()])" || finish
 
 if [ "${1:-}" = "--full-bench" ]; then
-  # Second call: every rung (v01..v15, v16 if moved) and the baselines at the README's two shapes, one process
+  # Second call: every rung (the landed ones and $RUNGS, moved) and the baselines at the README's two shapes, one process
   # per shape (v13's call: the 13-rung bench at b1 took ~23 s, at b4 about a minute).
   for s in b1_h64_s1024_d128_fp16 b4_h16_s4096_d128_fp16; do
     stamp "full bench $s"
@@ -129,7 +105,7 @@ stamp sanitize-start
 for v in $NEW; do
   for tool in synccheck racecheck; do
     # 9 tiles (3 query blocks x 3 heads, the last ragged) of 3 key blocks on 2 CTAs: every CTA crosses tiles, and
-    # every batch passes v15's fence (the re-check of the pending PV's V barrier) before its wait_group 0
+    # every batch crosses a tile boundary (v15's fence, v17's store protocol with a ragged last query block)
     ( WHOWAITS_MAX_CTAS=2 timeout -k 5 80 compute-sanitizer --tool $tool python3 -m kernels.runner $v \
         --shape b1_h3_s320_d128_fp16 --warmup 0 > "$R/$tool-${v%%_*}.txt" 2>&1; echo "rc=$?" >> "$R/$tool-${v%%_*}.txt" ) &
   done
@@ -160,7 +136,7 @@ timeout -k 5 170 whowaits bench v12 v14 $OK --repeat ${REPEAT:-3} --shape b1_h64
 echo "bench rc=$?"; grep -E "^(v1|sdpa-(cudnn|flash)|flex|shape|#)|best version" "$R/bench.txt" | cut -c1-140
 if [ "$(left)" -gt 30 ]; then
   stamp profile-b1
-  # the rungs that passed, in one ncu session (v15 first: its report is the one the hypothesis names)
+  # the rungs that passed, in one ncu session
   WHOWAITS_BUILD_DIR=/tmp/whowaits-devbuild timeout -k 5 $(( $(left) - 5 )) whowaits profile $OK \
     --shape b1_h64_s1024_d128_fp16 --out "$R/reports" --gpu h200 > "$R/profile-b1.txt" 2>&1
   echo "profile$OK b1 rc=$?"; tail -2 "$R/profile-b1.txt"
@@ -179,8 +155,8 @@ if [ "$(left)" -gt 90 ]; then
   echo "bench extra rc=$?"; grep -E "^(v1|sdpa-cudnn|flex|shape)|best version" "$R/bench-extra.txt" | cut -c1-140
 fi
 if [ "$(left)" -gt 40 ] && [ "${WITH_TRACE:-1}" = 1 ]; then
-  # issue 12: v15's measured trace (format 2, end pairs), the rung whose traced and untraced schedules agree
-  # (reports/h200/traces/sass-windows.txt); ~20-30 s. Commit its summary under reports/h200/traces-format2/.
+  # issue 12: the rungs' measured traces (format 2, end pairs)
+  # ~20-30 s each. Commit their summaries under reports/h200/traces-format2/.
   stamp trace
   for v in $OK; do
     [ "$(left)" -lt 30 ] && break

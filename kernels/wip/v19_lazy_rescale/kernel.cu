@@ -1,0 +1,445 @@
+// v19: the O rescale only when a row's max really grew (ladder III, after v18). v18's kernel with one change, in
+// softmax / rescale_o: FlashAttention-4's conditional rescale. Each warp keeps its rows' running maxima unless one
+// of its rows grew by more than 8 in the exp2 domain (__any_sync), so once the maxima settle (after a few key tiles
+// of a long row) the batch skips the 64 FMUL of O *= alpha (d128) that ptxas had sunk into the pingpong's batch
+// issue (v14-v18: 63 FMUL between BAR.SYNC and the last HGMMA of the loop's batch).
+//
+// From v18:
+// v18: v17's TMA-store epilogue with v16's descriptor iterator (ladder III, after v17). v17's kernel with one change,
+// the issue_qk / issue_pv of v16 (measured 2026-12-01 on top of v15's scheduling fence, which v17 does not have):
+// each wgmma shared-memory descriptor is built once per batch and operand and every k16 step adds its byte offset
+// >> 4 to the descriptor's low word (CUTLASS's descriptor iterator) instead of a full make_desc_sw128 per step.
+// Exact for the same reason as in v16: the start-address field is bits 0-13 of the low word and every shared
+// address stays below 0x40000 (v17's 230,400 B of dynamic smem included), so the add never carries out of it.
+//
+// From v17:
+// v17: the epilogue through shared memory and one TMA store per consumer (ladder III, after v16; parent v14, the
+// fastest rung measured: v15 and v16 were slower in the same run). v14's kernel with one change, in store_o: each
+// consumer warpgroup writes its finished 64 x D O tile (scaled by 1/l, packed to 16 bits) into its own staging
+// buffer sO[c] in the 128-byte-swizzled TMA layout (st.shared, conflict-free: the 8 rows of a quad's column sit in
+// 8 different 16-byte chunks), fences the writes for the async proxy, syncs its 128 threads on named barrier 3 + c,
+// and one thread issues the box store(s) (cp.async.bulk.tensor ... bulk_group; a 4th tensor map, ABI
+// tensor_maps_persistent_o) and moves on; the next store_o of that warpgroup, a tile later, first waits for that
+// group's shared-memory reads (cp.async.bulk.wait_group.read 0) and the same barrier.
+//
+// Why: v14 stores O straight from registers, 2 x D/8 STG.32 per thread (at d128 32, each warp instruction 8 rows x
+// 16 bytes: half-sector writes that L2 must merge), in the cross-tile batch after the PV wait and before the
+// consumer's next turn; every CTA of the persistent grid reaches that point at about the same time (tiles of one
+// round are alike), so the stores of 132 CTAs meet in the LSU and L2 queues at once (v14 b1_h64_s1024 report: STG
+// 289 samples, lg_throttle 191; whowaits timeline: tensor_pct dips at every one of the 3 tile boundaries, the l2_pct
+// peaks there). A TMA store leaves the consumer after 32 STS + 2 bar.sync of its own warpgroup and writes whole
+// 128-byte lines from the async proxy while the consumer already runs the next tile's batches.
+// Shared memory: tma_q2_kv_o = v14's 192 KB + 1 KB slack + kBlockM x D x 2 (32 KB at d128) = 230,400 B dynamic,
+// + 128 B static barriers = 230,528 B of the 232,448 B an H200 CTA may use.
+//
+// From v14:
+// v14: the next tile's first QK^T under the current tile's last PV (ladder III, after step 4). v13's persistent
+// kernel (producer + 2 pingpong consumers, softmax under the consumer's own PV, one CTA per SM walking the
+// (query block, head) tiles), with the tile boundary removed from each consumer's batch sequence:
+//  - Q is double-buffered (sQ[2], q_full[2], q_empty[2]; 2 x 32 KB Q + 2 x 2 x 32 KB K/V = 192 KB at d128),
+//    so the producer loads tile it+1's Q while tile it still reads its own (v13 waited for the last QK^T);
+//  - a consumer's batches run across tiles without a break: the batch that issues PV[last] of tile it issues
+//    QK^T[0] of tile it+1 first, so the first QK^T of every tile but the CTA's first one runs on the tensor
+//    cores beside the previous tile's last PV, and its softmax runs while that PV finishes (v13: batch 0 of
+//    each tile had QK^T[0] alone and the last batch PV alone, one pingpong turn each);
+//  - the epilogue (direct O stores of the finished tile) follows that batch's PV wait, while the other
+//    consumer holds the tensor cores; the pingpong alternation runs over the whole CTA life (consumer 1
+//    arrives once up front and skips its very last arrive).
+#pragma once
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math_constants.h>
+
+#include "common/sm80/attn_mask.cuh"
+#include "common/sm80/softmax_math.cuh"
+#include "common/sm90/mbarrier.cuh"
+#include "common/sm90/named_barrier.cuh"
+#include "common/sm90/pipeline.cuh"
+#include "common/sm90/setmaxnreg.cuh"
+#include "common/sm90/tma.cuh"
+#include "common/sm90/tma_store.cuh"
+#include "common/sm90/wgmma.cuh"
+
+#ifndef WHOWAITS_NAMESPACE
+#define WHOWAITS_NAMESPACE v19_lazy_rescale
+#endif
+
+namespace whowaits { namespace WHOWAITS_NAMESPACE {
+
+template <typename Element, int kHeadDim, int kBlockM, int kBlockN, int kConsumers, int kStages, bool kCausal>
+__global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
+    flash_fwd(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
+              const __grid_constant__ CUtensorMap tmap_v, const __grid_constant__ CUtensorMap tmap_o,
+              Element* __restrict__ o, int seqlen, float softmax_scale,
+              int num_bh) {
+    using namespace whowaits::common;
+    using namespace whowaits::sm90;
+    static_assert(kConsumers == 2, "pingpong between exactly 2 consumer warpgroups");
+    static_assert(kBlockM == 64 * kConsumers, "64 query rows per consumer warpgroup");
+    static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128 (wgmma N of the PV product)");
+    static_assert(kBlockN == 64 || kBlockN == 128, "block_n 64 or 128 (wgmma N of the QK product)");
+    static_assert(kStages >= 2 && kStages <= 4, "a ring of 2 to 4 K/V stages");
+    constexpr int kNTiles = kBlockN / 8, kDTiles = kHeadDim / 8;
+    constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
+    constexpr uint32_t kTileBytes = kBlockN * kHeadDim * sizeof(Element);
+    constexpr uint32_t kSchedThreads = 2 * 128;  // both consumers take part in each scheduler barrier
+    constexpr uint32_t kSchedBar0 = 1;           // ids 1, 2 (0 is __syncthreads)
+    constexpr uint32_t kStoreBar0 = 3;           // ids 3, 4: one consumer warpgroup's 128 threads around its O store
+
+    // @region other
+    WHOWAITS_TRACE_INIT();  // issue 12: the measured trace's per-warpgroup cursors (nothing when off)
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    Element* sQ = reinterpret_cast<Element*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    Element* sK = sQ + 2 * kBlockM * kHeadDim;  // sQ[0], sQ[1]: two Q buffers
+    Element* sV = sK + kStages * kBlockN * kHeadDim;
+    Element* sO = sV + kStages * kBlockN * kHeadDim;  // sO[c]: consumer c's 64 x kHeadDim staging tile (1024-aligned)
+    __shared__ uint64_t full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
+    __shared__ uint64_t q_full[2], q_empty[2];  // Q buffer b = tile counter & 1
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wg = warp >> 2, warp_in_wg = warp & 3;
+    // Static tile scheduler: tile -> (bh, m_block); consecutive tiles share a head, heaviest query blocks first.
+    const int m_blocks = (seqlen + kBlockM - 1) / kBlockM;
+    const int num_tiles = m_blocks * num_bh;
+    auto tile_bh = [&](int tile) { return tile / m_blocks; };
+    auto tile_row0 = [&](int tile) { return (m_blocks - 1 - tile % m_blocks) * kBlockM; };
+    auto kv_blocks = [&](int row0) {
+        const int nb = (seqlen + kBlockN - 1) / kBlockN;
+        return kCausal ? min(nb, (row0 + kBlockM + kBlockN - 1) / kBlockN) : nb;  // skip above-diagonal
+    };
+
+    // @region sync
+    if (tid == 0) {
+        prefetch_tensor_map(&tmap_q);
+        prefetch_tensor_map(&tmap_k);
+        prefetch_tensor_map(&tmap_v);
+        prefetch_tensor_map(&tmap_o);
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+            mbar_init(&q_full[b], 1);
+            mbar_init(&q_empty[b], kConsumers * 4);  // one release per consumer warp once its last QK^T of a tile is done
+        }
+#pragma unroll
+        for (int s = 0; s < kStages; ++s) {
+            mbar_init(&full_k[s], 1);
+            mbar_init(&full_v[s], 1);
+            mbar_init(&empty_k[s], kConsumers * 4);  // one release per consumer warp
+            mbar_init(&empty_v[s], kConsumers * 4);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();  // the last CTA-wide barrier
+
+    if (wg == 0) {
+        // ---------------- producer warpgroup ----------------
+        setmaxnreg_dec<RegSplit<kConsumers>::kProducer>();
+        if (tid == 0) {
+            int kv = 0;  // K/V tiles issued so far by this CTA: ring index and phase continue across tiles
+            int it = 0;
+            for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x, ++it) {
+                const int bh = tile_bh(tile), row0 = tile_row0(tile), n_blocks = kv_blocks(row0);
+                {
+                    // @region load_q
+                    // Q of this tile into buffer it & 1, before its K/V: that buffer was last read by tile it - 2
+                    // (phase (it >> 1) - 1 of q_empty[it & 1]), long done by the time the ring lets us get here.
+                    const int b = it & 1;
+                    if (it >= 2) mbar_wait(&q_empty[b], ((it >> 1) - 1) & 1);  // @region sync
+                    mbar_arrive_expect_tx(&q_full[b], kQBytes);
+                    tma_load_tile<kBlockM, kHeadDim>(sQ + b * kBlockM * kHeadDim, &tmap_q, &q_full[b], row0, bh);
+                }
+                for (int t = 0; t < n_blocks; ++t, ++kv) {
+                    // @region load_kv
+                    const auto st = PipeState<kStages>::at(kv);
+                    if (kv >= kStages) mbar_wait(&empty_k[st.index], st.phase ^ 1u);  // @region sync
+                    mbar_arrive_expect_tx(&full_k[st.index], kTileBytes);
+                    tma_load_tile<kBlockN, kHeadDim>(sK + st.index * kBlockN * kHeadDim, &tmap_k, &full_k[st.index],
+                                                     t * kBlockN, bh);
+                    if (kv >= kStages) mbar_wait(&empty_v[st.index], st.phase ^ 1u);  // @region sync
+                    mbar_arrive_expect_tx(&full_v[st.index], kTileBytes);
+                    tma_load_tile<kBlockN, kHeadDim>(sV + st.index * kBlockN * kHeadDim, &tmap_v, &full_v[st.index],
+                                                     t * kBlockN, bh);
+                }
+            }
+        }
+        return;
+    }
+
+    // ---------------- consumer warpgroups ----------------
+    // @region other
+    setmaxnreg_inc<RegSplit<kConsumers>::kConsumer>();
+    const int c = wg - 1;                             // consumer index: query rows c*64 .. c*64 + 63
+    const int warp_row0 = c * 64 + warp_in_wg * 16;  // CTA-relative first row of this warp's 16
+    const uint32_t q_base = smem_addr(sQ) + c * 64 * 128;
+    const uint32_t k_base = smem_addr(sK), v_base = smem_addr(sV);
+    const float scale_log2 = softmax_scale * 1.4426950408889634f;
+
+    float acc_o[kDTiles][4];
+    float row_max[2], row_sum[2];
+    int cta_row0 = 0, n_blocks = 0, kv_base = 0;  // the current tile's first query row, key tiles, ring offset
+    float s[1][kNTiles][4];
+    uint32_t pa[kBlockN / 16][4];  // P[n-1] packed to 16 bits: the A fragments of PV[n-1]
+    float alpha[2] = {1.f, 1.f};                           // O's pending rescale for rows g, g + 8
+
+    // @region qk
+    auto issue_qk = [&](int kv_abs, int qbuf) {
+        const uint64_t qa = make_desc_sw128(q_base + qbuf * kQBytes, 16, 1024);
+        const uint64_t kb = make_desc_sw128(k_base + (kv_abs % kStages) * kTileBytes, 16, 1024);
+        uint32_t qa_lo = static_cast<uint32_t>(qa), kb_lo = static_cast<uint32_t>(kb);
+        const uint32_t hi = static_cast<uint32_t>(qa >> 32);  // SBO + swizzle bits: the same for A and B
+        // Opaque to the optimiser (one register per operand): otherwise it may hoist every (stage, k-step)
+        // descriptor out of the loop and keep them all live beside S, O and P. Each k16 step below adds its byte
+        // offset >> 4 to the start-address field (bits 0-13: no carry, every address < 0x40000).
+        asm volatile("" : "+r"(qa_lo), "+r"(kb_lo));
+#pragma unroll
+        for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+            const uint64_t da = (static_cast<uint64_t>(hi) << 32) | (qa_lo + (((kk >> 2) * kBlockM * 128 + (kk & 3) * 32) >> 4));
+            const uint64_t db = (static_cast<uint64_t>(hi) << 32) | (kb_lo + (((kk >> 2) * kBlockN * 128 + (kk & 3) * 32) >> 4));
+            WgmmaSS<Element, kBlockN>::run(s[0], da, db, kk > 0 ? 1 : 0);
+        }
+        wgmma_commit();
+    };
+    // @region pv
+    auto issue_pv = [&](int n) {
+        const uint64_t vb = make_desc_sw128(v_base + ((kv_base + n) % kStages) * kTileBytes, kBlockN * 128, 1024);
+        uint32_t vb_lo = static_cast<uint32_t>(vb);
+        const uint32_t hi = static_cast<uint32_t>(vb >> 32);
+        asm volatile("" : "+r"(vb_lo));
+#pragma unroll
+        for (int kk = 0; kk < kBlockN / 16; ++kk) {
+            const uint64_t dv = (static_cast<uint64_t>(hi) << 32) | (vb_lo + ((kk * 16 * 128) >> 4));
+            WgmmaRS<Element, kHeadDim, true>::run(acc_o, pa[kk], dv, 1);
+        }
+        wgmma_commit();
+    };
+    // @region sync
+    auto release = [&](uint64_t* bars, int kv_abs) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&bars[kv_abs % kStages]);
+    };
+    // @region softmax
+    // Online softmax of S[n] on the warp's 16 rows (rows g and g + 8 of each quad), touching neither O nor P
+    // (PV[n-1] may still be reading P[n-1] and accumulating into O), with a lazy max (FlashAttention-4's
+    // conditional rescale): a row's running max is moved up only when some row of the warp grew by more than
+    // kRescaleLog2 (2^8) in the exp2 domain; otherwise the warp keeps its stale maxima, so its exponentials may reach
+    // 2^8 (exact in fp32, and P = 256 is exact in fp16/bf16) and O needs no rescale: rescale_pending stays false
+    // and the next batch skips rescale_o's kDTiles x 4 FMUL. The sum and O always use the same max per row, so
+    // O / l is unchanged in exact arithmetic. The decision is warp-uniform (__any_sync), so the skip is a branch.
+    constexpr float kRescaleLog2 = 8.f;
+    bool rescale_pending = false;
+    auto softmax = [&](int n) {
+        const int key0 = n * kBlockN;
+        if (tile_needs_mask<kBlockM, kBlockN, kCausal>(key0, cta_row0, seqlen))
+            apply_mask<kBlockN, 1, kCausal>(s, key0, cta_row0 + warp_row0, seqlen, lane);
+        float mx[2];
+        bool grew = false;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            mx[h] = row_max[h];
+#pragma unroll
+            for (int j = 0; j < kNTiles; ++j) mx[h] = fmaxf(mx[h], fmaxf(s[0][j][2 * h], s[0][j][2 * h + 1]));
+            mx[h] = quad_max(mx[h]);
+            grew |= row_max[h] == -CUDART_INF_F ? mx[h] != -CUDART_INF_F
+                                                : (mx[h] - row_max[h]) * scale_log2 > kRescaleLog2;
+        }
+        const bool move = __any_sync(0xffffffffu, grew);
+        rescale_pending = move && n > 0;  // at n = 0 O is zero (alpha would be exp2(-inf) = 0 or 1: no FMUL needed)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            if (move) {
+                const float m_new = mx[h] == -CUDART_INF_F ? 0.f : mx[h] * scale_log2;
+                alpha[h] = fast_exp2(fmaf(row_max[h], scale_log2, -m_new));  // row_max -inf: 0 (O, l are zero)
+                row_sum[h] *= alpha[h];
+                row_max[h] = mx[h];
+            }
+            const float m_scaled = row_max[h] == -CUDART_INF_F ? 0.f : row_max[h] * scale_log2;
+            float sum = 0.f;
+#pragma unroll
+            for (int j = 0; j < kNTiles; ++j) {
+                s[0][j][2 * h] = fast_exp2(fmaf(s[0][j][2 * h], scale_log2, -m_scaled));
+                s[0][j][2 * h + 1] = fast_exp2(fmaf(s[0][j][2 * h + 1], scale_log2, -m_scaled));
+                sum += s[0][j][2 * h] + s[0][j][2 * h + 1];
+            }
+            row_sum[h] += sum;
+        }
+    };
+    // P = exp'd S packed to 16 bits (only once PV[n-1], which reads the previous P, has completed).
+    auto pack_p = [&]() {
+#pragma unroll
+        for (int kk = 0; kk < kBlockN / 16; ++kk) {
+            pa[kk][0] = pack2<Element>(s[0][2 * kk][0], s[0][2 * kk][1]);
+            pa[kk][1] = pack2<Element>(s[0][2 * kk][2], s[0][2 * kk][3]);
+            pa[kk][2] = pack2<Element>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+            pa[kk][3] = pack2<Element>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+        }
+    };
+    // O *= alpha (after the PV that wrote O last has completed).
+    auto rescale_o = [&]() {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int j = 0; j < kDTiles; ++j) {
+                acc_o[j][2 * h] *= alpha[h];
+                acc_o[j][2 * h + 1] *= alpha[h];
+            }
+    };
+
+    // @region epilogue
+    // O *= 1/l of the finished tile (inv_l computed before the next tile's softmax overwrote row_sum), packed to
+    // 16 bits into this consumer's staging tile sO[c] (tma.cuh's swizzled [64][kHeadDim] layout: for a quad's
+    // column pair the 8 rows g land in 8 different 16-byte chunks, so each st.shared.b32 of a warp is
+    // conflict-free), then one thread stores the tile with TMA (rows past seqlen are clipped by the map) and the
+    // warpgroup goes on; O restarts from zero. The staging tile is written again only a tile later, after the
+    // issuer has seen that store's shared-memory reads finish.
+    const bool store_issuer = warp_in_wg == 0 && lane == 0;
+    Element* const so = sO + c * 64 * kHeadDim;
+    const uint32_t so_addr = smem_addr(so);
+    auto store_o = [&](int bh, int row0, const float (&inv_l)[2]) {
+        if (store_issuer) tma_store_wait_read<0>();   // the previous tile's store has read sO[c]
+        named_bar_sync(kStoreBar0 + c, 128);          // @region sync
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = warp_in_wg * 16 + g + 8 * h;  // row within this consumer's 64
+#pragma unroll
+            for (int j = 0; j < kDTiles; ++j)
+                st_shared_b32(so_addr + 2 * sw128_offset<64>(r, 8 * j + 2 * t),
+                              pack2<Element>(acc_o[j][2 * h] * inv_l[h], acc_o[j][2 * h + 1] * inv_l[h]));
+        }
+        fence_proxy_async_smem();              // the st.shared above, before the async proxy reads them
+        named_bar_sync(kStoreBar0 + c, 128);  // @region sync
+        if (store_issuer && row0 + c * 64 < seqlen) tma_store_tile<64, kHeadDim>(so, &tmap_o, row0 + c * 64, bh);
+#pragma unroll
+        for (int j = 0; j < kDTiles; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_o[j][e] = 0.f;
+    };
+    auto finish_sums = [&](float (&inv_l)[2]) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const float l = quad_sum(row_sum[h]);
+            inv_l[h] = l > 0.f ? __fdividef(1.f, l) : 0.f;
+        }
+    };
+
+    // @region sync
+    // Scheduler barriers: my turn = bar.sync on my id; after issuing, hand the turn to the other consumer. The
+    // alternation runs over the CTA's whole life: consumer 1 arrives once here, and skips its very last arrive.
+    const uint32_t my_bar = kSchedBar0 + c, other_bar = kSchedBar0 + (1 - c);
+    int tile = blockIdx.x;
+    if (tile >= num_tiles) return;
+    int it = 0, bh = tile_bh(tile);
+    cta_row0 = tile_row0(tile);
+    n_blocks = kv_blocks(cta_row0);
+#pragma unroll
+    for (int j = 0; j < kDTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_o[j][e] = 0.f;
+    row_max[0] = row_max[1] = -CUDART_INF_F;
+    row_sum[0] = row_sum[1] = 0.f;
+    if (c == 1) named_bar_arrive(kSchedBar0, kSchedThreads);  // consumer 0 issues first
+
+    // The CTA's first batch: QK^T[0] of its first tile alone.
+    mbar_wait(&q_full[0], 0);
+    {
+        const auto first = PipeState<kStages>::at(kv_base);
+        mbar_wait(&full_k[first.index], first.phase);
+    }
+    named_bar_sync(my_bar, kSchedThreads);
+    wgmma_fence();
+    issue_qk(kv_base, 0);  // @region qk
+    named_bar_arrive(other_bar, kSchedThreads);
+    wgmma_wait<0>();
+    fence_operands(s[0]);
+    release(empty_k, kv_base);
+    softmax(0);  // @region softmax  (alpha = 1: O is still zero)
+    pack_p();    // @region softmax
+
+    for (;;) {
+        const int qb = it & 1;
+        // Batch n: QK^T[n] then PV[n-1]; softmax[n] as soon as QK^T[n] is done, while PV[n-1] runs.
+        for (int n = 1; n < n_blocks; ++n) {
+            const auto prev = PipeState<kStages>::at(kv_base + n - 1);
+            const auto cur = PipeState<kStages>::at(kv_base + n);
+            if (rescale_pending) rescale_o();  // @region softmax  (alpha[n-1]: PV[n-2] completed)
+            mbar_wait(&full_k[cur.index], cur.phase);    // @region sync
+            mbar_wait(&full_v[prev.index], prev.phase);  // @region sync
+            named_bar_sync(my_bar, kSchedThreads);       // @region sync
+            fence_operands(acc_o);
+            wgmma_fence();
+            issue_qk(kv_base + n, qb);  // @region qk
+            issue_pv(n - 1);            // @region pv
+            named_bar_arrive(other_bar, kSchedThreads);  // @region sync
+            wgmma_wait<1>();  // QK^T[n] done (groups complete in order), PV[n-1] may still run
+            fence_operands(s[0]);
+            release(empty_k, kv_base + n);  // @region sync
+            softmax(n);                     // @region softmax
+            wgmma_wait<0>();                // PV[n-1] done: O and P[n-1]'s registers are free again
+            fence_operands(acc_o);
+            release(empty_v, kv_base + n - 1);  // @region sync
+            pack_p();                           // @region softmax
+        }
+
+        // Every QK^T of this tile has completed: Q buffer qb may take tile it + 2's Q.
+        __syncwarp();                              // @region sync
+        if (lane == 0) mbar_arrive(&q_empty[qb]);  // @region sync
+
+        const auto last = PipeState<kStages>::at(kv_base + n_blocks - 1);
+        const int next = tile + gridDim.x;
+        float inv_l[2];
+        if (next < num_tiles) {
+            // Cross-tile batch: QK^T[0] of the next tile, then PV[last] of this one.
+            const int next_bh = tile_bh(next), next_row0 = tile_row0(next), next_kv = kv_base + n_blocks;
+            const auto first = PipeState<kStages>::at(next_kv);
+            if (rescale_pending) rescale_o();                // @region softmax
+            mbar_wait(&q_full[qb ^ 1], ((it + 1) >> 1) & 1);  // @region sync
+            mbar_wait(&full_k[first.index], first.phase);    // @region sync
+            mbar_wait(&full_v[last.index], last.phase);      // @region sync
+            named_bar_sync(my_bar, kSchedThreads);           // @region sync
+            fence_operands(acc_o);
+            wgmma_fence();
+            issue_qk(next_kv, qb ^ 1);  // @region qk
+            issue_pv(n_blocks - 1);     // @region pv
+            named_bar_arrive(other_bar, kSchedThreads);  // @region sync
+            wgmma_wait<1>();  // QK^T[0] of the next tile done, PV[last] may still run
+            fence_operands(s[0]);
+            release(empty_k, next_kv);  // @region sync
+            finish_sums(inv_l);         // @region epilogue  (this tile's row sums are final)
+            const int done_bh = bh, done_row0 = cta_row0;
+            bh = next_bh;
+            cta_row0 = next_row0;
+            row_max[0] = row_max[1] = -CUDART_INF_F;
+            row_sum[0] = row_sum[1] = 0.f;
+            softmax(0);       // @region softmax  (the next tile's S[0]; alpha = 1)
+            wgmma_wait<0>();  // PV[last] done: O of this tile is final
+            fence_operands(acc_o);
+            release(empty_v, kv_base + n_blocks - 1);  // @region sync
+            store_o(done_bh, done_row0, inv_l);        // @region epilogue
+            pack_p();                                  // @region softmax
+            kv_base = next_kv;
+            n_blocks = kv_blocks(cta_row0);
+            tile = next;
+            ++it;
+            continue;
+        }
+
+        // The CTA's last batch: PV[last] alone. Consumer 1 skips its final arrive so both barriers end balanced.
+        if (rescale_pending) rescale_o();            // @region softmax
+        mbar_wait(&full_v[last.index], last.phase);  // @region sync
+        named_bar_sync(my_bar, kSchedThreads);       // @region sync
+        fence_operands(acc_o);
+        wgmma_fence();
+        issue_pv(n_blocks - 1);  // @region pv
+        if (c == 0) named_bar_arrive(other_bar, kSchedThreads);  // @region sync
+        wgmma_wait<0>();
+        fence_operands(acc_o);
+        release(empty_v, kv_base + n_blocks - 1);  // @region sync
+        finish_sums(inv_l);                        // @region epilogue
+        store_o(bh, cta_row0, inv_l);              // @region epilogue
+        if (store_issuer) tma_store_wait_all<0>();  // @region epilogue  (sO[c] stays valid until the store is done)
+        break;
+    }
+    WHOWAITS_TRACE_FINISH();  // issue 12: the events still parked after the last wait (nothing when off)
+}
+
+}}  // namespace whowaits::WHOWAITS_NAMESPACE

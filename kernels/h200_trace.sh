@@ -8,7 +8,8 @@
 #   BUDGET=240 GOLDEN=1 VERSIONS="v10 v11 v12" bash kernels/h200_trace.sh                 (the first trace's run)
 #   BUDGET=170 EXTRA_SHAPES=b4_h16_s4096_d128_fp16 VERSIONS="v10 v11 v12" bash kernels/h200_trace.sh  (trace2's)
 #
-# Trace format 2 (parked stamps, trace.cuh; NOT MEASURED YET). What the next run should show, written before it:
+# Trace format 2 (parked stamps, trace.cuh; MEASURED 2026-12-01 at c1c9c6e, verdict below: the hypothesis FAILED).
+# What the run should show, written before it:
 # * inside every wgmma commit -> wait window the trace now adds only parked stamps (CS2R + predicated STS.128, no
 #   load, no global store: scripts/trace_windows.py, tests/test_trace.py), 6 instructions each instead of the
 #   97-144-cycle ordinary stamp (LDS + STG + STS + branch) the committed traces paid 1-3 times per window; so the
@@ -24,12 +25,27 @@
 # * dropped_events 0 (a window parks at most 7 of WHOWAITS_TRACE_PARK = 16) and full_slots 0
 #   (CAPACITY_PERSISTENT = 4096 events per slot for v13/v14).
 # The strict xfails of tests/test_trace.py describe the committed format-1 traces and stay as they are.
+# Verdict (WHOWAITS_GIT_COMMIT=c1c9c6e BUDGET=170 bash kernels/h200_trace.sh; v15/v16 from kernels/h200_v15.sh at the
+# same commit; reports/h200/traces-format2/, the device's output in its run-2026-12-01.txt; README, trace format 2):
+# * dropped_events 0 and full_slots 0 everywhere, output bit-identical, the clock fitted on 132 SMs: as expected;
+# * overhead +28.9/+46.2/+52.4/+48.8/+53.9% (v10-v14; v15 +50.2, v16 +52.5), not +10-40% except v10, and above
+#   format 1's +10.6/+26.9/+33.4%: the flush costs more than the windows saved;
+# * the wgmma waits did not come back (traced 6.3/4.9/1.7/1.4/1.4%, v15 1.3, v16 1.4% of warp-cycles): the heaviest
+#   traced edge is producer <- empty ring (v10 7.0%, v13 6.2, v14 7.2, v15 7.3, v16 7.3%) or the Q wait (v11 6.2,
+#   v12 6.1%), not the static graph's wgmma group (25.9/16.5/15.4/12.7/15.0%, v16 6.9%); only v15 agrees (static:
+#   producer <- empty ring 4.7%). v12-v14: their traced PV window holds the softmax, a schedule ncu does not
+#   sample; v16: the 4 parked stamps in its short QK^T window (32/28 untraced instructions) let the group finish;
+#   v10/v11: no wgmma wait finds its group done, so a park's cost (stamp-bounded: 151/85) is not measured, and
+#   v10 agrees for any park under 129.8 cycles (v12-v16 measure 26-39), v11 only under 16.3;
+# * park_cycles well under stamp_cycles where measurable (26-39 vs 79-86, v12-v16).
 #
 # Committing the result (on the dev machine, from the returned files_at folder):
 #   tar xzf <files_at>/results.tgz -C /tmp/t2 && for v in v10_warp_specialized v11_pingpong v12_intra_wg_overlap \
 #     v13_persistent v14_cross_tile_qk; do mkdir -p reports/h200/traces-format2/$v && \
-#     cp /tmp/t2/traces/$v/*.trace-raw.npz reports/h200/traces-format2/$v/ && \
+#     cp /tmp/t2/traces/$v/*.trace-raw.npz reports/h200/traces-format2/$v/ && WHOWAITS_REPORTS_DIR=reports/h200 \
 #     whowaits trace $v --raw reports/h200/traces-format2/$v/b1_h64_s1024_d128_fp16.trace-raw.npz; done
+#   (WHOWAITS_REPORTS_DIR relative: the summaries name the report by its path in the repository; the device's
+#   printed traces/*.txt, build/*.txt and nvidia-smi.txt go into reports/h200/traces-format2/run-<date>.txt.)
 #   (re-analysed here: the device has no ncu_report, so its summaries name mbarriers by address; --raw adds the
 #   static graph's labels and heaviest_agrees.) Keep them beside, not over, reports/h200/traces/ (format 1, which
 #   the committed-summary tests and xfails describe); then write the measured figures into the README's trace

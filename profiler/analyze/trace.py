@@ -35,7 +35,14 @@ reading. A pure function of those arrays (no GPU, no ncu), so it runs on committ
   shared memory (no load, no global store), and the next ordinary stamp copies them to the slot, in order,
   with their own timestamps; their ``kind`` carries ``PARKED_BIT`` (masked off here). A wait whose begin was
   parked (every wgmma wait) holds a park's cost, calibrated alike as the shortest such wait
-  (``park_cycles``); the others one ordinary stamp (``stamp_cycles``, a wait's begin copying the parked
+  (``park_cycles``), at most one ordinary stamp: a park leaves less work after its clock read than an ordinary
+  stamp (a shared store; no global store, no branch), so a shortest parked wait longer than the stamp is one
+  that blocked — no wgmma wait of the launch found its group complete, as where every wait follows its commit
+  by one or two parked stamps and no kernel instruction (the committed format-2 v10: shortest 192 cycles, no
+  parked wait under 150, the stamp 151; v12-v16: 26-39, most of them non-blocking), and the launch does not
+  measure a park's cost; it is then bounded by the stamp (``park_bounded_by_stamp``, the shortest wait kept
+  as ``park_shortest_wait_cycles``), the most a park can leave, so the wgmma waits are counted at their
+  least. The others hold one ordinary stamp (``stamp_cycles``, a wait's begin copying the parked
   events out before its clock read). ``PARK_DROPPED`` events (arg = parked events the device lost to a full
   parking area) are counted into ``dropped_events``. Format 1 (the committed traces) has neither: every
   figure of it is computed as before.
@@ -45,7 +52,8 @@ reading. A pure function of those arrays (no GPU, no ncu), so it runs on committ
   last commit before b, or the (N+1)-th last for ``wait_group N``) and k stamps in [c, b): the consumer's
   untraced work between commit and wait is W = (b - c) - k·stamp, the tensor core's time D = e - c when the
   wait blocked, so the untraced wait is D - W = (e - b) + k·stamp (format 2: each parked stamp among the k
-  counts ``park_cycles``, each ordinary one ``stamp``). A wait that did not block (interval within
+  counts ``park_cycles``, each ordinary one ``stamp``; where ``park_cycles`` is only the stamp's bound, a
+  parked stamp counts 0 in the lower bound and the bound in the upper). A wait that did not block (interval within
   ``block_margin`` cycles of the shortest wgmma wait) gives only an upper bound ((e - b) + k·stamp) and 0 as
   the lower; ``wgmma_untraced`` reports both sums, times the consumer's warps, and whether that edge would be
   the heaviest against every other edge's calibrated warp-cycles (``agrees`` when even the lower bound is,
@@ -186,18 +194,25 @@ def _stamp_cycles(slots: list[Slot]) -> dict[str, int]:
     return {s.role: lo for s in slots}
 
 
-def _park_cycles(slots: list[Slot]) -> int | None:
-    """Format 2: the shortest wait interval whose begin was parked (a wgmma wait that found its group done):
-    what a parked begin leaves inside the interval. None for format 1 (no parked stamp)."""
-    return min((w.raw_cycles for s in slots for w in s.waits if w.begin_parked), default=None)
+def _park_cycles(slots: list[Slot]) -> tuple[int | None, int | None]:
+    """Format 2: (park cost, shortest parked wait). The shortest wait interval whose begin was parked (a wgmma
+    wait that found its group done) is what a parked begin leaves inside the interval, bounded by the shortest
+    wait whose begin was an ordinary stamp (module docstring: a longer one blocked). (None, None) for format 1
+    (no parked stamp)."""
+    shortest = min((w.raw_cycles for s in slots for w in s.waits if w.begin_parked), default=None)
+    ordinary = min((w.raw_cycles for s in slots for w in s.waits if not w.begin_parked), default=None)
+    if shortest is None or ordinary is None:
+        return shortest, shortest
+    return min(shortest, ordinary), shortest
 
 
-def _calibrate(slots: list[Slot]) -> tuple[dict[str, int], int | None]:
-    stamp, park = _stamp_cycles(slots), _park_cycles(slots)
+def _calibrate(slots: list[Slot]) -> tuple[dict[str, int], int | None, int | None]:
+    """(stamp per role, park cost, shortest parked wait), and each wait's ``stamp`` set from them."""
+    stamp, (park, shortest) = _stamp_cycles(slots), _park_cycles(slots)
     for sl in slots:
         for w in sl.waits:
             w.stamp = park if w.begin_parked else stamp.get(sl.role, 0)
-    return stamp, park
+    return stamp, park, shortest
 
 
 def _clock_ghz(slots: list[Slot], meta: dict) -> tuple[float, str]:
@@ -276,7 +291,7 @@ def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_label
     if not slots:
         return {"version": meta.get("version"), "edges": [], "missing": "no events in the trace"}
     ghz, clock_how = _clock_ghz(slots, meta)
-    stamp, park = _calibrate(slots)
+    stamp, park, park_shortest = _calibrate(slots)
     mb, nb = _releasers(slots)
     wg_role = _role
     active = sum((s.last - s.first) * warps.get(s.role, 1) for s in slots)
@@ -302,7 +317,9 @@ def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_label
                       "mean_cycles": g["cycles"] / g["waits"]})
     raw_top = max(edges, key=lambda e: e["raw_cycles"] * warps.get(e["waiter"], 1), default=None)
     edges.sort(key=lambda e: -e["warp_cycles"])
-    wgmma_est = _wgmma_untraced(slots, stamp.get("consumer", 0), edges, warps.get("consumer", 4), park=park)
+    wgmma_est = _wgmma_untraced(slots, stamp.get("consumer", 0), edges, warps.get("consumer", 4), park=park,
+                               park_lo=0 if park is not None and park_shortest is not None and park < park_shortest
+                               else park)
     overlap = _overlap(slots)
     crit = _critical(slots, mb, nb, labels, static_labels, block_cycles, n_blocks)
     spans = [(s.gt0 + (s.last - s.clk0) / ghz) - (s.gt0 - (s.clk0 - s.first) / ghz) for s in slots]
@@ -319,15 +336,18 @@ def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_label
         "edges": edges, "heaviest": edges[0] if edges else None,
         "heaviest_uncalibrated": {k: raw_top[k] for k in ("waiter", "barrier", "releaser", "raw_cycles")} if raw_top else None,
         "wgmma_untraced": wgmma_est, "overlap": overlap, "critical_path": crit,
-        **({"trace_format": 2, "park_cycles": park, "parked_events": int(sum(len(s.parked) for s in slots))}
+        **({"trace_format": 2, "park_cycles": park, "park_shortest_wait_cycles": park_shortest,
+            "park_bounded_by_stamp": park is not None and park_shortest is not None and park < park_shortest,
+            "parked_events": int(sum(len(s.parked) for s in slots))}
            if park is not None or any(s.parked for s in slots) else {}),
     }
 
 
 def _wgmma_untraced(slots: list[Slot], stamp: int, edges: list[dict], n_warps: int, *,
-                    block_margin: int = 64, park: int | None = None) -> dict | None:
+                    block_margin: int = 64, park: int | None = None, park_lo: int | None = None) -> dict | None:
     """The consumers' wgmma-group waits as the untraced kernel would have them (module docstring). Format 2:
-    a parked stamp between commit and wait gives the tensor core ``park`` cycles, an ordinary one ``stamp``."""
+    a parked stamp between commit and wait gives the tensor core ``park`` cycles (``park_lo`` in the lower
+    bound: 0 where the park's cost is only bounded), an ordinary one ``stamp``."""
     import bisect
 
     waits = [(s, w) for s in slots if s.role == "consumer" for w in s.waits if w.kind == "wgmma_group"]
@@ -346,11 +366,12 @@ def _wgmma_untraced(slots: list[Slot], stamp: int, edges: list[dict], n_warps: i
         k = i1 - i0
         ks.append(k)
         g = sum(park if (i in s.parked and park is not None) else stamp for i in range(i0, i1))
+        g_lo = sum(park_lo if (i in s.parked and park_lo is not None) else stamp for i in range(i0, i1))
         given.append(g)
         est = w.raw_cycles + g
         hi += est
         if w.raw_cycles > shortest + block_margin:
-            lo += est
+            lo += w.raw_cycles + g_lo
             blocked += 1
     others = [e for e in edges if not (e["waiter"] == "consumer" and e["barrier"] == "wgmma group")]
     top = max(others, key=lambda e: e["warp_cycles"], default=None)

@@ -95,8 +95,10 @@ def trace(
           f"({s['clock_from']})")
     print(f"overhead: untraced {o['untraced_us']:.1f} us, traced {o['traced_us']:.1f} us ({o['overhead_pct']:+.1f}%)")
     if s.get("trace_format") == 2:
+        bound = (f", bounded by the stamp: the shortest parked wait, {s['park_shortest_wait_cycles']}, blocked"
+                 if s.get("park_bounded_by_stamp") else "")
         print(f"trace format 2: {s['parked_events']} parked events (stamp {s['stamp_cycles'].get('consumer')} cycles, "
-              f"parked {s['park_cycles']}), {s['dropped_events']} dropped")
+              f"parked {s['park_cycles']}{bound}), {s['dropped_events']} dropped")
     print("edges (leader-thread wait time; share = warp-weighted, of all warpgroups' active warp-cycles):")
     for e in s["edges"]:
         print(f"  {e['waiter']:9s} —[{e['barrier']}]→ {e['releaser']:28s} {e['ns'] / 1e3:9.1f} us "

@@ -32,6 +32,9 @@ CHANGES = {
     "v14_cross_tile_qk": "the next tile's QKᵀ[0] under the current tile's last PV (two Q buffers)",
     "v15_softmax_under_pv": "softmax[n] really under its own PV[n-1]: a V-barrier re-check pins wait_group 0 below it",
     "v16_desc_iterator": "one wgmma descriptor per operand and batch, + offset per k16 step (issue 220 -> 157 instr.)",
+    "v17_tma_store_o": "the epilogue through shared memory and a TMA store (no STG; 4th tensor map)",
+    "v18_desc_iterator_o": "v17 + v16's descriptor iterator (batch issue 219 -> 155 instructions)",
+    "v19_lazy_rescale": "v18 + FA4's lazy max: O rescaled only when a row's max grew by > 2^8",
     "sdpa-flash": "torch SDPA, FlashAttention-2 backend",
     "sdpa-cudnn": "torch SDPA, cuDNN backend (wgmma)",
     "flex-attention": "torch.compile(flex_attention) (Triton)",
@@ -82,8 +85,8 @@ def table(date: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1 or not re.fullmatch(r"\d{4}-\d\d-\d\d", argv[0]):
-        print("usage: python -m kernels.readme_table YYYY-MM-DD (the bench run's date prefix)", file=sys.stderr)
+    if len(argv) != 1 or not re.fullmatch(r"\d{4}-\d\d-\d\d(T\d{4})?", argv[0]):
+        print("usage: python -m kernels.readme_table YYYY-MM-DD[THHMM] (the bench run's name prefix)", file=sys.stderr)
         return 2
     readme = ROOT / "README.md"
     text = readme.read_text()

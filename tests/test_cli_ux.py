@@ -6,6 +6,7 @@ imports it)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -32,7 +33,10 @@ def test_migration_table_says_what_the_speedup_is_against():
     path, beside = out.split("Path of the top waiter")[1].split(f"Beside the top rung ({top})")
     assert "ext-sdpa" not in path
     assert [ln[:4] for ln in beside.splitlines() if ln.startswith("  - ")] == ["  - "] * 2
-    assert "ext-sdpa-cudnn is" in beside and "ext-sdpa-flash is" in beside
+    # one sentence each against the top rung, in whichever of diff's three forms the times give (v17 on, cuDNN
+    # and the top rung are within noise at b1_h64_s1024)
+    for ext in ("ext-sdpa-cudnn", "ext-sdpa-flash"):
+        assert re.search(rf"- {ext} (is [\d.]+x (faster|slower) than|runs as fast as) {top} ", beside), (ext, beside)
 
 
 def _imported(*argv: str) -> set[str]:

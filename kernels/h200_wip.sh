@@ -17,6 +17,9 @@
 #      rungs already in kernels/, i.e. under the device's build keys, and copies just those builds into
 #      .cache/whowaits/build-carry: the tracked tree (57 MB) and the whole build cache exceed the 64 MiB carry);
 #      commit the tree (the sidecars record the commit).
+#      The committed reports and fixtures alone exceed the device's 64 MiB (76 MiB tracked at 23:45 UTC): first
+#        bash scripts/device_tree.sh slim     (untracks reports/, tests/public-reports, tests/golden; index only)
+#      and right after the call: bash scripts/device_tree.sh restore.
 #   1. device run, carry [".cache/whowaits/build-carry"], timeout_s 600:
 #        RUNGS="..." WHOWAITS_GIT_COMMIT=<commit> bash kernels/h200_wip.sh
 #   2. here: tar xzf results.tgz; whowaits diff <v14 report> <rung report>; land the rung (git mv kernels/wip/<id>

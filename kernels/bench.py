@@ -25,7 +25,10 @@ Method (also stored in every result file's provenance):
   ``ms_min`` and ``ms_p90`` show the spread. ``tflops`` = 4·B·H·S²·D (half when causal) / median time.
 - Run-to-run spread (``repeat`` N > 1, ``whowaits bench --repeat N``): after the first round, N − 1 more
   rounds time every implementation again, interleaved (round 2 times all rows, then round 3 …), so slow
-  drift of the card hits every row alike. ``ms_runs`` holds each round's median; ``ms``, ``ms_min`` and
+  drift of the card hits every row alike; round r starts at row r·n/N of the n rows (``round_order``), so no
+  row always runs at the same place in a round (the H200, reports/h200/bench/2026-12-02T0002-b4_h16_s4096*,
+  the same order every round: the round medians of the tensor-core rows after the first grew 2-10% from round
+  1 to round 3, v18 0.875 -> 0.925 ms, cuDNN 0.908 -> 0.948, while v12's, timed first each round, fell 3%). ``ms_runs`` holds each round's median; ``ms``, ``ms_min`` and
   ``ms_p90`` are then taken over the reps of all rounds pooled. ``profiler.check.timing`` turns
   ``ms_runs`` into noise-aware verdicts (``whowaits bench --compare PREV.json``, ``whowaits check``).
 - A backend that raises (no kernel for this shape, out of memory, an unsupported version) gets a row
@@ -259,9 +262,10 @@ def bench_shape(names: list[str], shape: Shape, *, reps: int = 50, warmup: int =
                                     if row.ms is not None else f"skipped: {row.note}"))
         if row.ms is not None and repeat > 1:
             rounds[display] = (fn, [times])
-    for i in range(1, repeat):  # more rounds, interleaved over the rows (module docstring)
+    for i in range(1, repeat):  # more rounds, interleaved over the rows, each from another start (docstring)
         log(f"  round {i + 1} of {repeat}")
-        for fn, runs in rounds.values():
+        for name in round_order(list(rounds), i, repeat):
+            fn, runs = rounds[name]
             runs.append(sorted(time_fn(fn, (q, k, v, shape.causal), reps=reps, warmup=warmup, flush=flush)))
     for r in rows:
         if r.implementation in rounds:
@@ -273,6 +277,15 @@ def bench_shape(names: list[str], shape: Shape, *, reps: int = 50, warmup: int =
             if r.tflops is not None and b is not None and b.tflops:
                 setattr(r, attr, 100.0 * r.tflops / b.tflops)
     return rows
+
+
+def round_order(names: list[str], i: int, repeat: int) -> list[str]:
+    """The rows of round ``i`` (0-based) of ``repeat``: ``names`` rotated to start at row i·n/repeat, so over
+    the rounds each row runs early, in the middle and late in a round about equally often."""
+    if not names:
+        return []
+    k = (i * len(names) // repeat) % len(names)
+    return names[k:] + names[:k]
 
 
 def _raiser(exc: BaseException):

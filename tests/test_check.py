@@ -560,3 +560,31 @@ def test_bench_files_take_a_same_day_rerun_as_newer(tmp_path):
     assert [p.name for p in bench_files(tmp_path)["b1_h64_s1024_d128_fp16"]] == [
         "2026-12-01T0925-b1_h64_s1024_d128_fp16.json", "2026-12-01-b1_h64_s1024_d128_fp16.json",
         "2026-11-30-b1_h64_s1024_d128_fp16.json"]
+
+
+def test_a_ratio_rule_reads_the_newest_run_that_has_all_its_rows():
+    """v14's b1 rule compares it with v13 (whowaits.toml): the newest committed b1 runs with v14
+    (2026-12-02T0002, v12 v14 v17 v18 + baselines) have no v13 row, so the rule reads 2026-12-01T2332 (the full
+    bench of v01-v19), where v14 504.8 / v13 487.8 TFLOPS = 1.035; before, the check stopped with an error."""
+    pol = POLICY.parent / "whowaits.toml"
+    res = [r for r in check.run(policy=pol).results if r.version == "v14_cross_tile_qk" and r.shape == B1]
+    ratio = next(r for r in res if r.check == "min_ratio[v13_persistent]")
+    assert ratio.source.endswith(f"2026-12-01T2332-{B1}.json") and ratio.verdict == "pass"
+    assert ratio.value == pytest.approx(504.8151742127612 / 487.8427197187021, rel=1e-9)
+    floor = next(r for r in res if r.check == "min_tflops")
+    assert floor.source == ratio.source  # one rule, one run
+    newest = sorted((REPO / "reports/h200/bench").glob(f"*-{B1}.json"))[-1]
+    rows = {r["implementation"] for r in json.loads(newest.read_text())["rows"]}
+    assert "v14_cross_tile_qk" in rows and "v13_persistent" not in rows  # the case this test is about
+
+
+def test_a_ratio_rule_without_any_run_of_all_its_rows_is_an_error(tmp_path):
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    shutil.copy(REPO / f"reports/h200/bench/2026-12-02T0002-{B1}.json", bench)
+    pol = tmp_path / "whowaits.toml"
+    pol.write_text(f'[check]\nbench = "bench"\n[[check.rule]]\nversion = "v14_cross_tile_qk"\nshape = "{B1}"\n'
+                   f'min_ratio = {{ v13_persistent = 1.0 }}\n')
+    with pytest.raises(WhowaitsError, match="no row for v13_persistent.*bench them in one run: whowaits bench "
+                                            "v14_cross_tile_qk v13_persistent"):
+        check.run(policy=pol)

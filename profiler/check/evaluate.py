@@ -105,21 +105,31 @@ class _Context:
             self._bench[path] = read_bench(path)
         return self._bench[path]
 
-    def _with_row(self, files: dict, shape: str, version: str, where) -> Bench:
+    def _with_row(self, files: dict, shape: str, version: str, where, peers: tuple[str, ...] = ()) -> Bench:
         if shape not in files:
             have = ", ".join(files) or "none"
             raise WhowaitsError(f"no bench file for shape {shape} in {where} (it has: {have}); "
                                 f"run whowaits bench -s {shape}")
+        newest = None  # the newest file with the version's row, for the message when none has its peers too
         for path in files[shape]:
             b = self.read(path)
             if b.row(version) is not None:
-                return b
+                newest = newest or b
+                if all(b.row(p) is not None for p in peers):
+                    return b
+        if newest is not None:
+            lacks = ", ".join(p for p in peers if newest.row(p) is None)
+            raise WhowaitsError(f"{newest.path}: no row for {lacks} (rule min_ratio), and no older bench file of "
+                                f"{shape} in {where} has rows for {version} and {', '.join(peers)}; bench them "
+                                f"in one run: whowaits bench {version} {' '.join(peers)} -s {shape}")
         raise WhowaitsError(f"no row for {version} in the bench files of {shape} in {where} "
                             f"(newest: {files[shape][0].name}); bench it: whowaits bench {version} -s {shape}")
 
-    def bench(self, shape: str, version: str) -> Bench:
-        """The newest current bench file of ``shape`` with a row for ``version``."""
-        return self._with_row(self.benches(), shape, version, self.bench_dir)
+    def bench(self, shape: str, version: str, peers: tuple[str, ...] = ()) -> Bench:
+        """The newest current bench file of ``shape`` with a row for ``version`` and for each of ``peers`` (a
+        rule's min_ratio references: its ratios stay within one run, and a newer run of a few rows that lacks
+        a peer does not hide the last run that has them all)."""
+        return self._with_row(self.benches(), shape, version, self.bench_dir, tuple(peers))
 
     def has_row(self, shape: str, version: str) -> bool:
         return any(self.read(p).row(version) is not None for p in self.benches().get(shape, []))
@@ -233,7 +243,7 @@ class _Judge:
     # --- bench
     def bench(self) -> None:
         r = self.rule
-        b = self.ctx.bench(self.shape, self.version)
+        b = self.ctx.bench(self.shape, self.version, tuple(r.min_ratio))
         row = b.row(self.version)
         src = str(b.path)
         tflops = row.get("tflops")
@@ -244,8 +254,6 @@ class _Judge:
                      src, "" if tflops is not None else untimed)
         for ref, factor in r.min_ratio.items():
             other = b.row(ref)
-            if other is None:
-                raise WhowaitsError(f"{b.path}: no row for {ref} (rule {r.index + 1} min_ratio)")
             ratio = tflops / other["tflops"] if tflops is not None and other.get("tflops") else None
             self.add(f"min_ratio[{ref}]", f"bench.tflops / bench[{ref}].tflops", ratio,
                      "n/a" if ratio is None else f"{ratio:.3f} ({tflops:.1f} / {other['tflops']:.1f} TFLOPS)",

@@ -1,8 +1,9 @@
 """What a check reads: bench result files, report summaries and a baseline, located and validated.
 
 - **Bench files** (``whowaits bench``): ``<folder>/<YYYY-MM-DD>-<shape>.json`` = ``{"provenance", "rows"}``;
-  for an implementation at a shape the newest file (by its date prefix) with a row for it is taken (ratios
-  to other rows stay within that one run); a single file may be named instead. A second run of the same day
+  for an implementation at a shape the newest file (by its date prefix) with a row for it, and for every
+  implementation its rule compares it with (``min_ratio``), is taken: ratios stay within that one run, and a
+  newer run of a few rows does not hide the last run that has them all; a single file may be named instead. A second run of the same day
   is committed as ``<YYYY-MM-DDTHHMM>-<shape>.json`` (the UTC start time of the run), which sorts after the
   day's plain file, so it neither overwrites the earlier run nor loses to it.
 - **Reports**: ``<folder>/<version>/<shape>.ncu-rep``, summarised through the summary cache

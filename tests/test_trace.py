@@ -433,11 +433,13 @@ def test_format2_committed_summary_is_what_the_raw_events_say(version):
 # consumer -[SB0]-> TMA (store) and no stamp covers (tma_store.cuh has no WHOWAITS_TRACE_*), and named barriers
 # 3 + c around the store, each synced by one consumer warpgroup's own 128 threads (BAR.SYNC R, 0x80) with no
 # bar.arrive anywhere: the trace, which stamps each warpgroup's leader only, sees no releaser ("unresolved"),
-# and the static graph, which cannot read a register id, pairs them with the pingpong's BAR.ARV R, 0x100 and
-# folds them into bar (runtime id) -> consumer (other warpgroup): test_format2_store_barriers_are_one_warpgroups
+# and the static graph, which cannot read a register id, tells them from the pingpong's by their thread count
+# (BAR.SYNC R, 0x80, a count no BAR.ARV R of the kernel has, against the pingpong's 0x100):
+# bar (runtime id, 128 threads) -> consumer (its other warps): test_format2_store_barriers_are_one_warpgroups
 TMA_STORE_RUNGS = ("v17_tma_store_o", "v18_desc_iterator_o", "v19_lazy_rescale")
 TMA_STORE_WAIT = ("consumer", "SB0", "TMA (store)")
 STORE_BARRIER = ("consumer", "bar (runtime id)", "unresolved")
+STATIC_STORE_BARRIER = ("consumer", "bar (runtime id, 128 threads)", "consumer (its other warps)")
 
 
 @pytest.mark.parametrize("version", FMT2_VERSIONS)
@@ -452,9 +454,9 @@ def test_format2_trace_sees_the_designed_ring(version):
     static = {(e.waiter, e.barrier, e.releaser) for e in g.edges}
     traced = {(e["waiter"], e["barrier"], e["releaser"]) for e in s["edges"]}
     store = version in TMA_STORE_RUNGS
-    assert (TMA_STORE_WAIT in static) == store
+    assert (TMA_STORE_WAIT in static) == store == (STATIC_STORE_BARRIER in static)
     assert traced - static == ({STORE_BARRIER} if store else set())
-    assert static - traced <= {CTA_BARRIER, TMA_STORE_WAIT}
+    assert static - traced <= {CTA_BARRIER, TMA_STORE_WAIT, STATIC_STORE_BARRIER}
     for waiter, barrier, releaser in traced - {STORE_BARRIER}:
         if waiter == "producer":
             assert barrier.startswith("mbarrier@") and releaser == "consumer"
@@ -475,9 +477,10 @@ def test_format2_store_barriers_are_one_warpgroups(version):
     barriers per store), and no warpgroup bar.arrives on them (the pingpong's ids 1/2: 4228 waits, each released
     by the other consumer's arrives). In the report's SASS they are BAR.SYNC R, 0x80 (one warpgroup's 128
     threads) against the pingpong's BAR.SYNC R, 0x100 and BAR.ARV R, 0x100 (both consumers), all on register
-    ids, so the static graph's one bar (runtime id) edge holds both: v17 13 of its 17 samples are the store
-    barriers', v18 15 of 27, v19 10 of 15 (named consumer (other warpgroup) there). Counted from the raw events
-    and reports/h200/<version>/b1_h64_s1024_d128_fp16.ncu-rep."""
+    ids; the static graph tells them apart by the count (no BAR.ARV R has 0x80): the store barriers' edge
+    bar (runtime id, 128 threads) -> consumer (its other warps) holds v17 13 samples, v18 15, v19 10, the
+    pingpong's bar (runtime id) -> consumer (other warpgroup) 4, 12, 5 (until 2026-12-02 one edge held both:
+    17, 27, 15). Counted from the raw events and reports/h200/<version>/b1_h64_s1024_d128_fp16.ncu-rep."""
     from collections import Counter
 
     from profiler.analyze.trace import _slots, load_raw
@@ -495,20 +498,24 @@ def test_format2_store_barriers_are_one_warpgroups(version):
     e = next(x for x in s["edges"] if (x["waiter"], x["barrier"], x["releaser"]) == STORE_BARRIER)
     assert e["waits"] == 2048
     g = _fmt2_static_graph(version)
-    (site,) = [x for x in g.sites if x.kind == "named_barrier" and x.barrier == "bar (runtime id)"]
     sass = load_report(_fmt2_report(version)).launches[0].sass
     by_off = dict(zip(sass["offset"].tolist(), zip(sass["sass"].tolist(), sass["samples"].fillna(0).tolist())))
     by_count = Counter()
-    for pc in site.pcs:
-        text, n = by_off[pc]
-        assert re.match(r"BAR\.SYNC\S* R\d+, 0x(80|100)$", text), text
-        by_count[text.rsplit(", ", 1)[1]] += int(n)
+    for label in ("bar (runtime id)", "bar (runtime id, 128 threads)"):
+        (site,) = [x for x in g.sites if x.kind == "named_barrier" and x.barrier == label]
+        for pc in site.pcs:
+            text, n = by_off[pc]
+            count = "0x80" if "128" in label else "0x100"
+            assert re.match(rf"BAR\.SYNC\S* R\d+, {count}$", text), (label, text)
+            by_count[count] += int(n)
     arv = {t.rsplit(", ", 1)[1] for t in sass["sass"].tolist() if re.search(r"BAR\.ARV R\d+,", t)}
     assert arv == {"0x100"}
-    edge = next(x for x in g.edges if (x.waiter, x.barrier) == ("consumer", "bar (runtime id)"))
-    assert edge.releaser == "consumer (other warpgroup)"
-    assert (by_count["0x80"], edge.samples) == {"v17_tma_store_o": (13, 17), "v18_desc_iterator_o": (15, 27),
-                                                 "v19_lazy_rescale": (10, 15)}[version]
+    edges = {x.barrier: x for x in g.edges if x.waiter == "consumer" and x.barrier.startswith("bar (runtime id")}
+    assert edges["bar (runtime id)"].releaser == "consumer (other warpgroup)"
+    assert edges["bar (runtime id, 128 threads)"].releaser == "consumer (its other warps)"
+    expect = {"v17_tma_store_o": (13, 4), "v18_desc_iterator_o": (15, 12), "v19_lazy_rescale": (10, 5)}[version]
+    assert (by_count["0x80"], by_count["0x100"]) == expect
+    assert (edges["bar (runtime id, 128 threads)"].samples, edges["bar (runtime id)"].samples) == expect
 
 
 FMT2_DISAGREES = {

@@ -179,8 +179,16 @@ def _bar_key(bid) -> int | str:
     return _RUNTIME if isinstance(bid, str) else int(bid)
 
 
-def _bar_label(bid) -> str:
-    return "bar (runtime id)" if isinstance(bid, str) else f"bar {bid}"
+def _bar_label(bid, count: int | None = None) -> str:
+    """``bar N``; ``bar (runtime id)`` for a register id; ``bar (runtime id, C threads)`` for a register-id
+    ``BAR.SYNC`` whose thread count C no register-id ``BAR.ARV`` of the kernel has (so no arrive can release
+    it: its C threads all sync, e.g. one warpgroup's own barrier around a TMA store, v17 on)."""
+    if not isinstance(bid, str):
+        return f"bar {bid}"
+    return "bar (runtime id)" if count is None else f"bar (runtime id, {count} threads)"
+
+
+_OWN_COUNT = re.compile(r"^bar \(runtime id, (\d+) threads\)$")
 
 
 def _label(offset: int) -> str:
@@ -423,6 +431,8 @@ def _sites(ins, addr_index: dict, roles, offsets, samples, mb: _MbarIndex | None
     w = rules["wait"]
     window = int(w["branch_window"])
     n = len(ins)
+    arv_counts = {b.count for p in ins if _match(p.opcode, rules["release"]["named_barrier_arrive"])
+                  for b in p.barriers if b.kind == "cta" and isinstance(b.id, str)}  # register-id arrives' counts
     members: dict[tuple, list[int]] = {}
     notes = {} if notes is None else notes
     loops = _retry_loops(ins, addr_index, window, w)
@@ -460,7 +470,8 @@ def _sites(ins, addr_index: dict, roles, offsets, samples, mb: _MbarIndex | None
         elif _match(op, w["named_barrier"]):
             bid = next((b for b in p.barriers if b.kind == "cta"), None)
             if bid is not None:
-                add(("named_barrier", _bar_label(bid.id), roles[i]), i)
+                own = isinstance(bid.id, str) and bid.count is not None and bid.count not in arv_counts
+                add(("named_barrier", _bar_label(bid.id, bid.count if own else None), roles[i]), i)
         elif _match(op, w["wgmma_group"]):
             add(("wgmma_group", "wgmma group", roles[i]), i)
         elif p.base == "DEPBAR" and _match(op, w["scoreboard"]):
@@ -550,6 +561,11 @@ def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
         if assumed:
             return " + ".join(parts), True, "; ".join(ev) + "; assumes " + "; ".join(assumed)
         return " + ".join(parts), False, "; ".join(ev) + " (addresses resolved)"
+    own = _OWN_COUNT.match(site.barrier) if site.kind == "named_barrier" else None
+    if own:
+        return (f"{site.role} (its other warps)", True,
+                f"BAR.SYNC on a register id with {own.group(1)} threads, a count no BAR.ARV of the kernel has: "
+                f"all {own.group(1)} sync (ids are runtime values: inferred)")
     if site.kind == "named_barrier" and site.barrier == _bar_label("R"):
         arv = sorted(rel["bar_arv"].get(_RUNTIME, set()))
         if not arv:

@@ -28,8 +28,9 @@ Method (also stored in every result file's provenance):
   drift of the card hits every row alike; round r starts at row r·n/N of the n rows (``round_order``), so no
   row always runs at the same place in a round (the H200, reports/h200/bench/2026-12-02T0002-b4_h16_s4096*,
   the same order every round: the round medians of the tensor-core rows after the first grew 2-10% from round
-  1 to round 3, v18 0.875 -> 0.925 ms, cuDNN 0.908 -> 0.948, while v12's, timed first each round, fell 3%). ``ms_runs`` holds each round's median; ``ms``, ``ms_min`` and
-  ``ms_p90`` are then taken over the reps of all rounds pooled. ``profiler.check.timing`` turns
+  1 to round 3, v18 0.875 -> 0.925 ms, cuDNN 0.908 -> 0.948, while v12's, timed first each round, fell 3%).
+  ``ms_runs`` holds each round's median; ``ms``, ``ms_min`` and ``ms_p90`` are then taken over the reps of
+  all rounds pooled. ``profiler.check.timing`` turns
   ``ms_runs`` into noise-aware verdicts (``whowaits bench --compare PREV.json``, ``whowaits check``).
 - A backend that raises (no kernel for this shape, out of memory, an unsupported version) gets a row
   with ``ms = null`` and the first line of the error in ``note``; the run goes on.

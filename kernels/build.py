@@ -41,7 +41,7 @@ from pathlib import Path
 
 from kernels import sass as _sass
 from kernels.config import FwdConfig
-from kernels.registry import KERNELS_DIR, PERSISTENT_ABIS, TMA_ABIS, Version
+from kernels.registry import KERNELS_DIR, PERSISTENT_ABIS, TENSOR_MAPS, Version
 from profiler.errors import WhowaitsError
 
 NVCC_FLAGS: tuple[str, ...] = (
@@ -171,9 +171,8 @@ def translation_unit(version: Version, config) -> str:
     compiles its source version's kernel.cu in its own namespace; the parameter list follows the ABI.
     """
     e = config.element
-    if version.abi in TMA_ABIS:
-        maps = 4 if version.abi == "tensor_maps_persistent_o" else 3  # + tmap_o: the TMA-store epilogue (v17)
-        params = "const __grid_constant__ CUtensorMap, " * maps + f"{e}* __restrict__, int, float"
+    if version.abi in TENSOR_MAPS:  # 3 maps, or 4 with tmap_o (the TMA-store epilogue, v17)
+        params = "const __grid_constant__ CUtensorMap, " * TENSOR_MAPS[version.abi] + f"{e}* __restrict__, int, float"
         if version.abi in PERSISTENT_ABIS:
             params += ", int"  # num_bh = B·H: the persistent grid no longer spells the problem out
     else:

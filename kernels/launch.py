@@ -167,16 +167,15 @@ def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | 
         result = _built.setdefault((ver.id, config), build(ver, config))
     fn = load_function(result, q.device.index if q.device.index is not None else torch.cuda.current_device())
     grid = (math.ceil(s / config.block_m), h, b)
-    if ver.abi in registry.PERSISTENT_ABIS:
-        # one CTA per SM (at most one per tile); the kernel walks tiles blockIdx.x, + gridDim.x, ... of the
-        # ceil(S / block_m) x (B·H) tiles, so it gets B·H as an extra argument
-        tiles = grid[0] * h * b
-        grid = (min(tiles, persistent_ctas(q.device)), 1, 1)
+    if ver.abi in registry.TMA_ABIS:
+        num_bh = None
+        if ver.abi in registry.PERSISTENT_ABIS:
+            # one CTA per SM (at most one per tile); the kernel walks tiles blockIdx.x, + gridDim.x, ... of the
+            # ceil(S / block_m) x (B·H) tiles, so it gets B·H as an extra argument
+            grid = (min(grid[0] * h * b, persistent_ctas(q.device)), 1, 1)
+            num_bh = b * h
         launch_tma(fn, grid, config.threads, result.smem_dynamic_bytes, tensor_maps(ver, config, q, k, v, out), out,
-                   s, 1.0 / math.sqrt(d), b * h)
-    elif ver.abi == "tensor_maps":
-        launch_tma(fn, grid, config.threads, result.smem_dynamic_bytes, tensor_maps(ver, config, q, k, v, out), out,
-                   s, 1.0 / math.sqrt(d))
+                   s, 1.0 / math.sqrt(d), num_bh)
     else:
         launch_raw(fn, grid, config.threads, result.smem_dynamic_bytes, q, k, v, out, s, 1.0 / math.sqrt(d))
     return out
@@ -187,7 +186,7 @@ def tensor_maps(ver, config, q, k, v, out) -> tuple:
     ``tensor_maps_persistent_o`` O's too, with boxes of 64 rows: each consumer warpgroup stores its own 64 rows
     (kernels/common/sm90/tma_store.cuh)."""
     maps = (tensor_map(q, config.block_m), tensor_map(k, config.block_n), tensor_map(v, config.block_n))
-    if ver.abi == "tensor_maps_persistent_o":
+    if registry.TENSOR_MAPS[ver.abi] == 4:
         maps += (tensor_map(out, 64),)
     return maps
 
@@ -253,9 +252,9 @@ def _sm_count(device) -> int:
 
 
 def launch_tma(fn, grid, threads: int, smem: int, maps, o, seqlen: int, scale: float, num_bh: int | None = None) -> None:
-    """cuLaunchKernel with the ``tensor_maps`` ABI: (tmap_q, tmap_k, tmap_v, o, seqlen, scale), the maps
+    """cuLaunchKernel with a TMA ABI: (tmap_q, tmap_k, tmap_v[, tmap_o], o, seqlen, scale), the maps
     passed by value (``const __grid_constant__ CUtensorMap``; NCU-NOTES.md records that this works);
-    ``tensor_maps_persistent`` appends ``int num_bh``."""
+    the persistent ABIs append ``int num_bh``."""
     import torch
 
     driver = _driver()

@@ -21,7 +21,9 @@ _ID_RE = re.compile(r"^v(\d\d)_[a-z0-9_]+$")
 _REQUIRED_STR = ("id", "title", "change", "hypothesis", "expected_bottleneck", "arch", "smem_layout")
 _ARCHES = ("sm_80", "sm_90", "sm_90a")
 ABIS = ("pointers", "tensor_maps", "tensor_maps_persistent", "tensor_maps_persistent_o")  # launch ABI (CONTRACT.md)
-TMA_ABIS = ABIS[1:]  # (tmap_q, tmap_k, tmap_v[, tmap_o], o, seqlen, scale[, num_bh])
+# (tmap_q, tmap_k, tmap_v[, tmap_o], o, seqlen, scale[, num_bh]): how many tensor maps each TMA ABI passes first
+TENSOR_MAPS = {"tensor_maps": 3, "tensor_maps_persistent": 3, "tensor_maps_persistent_o": 4}
+TMA_ABIS = tuple(TENSOR_MAPS)
 PERSISTENT_ABIS = ("tensor_maps_persistent", "tensor_maps_persistent_o")  # one CTA per SM, + int num_bh
 
 

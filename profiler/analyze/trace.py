@@ -292,6 +292,7 @@ def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_label
         return {"version": meta.get("version"), "edges": [], "missing": "no events in the trace"}
     ghz, clock_how = _clock_ghz(slots, meta)
     stamp, park, park_shortest = _calibrate(slots)
+    park_bounded = park is not None and park_shortest is not None and park < park_shortest  # module docstring
     mb, nb = _releasers(slots)
     wg_role = _role
     active = sum((s.last - s.first) * warps.get(s.role, 1) for s in slots)
@@ -318,8 +319,7 @@ def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_label
     raw_top = max(edges, key=lambda e: e["raw_cycles"] * warps.get(e["waiter"], 1), default=None)
     edges.sort(key=lambda e: -e["warp_cycles"])
     wgmma_est = _wgmma_untraced(slots, stamp.get("consumer", 0), edges, warps.get("consumer", 4), park=park,
-                               park_lo=0 if park is not None and park_shortest is not None and park < park_shortest
-                               else park)
+                               park_lo=0 if park_bounded else park)
     overlap = _overlap(slots)
     crit = _critical(slots, mb, nb, labels, static_labels, block_cycles, n_blocks)
     spans = [(s.gt0 + (s.last - s.clk0) / ghz) - (s.gt0 - (s.clk0 - s.first) / ghz) for s in slots]
@@ -337,7 +337,7 @@ def summarize(arrays: dict, meta: dict, labels: dict | None = None, static_label
         "heaviest_uncalibrated": {k: raw_top[k] for k in ("waiter", "barrier", "releaser", "raw_cycles")} if raw_top else None,
         "wgmma_untraced": wgmma_est, "overlap": overlap, "critical_path": crit,
         **({"trace_format": 2, "park_cycles": park, "park_shortest_wait_cycles": park_shortest,
-            "park_bounded_by_stamp": park is not None and park_shortest is not None and park < park_shortest,
+            "park_bounded_by_stamp": park_bounded,
             "parked_events": int(sum(len(s.parked) for s in slots))}
            if park is not None or any(s.parked for s in slots) else {}),
     }

@@ -46,29 +46,37 @@ TRACE_FORMAT = 2  # 1: every stamp ordinary (the committed traces, e303d95); 2: 
 PARK_DROPPED = 12  # kTraceParkDropped: arg = parked events lost
 CAPACITY = 1024  # events per slot (16 bytes each)
 CAPACITY_PERSISTENT = 4096  # a persistent CTA walks ceil(tiles / SMs) tiles
+WAIT_CAPACITY = 2048  # the wait log: 8-byte records per slot (b1_h64_s1024, one tile a CTA: ~80 for a consumer)
+WAIT_CAPACITY_PERSISTENT = 16384  # b4_h16_s4096 on 132 SMs: ~16 tiles of 32 key blocks, ~9 records each
 EVENT_DTYPE = [("t", "<u8"), ("kind", "<u4"), ("arg", "<u4")]
 
 
-def traced_unit(version, config) -> str:
-    """The build's translation unit with the trace switched on."""
-    return "#define WHOWAITS_TRACE 1\n" + B.translation_unit(version, config)
+MODES = {"events": "WHOWAITS_TRACE", "waits": "WHOWAITS_TRACE_WAITS"}  # the switch of each mode (trace.cuh)
 
 
-def build_traced(version, config) -> B.BuildResult:
-    """Compile (or fetch) the traced cubin of ``version`` at ``config``."""
+def traced_unit(version, config, mode: str = "events") -> str:
+    """The build's translation unit with the trace switched on (``mode`` "waits": the wait log)."""
+    return f"#define {MODES[mode]} 1\n" + B.translation_unit(version, config)
+
+
+def build_traced(version, config, mode: str = "events") -> B.BuildResult:
+    """Compile (or fetch) the traced cubin of ``version`` at ``config``: the event trace, or (``mode`` "waits")
+    the wait-log build. Cached under ``<build cache>/../trace[-waits]/`` by a key of the unit, the flags, nvcc's
+    version and the sources (by their path below kernels/, so a build made here is found on the GPU host)."""
     h = hashlib.sha256()
-    h.update(B.nvcc_version().encode() + " ".join(B.NVCC_FLAGS).encode() + traced_unit(version, config).encode())
+    h.update(B.nvcc_version().encode() + " ".join(B.NVCC_FLAGS).encode() + traced_unit(version, config, mode).encode())
     for path in [version.source, *sorted((B.KERNELS_DIR / "common").glob("**/*"))]:
         if path.is_file():
-            h.update(str(path).encode() + path.read_bytes())
-    out = B.cache_dir().parent / "trace" / f"{version.id}-{config.short_form()}-{h.hexdigest()[:20]}"
+            h.update(str(_rel(path)).encode() + path.read_bytes())
+    folder = "trace" if mode == "events" else f"trace-{mode}"
+    out = B.cache_dir().parent / folder / f"{version.id}-{config.short_form()}-{h.hexdigest()[:20]}"
     meta_path = out / "meta.json"
     if not meta_path.is_file():
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{version.id}-", dir=out.parent))
         try:
             tu = tmp / "tu.cu"
-            tu.write_text(traced_unit(version, config))
+            tu.write_text(traced_unit(version, config, mode))
             cmd = [B.find_nvcc(), *B.NVCC_FLAGS, "-I", str(B.KERNELS_DIR), "-o", str(tmp / "kernel.cubin"), str(tu)]
             env = {**os.environ, "TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp)}
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -92,6 +100,14 @@ def build_traced(version, config) -> B.BuildResult:
                 shutil.rmtree(tmp, ignore_errors=True)
     meta = json.loads(meta_path.read_text())
     return B._result(version, config, out, meta, cached=True)
+
+
+def _rel(path: Path) -> Path:
+    """``path`` below kernels/ where it is (a rung moved into a copy of the tree keeps its key), else as is."""
+    try:
+        return path.resolve().relative_to(B.KERNELS_DIR.resolve())
+    except ValueError:
+        return path
 
 
 def _set_global(driver, L, gptr, host) -> None:
@@ -136,8 +152,12 @@ def _timed(fn, reps: int, flush, before=None) -> list[float]:
 
 
 def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: Path | str = ".", *,
-        reps: int = 30, rounds: int = 3, seed: int = 0, log=print) -> dict:
-    """Trace one version on the GPU; returns the meta dict (also written beside the raw events)."""
+        reps: int = 30, rounds: int = 3, seed: int = 0, log=print, mode: str = "events") -> dict:
+    """Trace one version on the GPU; returns the meta dict (also written beside the raw events). ``mode``
+    "waits": the wait-log build instead (``<shape>.trace-waits.npz``: one record per wait and arrive, no
+    timeline; trace.cuh, :mod:`profiler.analyze.trace_waits`)."""
+    if mode not in MODES:
+        raise WhowaitsError(f"unknown trace mode {mode!r}: one of {', '.join(MODES)}")
     import numpy as np
     import torch
 
@@ -154,28 +174,35 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     q, k, v = random_qkv(shape, seed=seed)
     b, h, s, d, dtype = L.problem_of(q, k, v)
     config = ver.config_for(d, dtype, shape.causal)
-    traced = build_traced(ver, config)
+    traced = build_traced(ver, config, mode)
     driver = L._driver()
     dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
     L._ensure_context(dev)
     module = L._call(driver.cuModuleLoad(str(traced.cubin).encode()), "cuModuleLoad(traced)")
     fn = L._call(driver.cuModuleGetFunction(module, traced.entry.encode()), "cuModuleGetFunction(traced)")
-    dyn = traced.smem_dynamic_bytes + TAIL_BYTES  # + cursors and parking areas (trace.cuh: end of the dynamic smem)
+    waits = mode == "waits"
+    # the event trace: + cursors and parking areas (trace.cuh: end of the dynamic smem); the wait log: nothing
+    dyn = traced.smem_dynamic_bytes + (0 if waits else TAIL_BYTES)
     if dyn > 48 * 1024:
         attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         L._call(driver.cuFuncSetAttribute(fn, attr, dyn), "cuFuncSetAttribute(max dynamic smem)")
-    gptr, gsize = L._call(driver.cuModuleGetGlobal(module, b"whowaits_trace"), "cuModuleGetGlobal(whowaits_trace)")
+    symbol = "whowaits_waits" if waits else "whowaits_trace"
+    gptr, gsize = L._call(driver.cuModuleGetGlobal(module, symbol.encode()), f"cuModuleGetGlobal({symbol})")
     grid = (math.ceil(s / config.block_m), h, b)
-    capacity = CAPACITY
+    capacity = WAIT_CAPACITY if waits else CAPACITY
     if persistent:  # as kernels.launch.forward: one CTA per SM (at most one per tile), B·H as an argument
         grid = (min(grid[0] * h * b, L.persistent_ctas(q.device)), 1, 1)
-        capacity = CAPACITY_PERSISTENT
+        capacity = WAIT_CAPACITY_PERSISTENT if waits else CAPACITY_PERSISTENT
     ctas = grid[0] * grid[1] * grid[2]
-    events = torch.zeros((ctas * SLOTS, capacity, 2), dtype=torch.int64, device=q.device)  # 16 B an event
-    counts = torch.zeros(ctas * SLOTS, dtype=torch.int32, device=q.device)
-    host = (ctypes.c_uint64 * 3)(events.data_ptr(), counts.data_ptr(), capacity | (ctas << 32))
+    if waits:  # WhowaitsWaitBuffer: records, max_ctas | capacity << 32; one 8-byte record each
+        events = torch.zeros((ctas * SLOTS, capacity), dtype=torch.int64, device=q.device)
+        host = (ctypes.c_uint64 * 2)(events.data_ptr(), ctas | (capacity << 32))
+    else:  # WhowaitsTraceBuffer: events, counts, capacity | max_ctas << 32; 16 B an event
+        events = torch.zeros((ctas * SLOTS, capacity, 2), dtype=torch.int64, device=q.device)
+        counts = torch.zeros(ctas * SLOTS, dtype=torch.int32, device=q.device)
+        host = (ctypes.c_uint64 * 3)(events.data_ptr(), counts.data_ptr(), capacity | (ctas << 32))
     if int(gsize) != ctypes.sizeof(host):
-        raise WhowaitsError(f"whowaits_trace is {gsize} bytes on the device, expected {ctypes.sizeof(host)}")
+        raise WhowaitsError(f"{symbol} is {gsize} bytes on the device, expected {ctypes.sizeof(host)}")
     _set_global(driver, L, gptr, host)
 
     scale = 1.0 / math.sqrt(d)
@@ -207,33 +234,44 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     clear()
     traced_launch()
     torch.cuda.synchronize()
-    ev = events.cpu().numpy().view(np.uint64).reshape(ctas * SLOTS, capacity, 2)
-    cnt = (ev[:, :, 0] != 0).sum(axis=1).astype(np.int64)  # a slot's events are contiguous from its start
-    t = ev[:, :, 0].copy()
-    kind = (ev[:, :, 1] & 0xFFFFFFFF).astype(np.uint32)
-    arg = (ev[:, :, 1] >> np.uint64(32)).astype(np.uint32)
     try:
         clock_khz = L._call(driver.cuDeviceGetAttribute(driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CLOCK_RATE,
                                                         driver.CUdevice(dev)), "cuDeviceGetAttribute(clock rate)")
     except Exception:  # noqa: BLE001 - only a fallback for the clock fit
         clock_khz = 1_980_000
     pm, tm = statistics.median(plain_ms), statistics.median(traced_ms)
-    meta = {
+    common = {
         "version": ver.id, "shape": shape.key, "config": config.short_form(), "grid": list(grid),
-        "threads": config.threads, "slots_per_cta": SLOTS, "capacity": capacity, "ctas": ctas,
-        "trace_format": TRACE_FORMAT, "park": PARK, "tail_bytes": TAIL_BYTES, "abi": ver.abi,
+        "threads": config.threads, "slots_per_cta": SLOTS, "capacity": capacity, "ctas": ctas, "abi": ver.abi,
         "kernel": traced.entry, "registers_traced": traced.registers, "gpu": torch.cuda.get_device_name(dev),
         "clock_rate_khz": int(clock_khz), "max_abs_diff_traced_vs_untraced": diff,
-        "untraced_ms": pm, "traced_ms": tm, "overhead_pct": 100.0 * (tm - pm) / pm,
-        "reps": reps, "rounds": rounds,
-        # a full slot drops what follows (counted as full_slots); a full parking area writes a PARK_DROPPED
-        # event whose arg counts the parked events it lost (profiler.analyze.trace adds those to the summary)
-        "dropped_events": 0, "parked_dropped_events": int(arg[kind == PARK_DROPPED].astype(np.int64).sum()),
-        "full_slots": int((cnt >= capacity).sum()),
+        "untraced_ms": pm, "traced_ms": tm, "overhead_pct": 100.0 * (tm - pm) / pm, "reps": reps, "rounds": rounds,
         "git_commit": os.environ.get("WHOWAITS_GIT_COMMIT", ""),
     }
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if waits:
+        rec = events.cpu().numpy().view(np.uint64)
+        cnt = (rec != 0).sum(axis=1).astype(np.int64)  # a row's records are contiguous from its start
+        meta = {**common, "trace_format": "waits", "full_slots": int((cnt >= capacity).sum())}
+        keep = max(1, int(min(cnt.max(), capacity)))
+        np.savez_compressed(out / f"{shape.key}.trace-waits.npz", counts=cnt, records=rec[:, :keep],
+                            meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+        log(f"{ver.id} {shape.key} (wait log): untraced {pm * 1e3:.1f} us, traced {tm * 1e3:.1f} us "
+            f"({meta['overhead_pct']:+.1f}%), max |traced - untraced| {diff:.3g}, {int(cnt.sum())} records")
+        return meta
+    ev = events.cpu().numpy().view(np.uint64).reshape(ctas * SLOTS, capacity, 2)
+    cnt = (ev[:, :, 0] != 0).sum(axis=1).astype(np.int64)  # a slot's events are contiguous from its start
+    t = ev[:, :, 0].copy()
+    kind = (ev[:, :, 1] & 0xFFFFFFFF).astype(np.uint32)
+    arg = (ev[:, :, 1] >> np.uint64(32)).astype(np.uint32)
+    meta = {
+        **common, "trace_format": TRACE_FORMAT, "park": PARK, "tail_bytes": TAIL_BYTES,
+        # a full slot drops what follows (counted as full_slots); a full parking area writes a PARK_DROPPED
+        # event whose arg counts the parked events it lost (profiler.analyze.trace adds those to the summary)
+        "dropped_events": 0, "parked_dropped_events": int(arg[kind == PARK_DROPPED].astype(np.int64).sum()),
+        "full_slots": int((cnt >= capacity).sum()),
+    }
     keep = max(1, int(min(cnt.max(), capacity)))
     np.savez_compressed(out / f"{shape.key}.trace-raw.npz", counts=cnt, t=t[:, :keep], kind=kind[:, :keep],
                         arg=arg[:, :keep], meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))

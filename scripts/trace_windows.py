@@ -6,7 +6,9 @@ untraced build (the rung's own ``kernels.build``), and the difference: the trace
 (``trace_ops``: that difference less the kernel's own FP / predicate / uniform work the schedule moves), by opcode (CS2R = a clock read, STS/LDS/STG = the stamp's stores and loads, BSSY/BSYNC/BRA = the leader-only
 branch). Also the traced build's registers and spills.
 
-    python scripts/trace_windows.py v10 v11 v12 v13 v14 [--format json] [--list]
+    python scripts/trace_windows.py v10 v11 v12 v13 v14 [--format json] [--list] [--waits]
+
+``--waits``: the wait-log build (``-DWHOWAITS_TRACE_WAITS``, ``whowaits trace --waits``) instead of the event trace.
 
 ``--list`` prints each window's traced instructions. tests/test_trace.py holds the bound (the trace adds at
 most ``MAX_EXTRA`` instructions, no LDS/LDG/STG, to any window of a traced ws rung).
@@ -84,13 +86,14 @@ def _sass(cubin) -> list[tuple[int, str]]:
     return instructions(sass.sass_text(cubin))
 
 
-def analyse(vid: str) -> dict:
+def analyse(vid: str, mode: str = "events") -> dict:
+    """The windows of ``vid``'s traced build (``mode`` "waits": the wait-log build, ``--waits``)."""
     from kernels import trace as T
 
     ver = registry.get_landed_or_wip(vid)
     cfg = ver.config_for(128, "fp16", False)
     plain = build.build(ver, cfg)
-    traced = T.build_traced(ver, cfg)
+    traced = T.build_traced(ver, cfg, mode)
     st = _sass(traced.cubin)
     wp, wt = windows(_sass(plain.cubin)), windows(st)
     if len(wp) != len(wt):
@@ -105,7 +108,7 @@ def analyse(vid: str) -> dict:
                      "clock_reads": sum(1 for s in t["body"] if opcode(s) == "CS2R" and "SR_CLOCKLO" in s),
                      "memory_ops": {k: v for k, v in t["ops"].items() if k in MEMORY},
                      "body": t["body"]})
-    return {"version": ver.id, "config": cfg.short_form(), "registers_traced": traced.registers,
+    return {"version": ver.id, "mode": mode, "config": cfg.short_form(), "registers_traced": traced.registers,
             "spill_stores_traced": traced.spill_store_bytes, "spill_loads_traced": traced.spill_load_bytes,
             "registers_untraced": plain.registers, "windows": rows, "flushes": flushes(st)}
 
@@ -115,8 +118,9 @@ def main(argv=None) -> int:
     ap.add_argument("versions", nargs="*", default=list(VERSIONS))
     ap.add_argument("--format", choices=("text", "json"), default="text")
     ap.add_argument("--list", action="store_true", help="print each window's traced instructions")
+    ap.add_argument("--waits", action="store_true", help="the wait-log build (-DWHOWAITS_TRACE_WAITS) instead")
     a = ap.parse_args(argv)
-    res = [analyse(v) for v in a.versions]
+    res = [analyse(v, "waits" if a.waits else "events") for v in a.versions]
     if a.format == "json":
         for r in res:
             for w in r["windows"]:

@@ -204,6 +204,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
         const int key0 = n * kBlockN;
         if (tile_needs_mask<kBlockM, kBlockN, kCausal>(key0, cta_row0, seqlen))
             apply_mask<kBlockN, 1, kCausal>(s, key0, cta_row0 + warp_row0, seqlen, lane);
+        WHOWAITS_TRACE_PV_WAIT_AS_COMPILED();  // issue 12: the wait-log build waits for PV[n-1] here, as ptxas does
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float mx = row_max[h];

@@ -63,6 +63,40 @@ def write(raw: Path, out_dir: Path, *, version: str | None = None, reports: Path
     return summary
 
 
+def write_waits(raw: Path, out_dir: Path, *, version: str | None = None, reports: Path | None = None) -> dict:
+    """Analyse a ``.trace-waits.npz`` (the wait log): writes ``<shape>.trace-waits-summary.json`` into ``out_dir``;
+    returns the summary, with the static graph's heaviest edge and whether the two agree."""
+    from profiler.analyze.trace_waits import load_waits, summarize_waits  # noqa: PLC0415
+
+    arrays, meta = load_waits(raw)
+    ver = version or meta["version"]
+    labels, names, static_top = static_labels(ver, meta["shape"], reports)
+    summary = summarize_waits(arrays, meta, labels, names)
+    summary["static_heaviest"] = static_top
+    top = summary.get("heaviest")
+    if top and static_top:
+        summary["heaviest_agrees"] = (top["waiter"], top["barrier"], top["releaser"]) == (
+            static_top["waiter"], static_top["barrier"], static_top["releaser"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{meta['shape']}.trace-waits-summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def _print_waits(s: dict) -> None:
+    o = s["overhead"]
+    print(f"{s['version']} {s['shape']} (wait log): {s['ctas']} CTAs, {s['records']} records, clock "
+          f"{s['clock_ghz']:.3f} GHz ({s['clock_from']}); shortest waits {s['shortest_wait_cycles']} cycles")
+    print(f"overhead: untraced {o['untraced_us']:.1f} us, traced {o['traced_us']:.1f} us ({o['overhead_pct']:+.1f}%)")
+    print("edges (leader-thread wait time; share = warp-weighted, of all warpgroups' active warp-cycles):")
+    for e in s["edges"]:
+        print(f"  {e['waiter']:9s} —[{e['barrier']}]→ {e['releaser']:28s} {e['ns'] / 1e3:9.1f} us "
+              f"{100 * e['share']:5.1f}%  {e['waits']} waits, {e['blocking_waits']} blocking")
+    if s.get("static_heaviest"):
+        st = s["static_heaviest"]
+        print(f"static graph's heaviest: {st['waiter']} —[{st['barrier']}]→ {st['releaser']} "
+              f"({100 * st['share']:.1f}% of samples); agrees: {s.get('heaviest_agrees')}")
+
+
 @app.command()
 def trace(
     version: str = typer.Argument(..., help="A warp-specialised ladder version (v10 on), e.g. v11_pingpong or v11."),
@@ -70,6 +104,8 @@ def trace(
     out: Path = typer.Option(Path("reports/h200/traces"), "--out", help="Folder; files go to OUT/<version>/."),
     raw: Optional[Path] = typer.Option(None, "--raw", help="Re-analyse this .trace-raw.npz (no GPU)."),
     max_ctas: Optional[int] = typer.Option(None, "--max-ctas", help="CTAs in the Perfetto JSON (all by default)."),
+    waits: bool = typer.Option(False, "--waits", help="The wait log (-DWHOWAITS_TRACE_WAITS): one record per wait "
+                               "and arrive, the kernel's own schedule, no timeline; --raw takes its .trace-waits.npz."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Measured role trace: clock64 stamps of every wait, arrive and issue by each warpgroup's leader thread
@@ -81,10 +117,19 @@ def trace(
 
         vid = registry.get(version).id
         dest = out / vid
-        run(vid, shape, dest, log=lambda m: print(m, file=sys.stderr))
-        raw = dest / f"{shape}.trace-raw.npz"
+        run(vid, shape, dest, log=lambda m: print(m, file=sys.stderr), mode="waits" if waits else "events")
+        raw = dest / f"{shape}.trace-{'waits' if waits else 'raw'}.npz"
     else:
         dest = raw.parent
+        waits = waits or raw.name.endswith(".trace-waits.npz")
+    if waits:
+        s = write_waits(raw, dest)
+        if fmt is Format.json:
+            json.dump(s, sys.stdout, indent=1)
+            sys.stdout.write("\n")
+        else:
+            _print_waits(s)
+        return
     s = write(raw, dest)
     if fmt is Format.json:
         json.dump(s, sys.stdout, indent=1)

@@ -13,7 +13,130 @@
 
 // @region inherit
 
-#ifdef WHOWAITS_TRACE
+#if defined(WHOWAITS_TRACE_WAITS)
+// Wait-log mode (issue 12, `whowaits trace --waits`): the same macros, a much lighter stamp. The leader thread of
+// each warpgroup reads clock64 at a wait's begin (into the PTX register whowaits_t0: no store) and at its end, and
+// writes one 8-byte record, (entry << 40) | (end - begin), with one predicated global store at the address held in
+// the PTX register whowaits_wp (then advanced by 8); an arrive, an arrive.expect_tx (a TMA issue) and a bar.arrive
+// write (entry << 40) alone; a wgmma commit writes nothing. No load, no branch: the store is predicated on
+// whowaits_wp < whowaits_wl, the end of the leader's row (0 on every other thread, so only the leader stores and a
+// full row stores nothing more). A predicated STG stays one instruction, where a predicated reduction (REDG)
+// becomes a branch around it (ptxas, sm_90a), and a branch ends a basic block: ptxas then cannot move a
+// wgmma.wait_group across it, so the traced schedule is not the kernel's (the event mode below: +29..70% on
+// v10-v19 and the softmax kept inside the PV window). A wait's interval holds the wait and one clock read; a wgmma
+// commit -> wait window gains one clock read (CS2R); scripts/trace_windows.py --waits; tests/test_trace.py.
+// Entries (the record's bits 40..47; the host, profiler/analyze/trace_waits.py, maps them back): kWait* below.
+// An mbarrier is keyed by (shared address >> 3) & 31 (the host maps that to the static graph's addresses and says
+// where two collide), a named barrier by its id, a wgmma wait by its N. A row's first two records are the start
+// clock64 and %globaltimer, its last two (written by WHOWAITS_TRACE_FINISH, where the warpgroup reaches it) the end
+// ones, each tagged with its entry; the host counts records up to the first zero.
+#ifndef WHOWAITS_TRACE_SLOTS
+#define WHOWAITS_TRACE_SLOTS 4
+#endif
+
+struct WhowaitsWaitBuffer {
+    unsigned long long* records;  // [max_ctas * WHOWAITS_TRACE_SLOTS][capacity]
+    uint32_t max_ctas;
+    uint32_t capacity;  // records per row (8 bytes each)
+};
+
+extern "C" {
+__device__ WhowaitsWaitBuffer whowaits_waits;  // zero (nothing recorded) until the host sets it
+}
+
+enum WhowaitsTraceKind : uint32_t {  // the event kinds the headers pass (the wait log keys its entries on them)
+    kTraceMbarWaitBegin = 2, kTraceMbarWaitEnd = 3, kTraceMbarArrive = 4, kTraceMbarExpectTx = 5,
+    kTraceBarSyncBegin = 6, kTraceBarSyncEnd = 7, kTraceBarArrive = 8,
+    kTraceWgmmaWaitBegin = 9, kTraceWgmmaWaitEnd = 10, kTraceWgmmaCommit = 11,
+};
+constexpr uint32_t kWaitMbar = 0;         // + (addr >> 3) & 31: an mbarrier wait, cycles
+constexpr uint32_t kWaitBarSync = 32;     // + id & 15: a named-barrier wait, cycles
+constexpr uint32_t kWaitWgmma = 48;       // + N & 3: a wgmma group wait, cycles
+constexpr uint32_t kWaitMbarArrive = 64;  // + (addr >> 3) & 31
+constexpr uint32_t kWaitExpectTx = 96;    // + (addr >> 3) & 31
+constexpr uint32_t kWaitBarArrive = 128;  // + id & 15
+constexpr uint32_t kWaitClock = 240;      // the low 40 bits of clock64 (start, then end)
+constexpr uint32_t kWaitGlobal = 241;     // the low 40 bits of %globaltimer (ns; start, then end)
+constexpr uint32_t kWaitSmid = 242;       // %smid
+
+namespace whowaits { namespace trace {
+
+__device__ __forceinline__ uint32_t mbar_key(uint32_t arg) { return ((arg & 0x7FFFFFFFu) >> 3) & 31u; }
+
+__device__ __forceinline__ void waits_begin() { asm volatile("mov.u64 whowaits_t0, %clock64;\n"); }  // no operands: one %
+
+__device__ __forceinline__ void waits_put(unsigned long long rec) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.lt.u64 p, whowaits_wp, whowaits_wl;\n\t@p st.global.u64 [whowaits_wp], %0;\n\t"
+        "add.u64 whowaits_wp, whowaits_wp, 8;\n\t}\n" ::"l"(rec));
+}
+
+// The wait's end: one record, its entry and the cycles since whowaits_t0.
+__device__ __forceinline__ void waits_end(uint32_t entry) {
+    unsigned long long t0, t1;
+    asm volatile("mov.u64 %0, %%clock64;\n\tmov.u64 %1, whowaits_t0;\n" : "=l"(t1), "=l"(t0));
+    waits_put((static_cast<unsigned long long>(entry) << 40) | ((t1 - t0) & 0xFFFFFFFFFFull));
+}
+
+__device__ __forceinline__ void waits_event(uint32_t kind, uint32_t arg) {
+    if (kind == kTraceMbarWaitBegin || kind == kTraceBarSyncBegin || kind == kTraceWgmmaWaitBegin) waits_begin();
+    else if (kind == kTraceMbarWaitEnd) waits_end(kWaitMbar + mbar_key(arg));
+    else if (kind == kTraceBarSyncEnd) waits_end(kWaitBarSync + (arg & 15u));
+    else if (kind == kTraceMbarArrive) waits_put(static_cast<unsigned long long>(kWaitMbarArrive + mbar_key(arg)) << 40);
+    else if (kind == kTraceMbarExpectTx) waits_put(static_cast<unsigned long long>(kWaitExpectTx + mbar_key(arg)) << 40);
+    else if (kind == kTraceBarArrive) waits_put(static_cast<unsigned long long>(kWaitBarArrive + (arg & 15u)) << 40);
+}
+
+__device__ __forceinline__ void waits_clock_pair() {
+    unsigned long long t, gt;
+    asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t));
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(gt));
+    waits_put((static_cast<unsigned long long>(kWaitClock) << 40) | (t & 0xFFFFFFFFFFull));
+    waits_put((static_cast<unsigned long long>(kWaitGlobal) << 40) | (gt & 0xFFFFFFFFFFull));
+}
+
+// Once per CTA, first thing in the kernel, every thread: declares whowaits_t0, whowaits_wp and whowaits_wl (the
+// leader's row and its end; 0 and 0 on every other thread and past max_ctas), then the leader's start records.
+__device__ __forceinline__ void waits_init() {
+    unsigned long long* row = nullptr;
+    uint32_t cap = 0;
+    const uint32_t wg = threadIdx.x >> 7;
+    if ((threadIdx.x & 127u) == 0u && wg < WHOWAITS_TRACE_SLOTS) {
+        const WhowaitsWaitBuffer b = whowaits_waits;
+        const uint32_t cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+        if (b.records != nullptr && cta < b.max_ctas) {
+            row = b.records + static_cast<size_t>(cta * WHOWAITS_TRACE_SLOTS + wg) * b.capacity;
+            cap = b.capacity;
+        }
+    }
+    asm volatile(".reg .u64 whowaits_t0;\n\t.reg .u64 whowaits_wp;\n\t.reg .u64 whowaits_wl;\n\t"
+                 "mov.u64 whowaits_t0, 0;\n\tmov.u64 whowaits_wp, %0;\n\tmov.u64 whowaits_wl, %1;\n"
+                 ::"l"(row), "l"(row == nullptr ? 0ull : reinterpret_cast<unsigned long long>(row + cap)) : "memory");
+    uint32_t smid;
+    asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
+    waits_put((static_cast<unsigned long long>(kWaitSmid) << 40) | smid);
+    waits_clock_pair();
+}
+
+__device__ __forceinline__ void waits_finish() { waits_clock_pair(); }
+
+}}  // namespace whowaits::trace
+
+#define WHOWAITS_TRACE_INIT() ::whowaits::trace::waits_init()
+#define WHOWAITS_TRACE_EVENT(kind, arg) ::whowaits::trace::waits_event((kind), (arg))
+#define WHOWAITS_TRACE_FINISH() ::whowaits::trace::waits_finish()
+#define WHOWAITS_TRACE_PARKED(kind, arg) ::whowaits::trace::waits_event((kind), (arg))
+#define WHOWAITS_TRACE_FLUSH(kind, arg) ::whowaits::trace::waits_event((kind), (arg))
+#define WHOWAITS_TRACE_WGMMA_WAIT_END(N) ::whowaits::trace::waits_end(kWaitWgmma + ((N) & 3))
+// In the untraced build of v12-v14 and v17-v19 ptxas moves the softmax's PV[n-1] wait (wgmma_wait<0>, written
+// after the softmax) up to the start of the basic block after the mask, before the row max, so the softmax runs
+// after PV[n-1] completes (scripts/trace_windows.py: a PV window of 137-148 instructions untraced); a clock read
+// pins a wait where the source has it, and the traced build would keep the softmax inside the window (421-436).
+// The wait-log build therefore waits there itself (this macro, placed after the mask in those rungs' softmax),
+// and the wait the source has after the softmax finds nothing in flight. Nothing in the other builds.
+#define WHOWAITS_TRACE_PV_WAIT_AS_COMPILED() ::whowaits::sm90::wgmma_wait<0>()
+
+#elif defined(WHOWAITS_TRACE)
 
 #ifndef WHOWAITS_TRACE_SLOTS
 #define WHOWAITS_TRACE_SLOTS 4  // warpgroups per CTA with a slot of their own
@@ -257,4 +380,7 @@ __device__ __forceinline__ void finish() {
 #define WHOWAITS_TRACE_PARKED(kind, arg) ((void)0)
 #define WHOWAITS_TRACE_FLUSH(kind, arg) ((void)0)
 #define WHOWAITS_TRACE_WGMMA_WAIT_END(N) ((void)0)
+#endif
+#ifndef WHOWAITS_TRACE_PV_WAIT_AS_COMPILED
+#define WHOWAITS_TRACE_PV_WAIT_AS_COMPILED() ((void)0)
 #endif

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# One device call for the wait log (issue 12, `whowaits trace --waits`, trace.cuh's WHOWAITS_TRACE_WAITS): every
+# warp-specialised rung (v10-v19) at b1_h64_s1024 (the shape of their committed ncu reports), then, budget left,
+# at b4_h16_s4096. Hypothesis written before the call (2026-12-02 01:05 UTC): the wait log keeps each rung's
+# untraced wgmma windows (scripts/trace_windows.py --waits: one clock read and no load per window, the softmax
+# where ptxas puts it untraced), so its overhead is < 10% on every rung and its heaviest edge, warp-weighted, is
+# the static graph's: consumer -[wgmma group]-> tensor core on v10-v14 and v16-v19, producer <- empty ring on v15.
+#
+# How to call it:
+#   0. here, no GPU: bash kernels/h200_trace_waits.sh --prebuild   (the untraced and wait-log cubins of v10-v19
+#      into .cache/whowaits/build-carry and .cache/whowaits/trace-waits); commit; bash scripts/device_tree.sh slim
+#   1. device run, carry [".cache/whowaits/build-carry", ".cache/whowaits/trace-waits"], timeout_s 600:
+#        WHOWAITS_GIT_COMMIT=<commit> bash kernels/h200_trace_waits.sh
+#   2. here: bash scripts/device_tree.sh restore; unpack results.tgz into reports/h200/traces-waits/ and re-analyse
+#      with the committed reports (whowaits trace <v> --raw <file>.trace-waits.npz).
+set -u
+VERSIONS=${VERSIONS:-"v10 v11 v12 v13 v14 v15 v16 v17 v18 v19"}
+SHAPES=${SHAPES:-"b1_h64_s1024_d128_fp16 b4_h16_s4096_d128_fp16"}
+if [ "${1:-}" = "--prebuild" ]; then
+  set -e
+  REPO=$(git rev-parse --show-toplevel); PY=${PYTHON:-$REPO/.venv/bin/python}
+  CARRY="$REPO/.cache/whowaits/build-carry"; rm -rf "$CARRY" "$REPO/.cache/whowaits/trace-waits"; mkdir -p "$CARRY"
+  WHOWAITS_BUILD_DIR="$CARRY" "$PY" - $VERSIONS <<'PY'
+import sys
+from kernels import build, registry, trace
+for vid in sys.argv[1:]:
+    v = registry.get(vid)
+    c = v.config_for(128, "fp16", False)
+    p, t = build.build(v, c), trace.build_traced(v, c, "waits")
+    print(f"{v.id:24s} untraced {p.registers} regs, wait log {t.registers} regs, {t.spill_bytes} B spills")
+PY
+  du -sh "$CARRY" "$REPO/.cache/whowaits/trace-waits"
+  exit 0
+fi
+: "${WHOWAITS_GIT_COMMIT:?set WHOWAITS_GIT_COMMIT=<commit of the code> (the device copy has no .git of its own)}"
+export WHOWAITS_GIT_COMMIT PYTHONUNBUFFERED=1 WHOWAITS_CACHE_DIR=/tmp/whowaits-parse
+export WHOWAITS_BUILD_DIR=$PWD/.cache/whowaits/build-carry
+BUDGET=${BUDGET:-400}
+R=/tmp/waits-out; rm -rf "$R"; mkdir -p "$R"
+T0=$(date +%s)
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$R/nvidia-smi.txt" 2>&1
+timeout -k 5 60 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$R/pip.txt" 2>&1; echo "pip rc=$?"
+for s in $SHAPES; do
+  for v in $VERSIONS; do
+    [ "$(left)" -lt 25 ] && { echo "skip $v $s (budget)"; continue; }
+    timeout -k 5 90 whowaits trace $v --waits --shape $s --out "$R/$s" > "$R/$v-$s.txt" 2>&1
+    echo "waits $v $s rc=$? at +$(( $(date +%s) - T0 ))s"; head -3 "$R/$v-$s.txt" | cut -c1-170
+  done
+done
+tar czf "$OUT/results.tgz" -C "$R" . && ls -la "$OUT"
+echo "done at +$(( $(date +%s) - T0 ))s"

@@ -5,6 +5,13 @@
 # untraced wgmma windows (scripts/trace_windows.py --waits: one clock read and no load per window, the softmax
 # where ptxas puts it untraced), so its overhead is < 10% on every rung and its heaviest edge, warp-weighted, is
 # the static graph's: consumer -[wgmma group]-> tensor core on v10-v14 and v16-v19, producer <- empty ring on v15.
+# Verdict of that call (01:30 UTC, commit 570bfea, CLASSES=all): overhead +3.7% (v10) to +17.6% (v17) at b1,
+# +5.1..+24.0% at b4, refuted; the heaviest edge agrees for v10, v11 and v15 only: v12-v14 and v16-v19's wgmma
+# waits take 2.4-4.5% of warp-cycles (the QK waits a median 5 cycles) where ncu samples 15-24%: the records' own
+# instructions (+10-18% of the kernel's time) lengthen the consumers' work and the tensor core's slack, which is
+# what the wgmma wait is, shrinks by as much. Second call (hypothesis, 01:45 UTC): each class logged alone
+# (CLASSES="wgmma mbarrier named", b1) costs a third of that or less, and the wgmma class alone gives the wgmma
+# edge back its weight: heaviest by class = the static graph's on every rung.
 #
 # How to call it:
 #   0. here, no GPU: bash kernels/h200_trace_waits.sh --prebuild   (the untraced and wait-log cubins of v10-v19
@@ -16,18 +23,21 @@
 set -u
 VERSIONS=${VERSIONS:-"v10 v11 v12 v13 v14 v15 v16 v17 v18 v19"}
 SHAPES=${SHAPES:-"b1_h64_s1024_d128_fp16 b4_h16_s4096_d128_fp16"}
+CLASSES=${CLASSES:-"all"}  # the record classes, one log each (kernels.trace.WAIT_CLASSES: all wgmma mbarrier named arrivals)
 if [ "${1:-}" = "--prebuild" ]; then
   set -e
   REPO=$(git rev-parse --show-toplevel); PY=${PYTHON:-$REPO/.venv/bin/python}
   CARRY="$REPO/.cache/whowaits/build-carry"; rm -rf "$CARRY" "$REPO/.cache/whowaits/trace-waits"; mkdir -p "$CARRY"
-  WHOWAITS_BUILD_DIR="$CARRY" "$PY" - $VERSIONS <<'PY'
-import sys
+  WHOWAITS_BUILD_DIR="$CARRY" CLASSES="$CLASSES" "$PY" - $VERSIONS <<'PY'
+import os, sys
 from kernels import build, registry, trace
 for vid in sys.argv[1:]:
     v = registry.get(vid)
     c = v.config_for(128, "fp16", False)
-    p, t = build.build(v, c), trace.build_traced(v, c, "waits")
-    print(f"{v.id:24s} untraced {p.registers} regs, wait log {t.registers} regs, {t.spill_bytes} B spills")
+    p = build.build(v, c)
+    for cl in os.environ["CLASSES"].split():
+        t = trace.build_traced(v, c, "waits", cl)
+        print(f"{v.id:24s} untraced {p.registers} regs, wait log ({cl}) {t.registers} regs, {t.spill_bytes} B spills")
 PY
   du -sh "$CARRY" "$REPO/.cache/whowaits/trace-waits"
   exit 0
@@ -43,9 +53,11 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --fo
 timeout -k 5 60 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$R/pip.txt" 2>&1; echo "pip rc=$?"
 for s in $SHAPES; do
   for v in $VERSIONS; do
-    [ "$(left)" -lt 25 ] && { echo "skip $v $s (budget)"; continue; }
-    timeout -k 5 90 whowaits trace $v --waits --shape $s --out "$R/$s" > "$R/$v-$s.txt" 2>&1
-    echo "waits $v $s rc=$? at +$(( $(date +%s) - T0 ))s"; head -3 "$R/$v-$s.txt" | cut -c1-170
+    for cl in $CLASSES; do
+      [ "$(left)" -lt 25 ] && { echo "skip $v $s $cl (budget)"; continue; }
+      timeout -k 5 90 whowaits trace $v --waits --class $cl --shape $s --out "$R/$s" > "$R/$v-$s-$cl.txt" 2>&1
+      echo "waits $v $s $cl rc=$? at +$(( $(date +%s) - T0 ))s"; head -1 "$R/$v-$s-$cl.txt" | cut -c1-170
+    done
   done
 done
 tar czf "$OUT/results.tgz" -C "$R" . && ls -la "$OUT"

@@ -37,6 +37,7 @@ from pathlib import Path
 from kernels import build as B
 from kernels import registry
 from kernels.config import Shape
+from profiler.analyze.trace_waits import WAIT_CLASSES, waits_name
 from profiler.errors import WhowaitsError
 
 SLOTS = 4  # WHOWAITS_TRACE_SLOTS: warpgroups per CTA with a slot
@@ -54,29 +55,36 @@ EVENT_DTYPE = [("t", "<u8"), ("kind", "<u4"), ("arg", "<u4")]
 MODES = {"events": "WHOWAITS_TRACE", "waits": "WHOWAITS_TRACE_WAITS"}  # the switch of each mode (trace.cuh)
 
 
-def traced_unit(version, config, mode: str = "events") -> str:
-    """The build's translation unit with the trace switched on (``mode`` "waits": the wait log)."""
-    return f"#define {MODES[mode]} 1\n" + B.translation_unit(version, config)
 
 
-def build_traced(version, config, mode: str = "events") -> B.BuildResult:
+def traced_unit(version, config, mode: str = "events", classes: str = "all") -> str:
+    """The build's translation unit with the trace switched on (``mode`` "waits": the wait log, logging the
+    record ``classes`` of :data:`WAIT_CLASSES`)."""
+    extra = (f"#define WHOWAITS_TRACE_WAITS_CLASSES {WAIT_CLASSES[classes]}u\n"
+             if mode == "waits" and classes != "all" else "")
+    return f"#define {MODES[mode]} 1\n" + extra + B.translation_unit(version, config)
+
+
+def build_traced(version, config, mode: str = "events", classes: str = "all") -> B.BuildResult:
     """Compile (or fetch) the traced cubin of ``version`` at ``config``: the event trace, or (``mode`` "waits")
     the wait-log build. Cached under ``<build cache>/../trace[-waits]/`` by a key of the unit, the flags, nvcc's
     version and the sources (by their path below kernels/, so a build made here is found on the GPU host)."""
     h = hashlib.sha256()
-    h.update(B.nvcc_version().encode() + " ".join(B.NVCC_FLAGS).encode() + traced_unit(version, config, mode).encode())
+    h.update(B.nvcc_version().encode() + " ".join(B.NVCC_FLAGS).encode()
+             + traced_unit(version, config, mode, classes).encode())
     for path in [version.source, *sorted((B.KERNELS_DIR / "common").glob("**/*"))]:
         if path.is_file():
             h.update(str(_rel(path)).encode() + path.read_bytes())
     folder = "trace" if mode == "events" else f"trace-{mode}"
-    out = B.cache_dir().parent / folder / f"{version.id}-{config.short_form()}-{h.hexdigest()[:20]}"
+    tag = "" if classes == "all" else f"-{classes}"
+    out = B.cache_dir().parent / folder / f"{version.id}-{config.short_form()}{tag}-{h.hexdigest()[:20]}"
     meta_path = out / "meta.json"
     if not meta_path.is_file():
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{version.id}-", dir=out.parent))
         try:
             tu = tmp / "tu.cu"
-            tu.write_text(traced_unit(version, config, mode))
+            tu.write_text(traced_unit(version, config, mode, classes))
             cmd = [B.find_nvcc(), *B.NVCC_FLAGS, "-I", str(B.KERNELS_DIR), "-o", str(tmp / "kernel.cubin"), str(tu)]
             env = {**os.environ, "TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp)}
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -152,12 +160,15 @@ def _timed(fn, reps: int, flush, before=None) -> list[float]:
 
 
 def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: Path | str = ".", *,
-        reps: int = 30, rounds: int = 3, seed: int = 0, log=print, mode: str = "events") -> dict:
+        reps: int = 30, rounds: int = 3, seed: int = 0, log=print, mode: str = "events",
+        classes: str = "all") -> dict:
     """Trace one version on the GPU; returns the meta dict (also written beside the raw events). ``mode``
     "waits": the wait-log build instead (``<shape>.trace-waits.npz``: one record per wait and arrive, no
     timeline; trace.cuh, :mod:`profiler.analyze.trace_waits`)."""
     if mode not in MODES:
         raise WhowaitsError(f"unknown trace mode {mode!r}: one of {', '.join(MODES)}")
+    if classes not in WAIT_CLASSES or (classes != "all" and mode != "waits"):
+        raise WhowaitsError(f"unknown record class {classes!r} (the wait log's: {', '.join(WAIT_CLASSES)})")
     import numpy as np
     import torch
 
@@ -174,7 +185,7 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     q, k, v = random_qkv(shape, seed=seed)
     b, h, s, d, dtype = L.problem_of(q, k, v)
     config = ver.config_for(d, dtype, shape.causal)
-    traced = build_traced(ver, config, mode)
+    traced = build_traced(ver, config, mode, classes)
     driver = L._driver()
     dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
     L._ensure_context(dev)
@@ -253,11 +264,11 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     if waits:
         rec = events.cpu().numpy().view(np.uint64)
         cnt = (rec != 0).sum(axis=1).astype(np.int64)  # a row's records are contiguous from its start
-        meta = {**common, "trace_format": "waits", "full_slots": int((cnt >= capacity).sum())}
+        meta = {**common, "trace_format": "waits", "classes": classes, "full_slots": int((cnt >= capacity).sum())}
         keep = max(1, int(min(cnt.max(), capacity)))
-        np.savez_compressed(out / f"{shape.key}.trace-waits.npz", counts=cnt, records=rec[:, :keep],
+        np.savez_compressed(out / waits_name(shape.key, classes), counts=cnt, records=rec[:, :keep],
                             meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
-        log(f"{ver.id} {shape.key} (wait log): untraced {pm * 1e3:.1f} us, traced {tm * 1e3:.1f} us "
+        log(f"{ver.id} {shape.key} (wait log, {classes}): untraced {pm * 1e3:.1f} us, traced {tm * 1e3:.1f} us "
             f"({meta['overhead_pct']:+.1f}%), max |traced - untraced| {diff:.3g}, {int(cnt.sum())} records")
         return meta
     ev = events.cpu().numpy().view(np.uint64).reshape(ctas * SLOTS, capacity, 2)

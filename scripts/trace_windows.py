@@ -86,14 +86,15 @@ def _sass(cubin) -> list[tuple[int, str]]:
     return instructions(sass.sass_text(cubin))
 
 
-def analyse(vid: str, mode: str = "events") -> dict:
-    """The windows of ``vid``'s traced build (``mode`` "waits": the wait-log build, ``--waits``)."""
+def analyse(vid: str, mode: str = "events", classes: str = "all") -> dict:
+    """The windows of ``vid``'s traced build (``mode`` "waits": the wait-log build, ``--waits``, logging the
+    record ``classes``, ``--class``)."""
     from kernels import trace as T
 
     ver = registry.get_landed_or_wip(vid)
     cfg = ver.config_for(128, "fp16", False)
     plain = build.build(ver, cfg)
-    traced = T.build_traced(ver, cfg, mode)
+    traced = T.build_traced(ver, cfg, mode, classes)
     st = _sass(traced.cubin)
     wp, wt = windows(_sass(plain.cubin)), windows(st)
     if len(wp) != len(wt):
@@ -119,8 +120,9 @@ def main(argv=None) -> int:
     ap.add_argument("--format", choices=("text", "json"), default="text")
     ap.add_argument("--list", action="store_true", help="print each window's traced instructions")
     ap.add_argument("--waits", action="store_true", help="the wait-log build (-DWHOWAITS_TRACE_WAITS) instead")
+    ap.add_argument("--class", dest="classes", default="all", help="the wait log's record class (kernels.trace.WAIT_CLASSES)")
     a = ap.parse_args(argv)
-    res = [analyse(v, "waits" if a.waits else "events") for v in a.versions]
+    res = [analyse(v, "waits" if a.waits else "events", a.classes) for v in a.versions]
     if a.format == "json":
         for r in res:
             for w in r["windows"]:

@@ -40,11 +40,18 @@ import numpy as np
 from profiler.analyze.trace import TENSOR, WARPS, _labels_for, _role
 from profiler.errors import WhowaitsError
 
-__all__ = ["load_waits", "summarize_waits", "decode"]
+__all__ = ["WAIT_CLASSES", "load_waits", "summarize_waits", "combine_classes", "decode", "waits_name"]
 
+# the record classes a wait-log build logs (trace.cuh, WHOWAITS_TRACE_WAITS_CLASSES): one alone perturbs the kernel least
+WAIT_CLASSES = {"all": 15, "mbarrier": 1, "named": 2, "wgmma": 4, "arrivals": 8}
 VALUE_MASK = (1 << 40) - 1
 MBAR, BAR_SYNC, WGMMA, MBAR_ARRIVE, EXPECT_TX, BAR_ARRIVE = 0, 32, 48, 64, 96, 128
 CLOCK, GLOBAL, SMID = 240, 241, 242
+
+
+def waits_name(shape: str, classes: str = "all") -> str:
+    """The wait log's file name: ``<shape>.trace-waits.npz``, ``<shape>.trace-waits-<class>.npz`` for one class."""
+    return f"{shape}.trace-waits.npz" if classes == "all" else f"{shape}.trace-waits-{classes}.npz"
 
 
 def load_waits(path) -> tuple[dict, dict]:
@@ -181,3 +188,29 @@ def _clock_ghz(rows: list[dict], meta: dict) -> tuple[float, str]:
     if len(slopes) >= 4:
         return float(statistics.median(slopes)), f"fitted on {len(slopes)} rows (globaltimer vs clock64)"
     return meta.get("clock_rate_khz", 1_980_000) / 1e6, "device attribute CLOCK_RATE (fewer than 4 rows with 2 pairs)"
+
+
+def _edge_class(barrier: str) -> str:
+    if barrier == "wgmma group":
+        return "wgmma"
+    return "named" if barrier.startswith("bar ") else "mbarrier"
+
+
+def combine_classes(full: dict, parts: dict[str, dict]) -> dict:
+    """Each edge weighed by the log that recorded its class alone (``parts``: class -> that log's summary; the
+    least perturbed measurement of it), named with the all-class log's releaser (a one-class log has no
+    arrivals). Edges are ranked by ``share`` (of each log's own active warp-cycles: the logs ran apart, with
+    overheads of their own); an edge whose class has no log of its own keeps the full log's figures."""
+    releaser = {(e["waiter"], e["barrier"]): e["releaser"] for e in full.get("edges", [])}
+    edges = []
+    for e in full.get("edges", []):
+        if _edge_class(e["barrier"]) not in parts:
+            edges.append({**e, "from": "all"})
+    for cls, s in sorted(parts.items()):
+        for e in s.get("edges", []):
+            if _edge_class(e["barrier"]) != cls:
+                continue
+            edges.append({**e, "releaser": releaser.get((e["waiter"], e["barrier"]), e["releaser"]), "from": cls})
+    edges.sort(key=lambda e: -e["share"])
+    return {"edges": edges, "heaviest": edges[0] if edges else None,
+            "overhead_pct": {cls: s["overhead"]["overhead_pct"] for cls, s in sorted(parts.items())}}

@@ -68,17 +68,35 @@ def write_waits(raw: Path, out_dir: Path, *, version: str | None = None, reports
     returns the summary, with the static graph's heaviest edge and whether the two agree."""
     from profiler.analyze.trace_waits import load_waits, summarize_waits  # noqa: PLC0415
 
+    from profiler.analyze.trace_waits import WAIT_CLASSES, combine_classes, waits_name  # noqa: PLC0415
+
     arrays, meta = load_waits(raw)
     ver = version or meta["version"]
     labels, names, static_top = static_labels(ver, meta["shape"], reports)
     summary = summarize_waits(arrays, meta, labels, names)
+    summary["classes"] = meta.get("classes", "all")
     summary["static_heaviest"] = static_top
-    top = summary.get("heaviest")
-    if top and static_top:
-        summary["heaviest_agrees"] = (top["waiter"], top["barrier"], top["releaser"]) == (
+
+    def agrees(top):
+        return (top["waiter"], top["barrier"], top["releaser"]) == (
             static_top["waiter"], static_top["barrier"], static_top["releaser"])
+
+    if summary.get("heaviest") and static_top:
+        summary["heaviest_agrees"] = agrees(summary["heaviest"])
+    if summary["classes"] == "all":  # the one-class logs beside it, where they were run
+        parts = {}
+        for cls in WAIT_CLASSES:
+            f = raw.parent / waits_name(meta["shape"], cls)
+            if cls not in ("all", "arrivals") and f.is_file():
+                a2, m2 = load_waits(f)
+                parts[cls] = summarize_waits(a2, m2, labels, names)
+        if parts:
+            summary["by_class"] = combine_classes(summary, parts)
+            if summary["by_class"]["heaviest"] and static_top:
+                summary["by_class"]["heaviest_agrees"] = agrees(summary["by_class"]["heaviest"])
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{meta['shape']}.trace-waits-summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    name = raw.name.replace(".npz", "-summary.json")
+    (out_dir / name).write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 
 
@@ -91,10 +109,18 @@ def _print_waits(s: dict) -> None:
     for e in s["edges"]:
         print(f"  {e['waiter']:9s} —[{e['barrier']}]→ {e['releaser']:28s} {e['ns'] / 1e3:9.1f} us "
               f"{100 * e['share']:5.1f}%  {e['waits']} waits, {e['blocking_waits']} blocking")
+    bc = s.get("by_class")
+    if bc:
+        ov = ", ".join(f"{k} {v:+.1f}%" for k, v in bc["overhead_pct"].items())
+        print(f"each class logged alone (overhead {ov}):")
+        for e in bc["edges"]:
+            print(f"  {e['waiter']:9s} —[{e['barrier']}]→ {e['releaser']:28s} {e['ns'] / 1e3:9.1f} us "
+                  f"{100 * e['share']:5.1f}%  ({e['from']})")
     if s.get("static_heaviest"):
         st = s["static_heaviest"]
         print(f"static graph's heaviest: {st['waiter']} —[{st['barrier']}]→ {st['releaser']} "
-              f"({100 * st['share']:.1f}% of samples); agrees: {s.get('heaviest_agrees')}")
+              f"({100 * st['share']:.1f}% of samples); agrees: {s.get('heaviest_agrees')}"
+              + (f"; by class: {bc.get('heaviest_agrees')}" if bc else ""))
 
 
 @app.command()
@@ -106,6 +132,8 @@ def trace(
     max_ctas: Optional[int] = typer.Option(None, "--max-ctas", help="CTAs in the Perfetto JSON (all by default)."),
     waits: bool = typer.Option(False, "--waits", help="The wait log (-DWHOWAITS_TRACE_WAITS): one record per wait "
                                "and arrive, the kernel's own schedule, no timeline; --raw takes its .trace-waits.npz."),
+    classes: str = typer.Option("all", "--class", help="With --waits: log one record class alone (wgmma, mbarrier, "
+                                "named, arrivals; default all), the least perturbed measurement of it."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Measured role trace: clock64 stamps of every wait, arrive and issue by each warpgroup's leader thread
@@ -117,11 +145,14 @@ def trace(
 
         vid = registry.get(version).id
         dest = out / vid
-        run(vid, shape, dest, log=lambda m: print(m, file=sys.stderr), mode="waits" if waits else "events")
-        raw = dest / f"{shape}.trace-{'waits' if waits else 'raw'}.npz"
+        from profiler.analyze.trace_waits import waits_name  # noqa: PLC0415
+
+        run(vid, shape, dest, log=lambda m: print(m, file=sys.stderr), mode="waits" if waits else "events",
+            classes=classes)
+        raw = dest / (waits_name(shape, classes) if waits else f"{shape}.trace-raw.npz")
     else:
         dest = raw.parent
-        waits = waits or raw.name.endswith(".trace-waits.npz")
+        waits = waits or ".trace-waits" in raw.name
     if waits:
         s = write_waits(raw, dest)
         if fmt is Format.json:

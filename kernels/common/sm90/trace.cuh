@@ -78,13 +78,28 @@ __device__ __forceinline__ void waits_end(uint32_t entry) {
     waits_put((static_cast<unsigned long long>(entry) << 40) | ((t1 - t0) & 0xFFFFFFFFFFull));
 }
 
+// The record classes a build logs (a bit mask, default all): 1 mbarrier waits, 2 named-barrier waits, 4 wgmma
+// waits, 8 arrivals. A class left out costs nothing (no clock read, no store), so one class logged alone perturbs
+// the kernel least: `whowaits trace --waits --class wgmma` (kernels/trace.py builds one cubin per mask).
+#ifndef WHOWAITS_TRACE_WAITS_CLASSES
+#define WHOWAITS_TRACE_WAITS_CLASSES 15u
+#endif
+constexpr uint32_t kWaitClasses = WHOWAITS_TRACE_WAITS_CLASSES;
+
 __device__ __forceinline__ void waits_event(uint32_t kind, uint32_t arg) {
-    if (kind == kTraceMbarWaitBegin || kind == kTraceBarSyncBegin || kind == kTraceWgmmaWaitBegin) waits_begin();
-    else if (kind == kTraceMbarWaitEnd) waits_end(kWaitMbar + mbar_key(arg));
-    else if (kind == kTraceBarSyncEnd) waits_end(kWaitBarSync + (arg & 15u));
+    if ((kind == kTraceMbarWaitBegin && (kWaitClasses & 1u)) || (kind == kTraceBarSyncBegin && (kWaitClasses & 2u)) ||
+        (kind == kTraceWgmmaWaitBegin && (kWaitClasses & 4u)))
+        waits_begin();
+    else if (kind == kTraceMbarWaitEnd && (kWaitClasses & 1u)) waits_end(kWaitMbar + mbar_key(arg));
+    else if (kind == kTraceBarSyncEnd && (kWaitClasses & 2u)) waits_end(kWaitBarSync + (arg & 15u));
+    else if (!(kWaitClasses & 8u)) return;
     else if (kind == kTraceMbarArrive) waits_put(static_cast<unsigned long long>(kWaitMbarArrive + mbar_key(arg)) << 40);
     else if (kind == kTraceMbarExpectTx) waits_put(static_cast<unsigned long long>(kWaitExpectTx + mbar_key(arg)) << 40);
     else if (kind == kTraceBarArrive) waits_put(static_cast<unsigned long long>(kWaitBarArrive + (arg & 15u)) << 40);
+}
+
+__device__ __forceinline__ void waits_wgmma_end(uint32_t n) {
+    if (kWaitClasses & 4u) waits_end(kWaitWgmma + (n & 3u));
 }
 
 __device__ __forceinline__ void waits_clock_pair() {
@@ -127,7 +142,7 @@ __device__ __forceinline__ void waits_finish() { waits_clock_pair(); }
 #define WHOWAITS_TRACE_FINISH() ::whowaits::trace::waits_finish()
 #define WHOWAITS_TRACE_PARKED(kind, arg) ::whowaits::trace::waits_event((kind), (arg))
 #define WHOWAITS_TRACE_FLUSH(kind, arg) ::whowaits::trace::waits_event((kind), (arg))
-#define WHOWAITS_TRACE_WGMMA_WAIT_END(N) ::whowaits::trace::waits_end(kWaitWgmma + ((N) & 3))
+#define WHOWAITS_TRACE_WGMMA_WAIT_END(N) ::whowaits::trace::waits_wgmma_end(N)
 // In the untraced build of v12-v14 and v17-v19 ptxas moves the softmax's PV[n-1] wait (wgmma_wait<0>, written
 // after the softmax) up to the start of the basic block after the mask, before the row max, so the softmax runs
 // after PV[n-1] completes (scripts/trace_windows.py: a PV window of 137-148 instructions untraced); a clock read

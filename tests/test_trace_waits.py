@@ -183,3 +183,99 @@ def test_cli_reads_a_wait_log_and_refuses_bad_ones(tmp_path):
     foreign = tmp_path / "foreign.trace-waits.npz"
     shutil.copy(event, foreign)
     assert_one_line_error(whowaits("trace", "v10", "--raw", str(foreign), "--waits"), "is not a readable wait log")
+
+
+# ----------------------------------------------------------------------------- the committed wait logs (H200)
+# reports/h200/traces-waits/<version>/: the device's own files (kernels/h200_trace_waits.sh: the all-class logs of
+# 01:30 UTC at b1 and b4, commit 570bfea; the one-class logs of 01:45 UTC at b1, commit 26b57e2; the device's
+# printouts in device-0130/ and device-0145/), re-analysed here with the committed ncu reports' labels.
+
+WAITS = ROOT / "reports/h200/traces-waits"
+B1 = "b1_h64_s1024_d128_fp16"
+LOGGED = [v for v in STATIC_WS if (WAITS / v / f"{B1}.trace-waits.npz").is_file()]
+
+
+@lru_cache(maxsize=None)
+def _summary(version: str) -> dict:
+    from profiler.cli.trace import write_waits
+
+    import tempfile
+
+    out = Path(tempfile.mkdtemp(prefix="waits-"))
+    return write_waits(WAITS / version / f"{B1}.trace-waits.npz", out, reports=ROOT / "reports/h200")
+
+
+def test_every_ws_rung_has_its_logs():
+    assert LOGGED == STATIC_WS
+    for v in STATIC_WS:
+        for cls in ("wgmma", "mbarrier", "named"):
+            assert (WAITS / v / f"{B1}.trace-waits-{cls}.npz").is_file(), (v, cls)
+
+
+@pytest.mark.parametrize("version", STATIC_WS)
+def test_committed_logs_are_whole_and_correct(version):
+    from profiler.analyze.trace_waits import load_waits, waits_name
+
+    for cls in ("all", "wgmma", "mbarrier", "named"):
+        arrays, meta = load_waits(WAITS / version / waits_name(B1, cls))
+        assert meta["gpu"].startswith("NVIDIA H200") and meta["version"] == version
+        assert meta.get("classes", "all") == cls  # the 01:30 logs predate the key (all classes)
+        assert meta["max_abs_diff_traced_vs_untraced"] == 0.0  # the trace does not change the output
+        assert meta["full_slots"] == 0
+        assert meta["git_commit"] in ("570bfea", "26b57e2")
+
+
+@pytest.mark.parametrize("version", STATIC_WS)
+def test_one_class_costs_less_than_all(version):
+    """Measured overheads (traced vs untraced, same run): all classes +3.7% (v10) .. +17.6% (v17); one class
+    at most +8.4% (v17's wgmma class), the named barriers alone at most +4.1%."""
+    s = _summary(version)
+    by = s["by_class"]["overhead_pct"]
+    assert max(by.values()) < s["overhead"]["overhead_pct"] < 20.0
+    assert max(by.values()) < 9.0 and by["named"] < 4.5
+
+
+ALL_CLASS_AGREES = ["v10_warp_specialized", "v11_pingpong", "v15_softmax_under_pv"]
+
+
+def test_all_class_log_agrees_on_three_rungs():
+    """The all-class log's heaviest edge is the static graph's for v10, v11 and v15 only: on the others its
+    wgmma waits shrink (v12-v14, v16-v19: 2.4-4.5% of warp-cycles against 6.9-24.2% of ncu's samples), the
+    records' own cost taken out of the tensor core's slack."""
+    assert [v for v in STATIC_WS if _summary(v)["heaviest_agrees"]] == ALL_CLASS_AGREES
+
+
+BY_CLASS_MISSES = {
+    "v12_intra_wg_overlap": (
+        "v12: logged alone, its wgmma waits take 7.1% of warp-cycles and the consumers' Q wait at each CTA's "
+        "start (mbarrier@0x440, a CTA a tile: 1024 waits, all blocking) 8.8%; ncu samples the wgmma group at "
+        "15.4% and the Q wait at 6.7%. The wgmma log costs +6.1%, out of the same slack"),
+    "v16_desc_iterator": (
+        "v16: its wgmma waits are its short QK windows (32/28 instructions untraced, 425 of 459 samples); one "
+        "clock read before each wait is enough for the group to finish: logged alone they take 1.0% of "
+        "warp-cycles, below the producer's empty ring (6.8%), where ncu samples 6.9% against 4.7%"),
+}
+
+
+@pytest.mark.parametrize("version", [
+    pytest.param(v, marks=pytest.mark.xfail(strict=True, reason=BY_CLASS_MISSES[v])) if v in BY_CLASS_MISSES else v
+    for v in STATIC_WS])
+def test_by_class_heaviest_edge_agrees_with_static_graph(version):
+    """Issue 12's done-when, each record class logged alone (the least perturbed measurement of each edge):
+    the heaviest edge by share is the static graph's (ncu samples of the committed report of the same rung) for
+    v10, v11, v13-v15 and v17-v19."""
+    s = _summary(version)
+    top, st = s["by_class"]["heaviest"], s["static_heaviest"]
+    assert (top["waiter"], top["barrier"], top["releaser"]) == (st["waiter"], st["barrier"], st["releaser"])
+    assert s["by_class"]["heaviest_agrees"] is True
+
+
+@pytest.mark.parametrize("version", STATIC_WS)
+def test_wait_log_sees_the_designed_ring(version):
+    """Every edge with weight in the logs is one the static graph names, with its releaser: consumers wait on
+    TMA <- producer (full barriers), the producer on the consumers (empty barriers), wgmma on the tensor core."""
+    s = _summary(version)
+    rel = {e["releaser"] for e in s["edges"] if e["share"] > 0.01}
+    assert rel <= {"TMA ← producer", "consumer", "tensor core (wgmma)", "consumer (other warpgroup)"}, rel
+    kinds = {(e["waiter"], e["releaser"]) for e in s["edges"] if e["share"] > 0.01}
+    assert ("consumer", "TMA ← producer") in kinds and ("producer", "consumer") in kinds

@@ -12,6 +12,13 @@
 # what the wgmma wait is, shrinks by as much. Second call (hypothesis, 01:45 UTC): each class logged alone
 # (CLASSES="wgmma mbarrier named", b1) costs a third of that or less, and the wgmma class alone gives the wgmma
 # edge back its weight: heaviest by class = the static graph's on every rung.
+# Verdict (01:45 UTC, commit 26b57e2): one class costs +1.4..+8.4%; heaviest by class = the static graph's on 8 of
+# 10 rungs (v12: the Q wait 8.8% over wgmma 7.1%; v16: wgmma 1.0%). The wgmma edge stays at 7-8.5% where ncu
+# samples 12.7-24.2%, and ncu on the wgmma-class binary itself (WHOWAITS_TRACED_BUILD=waits:wgmma, 01:50 UTC)
+# still samples it at 12.6 / 6.8 / 11.8 / 17.7% (v12 / v16 / v17 / v18): the binary waits as the untraced one;
+# the log under-measures. Third call (hypothesis, 02:00 UTC): the leader thread is warp 0 of its warpgroup, and
+# the warps of a warpgroup do not leave a wgmma wait alike (warp 0's share of the group finishes first); one row per
+# warp (PER_WARP=1) gives the wgmma edge ncu's weight within a few points, and the heaviest edge on all ten rungs.
 #
 # How to call it:
 #   0. here, no GPU: bash kernels/h200_trace_waits.sh --prebuild   (the untraced and wait-log cubins of v10-v19
@@ -24,11 +31,12 @@ set -u
 VERSIONS=${VERSIONS:-"v10 v11 v12 v13 v14 v15 v16 v17 v18 v19"}
 SHAPES=${SHAPES:-"b1_h64_s1024_d128_fp16 b4_h16_s4096_d128_fp16"}
 CLASSES=${CLASSES:-"all"}  # the record classes, one log each (kernels.trace.WAIT_CLASSES: all wgmma mbarrier named arrivals)
+PER_WARP=${PER_WARP:-0}    # 1: a row per warp (--per-warp), not one per warpgroup
 if [ "${1:-}" = "--prebuild" ]; then
   set -e
   REPO=$(git rev-parse --show-toplevel); PY=${PYTHON:-$REPO/.venv/bin/python}
   CARRY="$REPO/.cache/whowaits/build-carry"; rm -rf "$CARRY" "$REPO/.cache/whowaits/trace-waits"; mkdir -p "$CARRY"
-  WHOWAITS_BUILD_DIR="$CARRY" CLASSES="$CLASSES" "$PY" - $VERSIONS <<'PY'
+  WHOWAITS_BUILD_DIR="$CARRY" CLASSES="$CLASSES" PER_WARP="$PER_WARP" "$PY" - $VERSIONS <<'PY'
 import os, sys
 from kernels import build, registry, trace
 for vid in sys.argv[1:]:
@@ -36,7 +44,7 @@ for vid in sys.argv[1:]:
     c = v.config_for(128, "fp16", False)
     p = build.build(v, c)
     for cl in os.environ["CLASSES"].split():
-        t = trace.build_traced(v, c, "waits", cl)
+        t = trace.build_traced(v, c, "waits", cl, os.environ.get("PER_WARP") == "1")
         print(f"{v.id:24s} untraced {p.registers} regs, wait log ({cl}) {t.registers} regs, {t.spill_bytes} B spills")
 PY
   du -sh "$CARRY" "$REPO/.cache/whowaits/trace-waits"
@@ -55,7 +63,8 @@ for s in $SHAPES; do
   for v in $VERSIONS; do
     for cl in $CLASSES; do
       [ "$(left)" -lt 25 ] && { echo "skip $v $s $cl (budget)"; continue; }
-      timeout -k 5 90 whowaits trace $v --waits --class $cl --shape $s --out "$R/$s" > "$R/$v-$s-$cl.txt" 2>&1
+      PW=; [ "$PER_WARP" = 1 ] && PW=--per-warp
+      timeout -k 5 90 whowaits trace $v --waits --class $cl $PW --shape $s --out "$R/$s" > "$R/$v-$s-$cl$PW.txt" 2>&1
       echo "waits $v $s $cl rc=$? at +$(( $(date +%s) - T0 ))s"; head -1 "$R/$v-$s-$cl.txt" | cut -c1-170
     done
   done

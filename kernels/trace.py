@@ -57,26 +57,28 @@ MODES = {"events": "WHOWAITS_TRACE", "waits": "WHOWAITS_TRACE_WAITS"}  # the swi
 
 
 
-def traced_unit(version, config, mode: str = "events", classes: str = "all") -> str:
+def traced_unit(version, config, mode: str = "events", classes: str = "all", per_warp: bool = False) -> str:
     """The build's translation unit with the trace switched on (``mode`` "waits": the wait log, logging the
-    record ``classes`` of :data:`WAIT_CLASSES`)."""
+    record ``classes`` of :data:`WAIT_CLASSES`, one row per warp with ``per_warp``)."""
     extra = (f"#define WHOWAITS_TRACE_WAITS_CLASSES {WAIT_CLASSES[classes]}u\n"
              if mode == "waits" and classes != "all" else "")
+    extra += "#define WHOWAITS_TRACE_WAITS_PER_WARP 1\n" if mode == "waits" and per_warp else ""
     return f"#define {MODES[mode]} 1\n" + extra + B.translation_unit(version, config)
 
 
-def build_traced(version, config, mode: str = "events", classes: str = "all") -> B.BuildResult:
+def build_traced(version, config, mode: str = "events", classes: str = "all",
+                 per_warp: bool = False) -> B.BuildResult:
     """Compile (or fetch) the traced cubin of ``version`` at ``config``: the event trace, or (``mode`` "waits")
     the wait-log build. Cached under ``<build cache>/../trace[-waits]/`` by a key of the unit, the flags, nvcc's
     version and the sources (by their path below kernels/, so a build made here is found on the GPU host)."""
     h = hashlib.sha256()
     h.update(B.nvcc_version().encode() + " ".join(B.NVCC_FLAGS).encode()
-             + traced_unit(version, config, mode, classes).encode())
+             + traced_unit(version, config, mode, classes, per_warp).encode())
     for path in [version.source, *sorted((B.KERNELS_DIR / "common").glob("**/*"))]:
         if path.is_file():
             h.update(str(_rel(path)).encode() + path.read_bytes())
     folder = "trace" if mode == "events" else f"trace-{mode}"
-    tag = "" if classes == "all" else f"-{classes}"
+    tag = ("" if classes == "all" else f"-{classes}") + ("-warps" if per_warp else "")
     out = B.cache_dir().parent / folder / f"{version.id}-{config.short_form()}{tag}-{h.hexdigest()[:20]}"
     meta_path = out / "meta.json"
     if not meta_path.is_file():
@@ -84,7 +86,7 @@ def build_traced(version, config, mode: str = "events", classes: str = "all") ->
         tmp = Path(tempfile.mkdtemp(prefix=f".{version.id}-", dir=out.parent))
         try:
             tu = tmp / "tu.cu"
-            tu.write_text(traced_unit(version, config, mode, classes))
+            tu.write_text(traced_unit(version, config, mode, classes, per_warp))
             cmd = [B.find_nvcc(), *B.NVCC_FLAGS, "-I", str(B.KERNELS_DIR), "-o", str(tmp / "kernel.cubin"), str(tu)]
             env = {**os.environ, "TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp)}
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -161,7 +163,7 @@ def _timed(fn, reps: int, flush, before=None) -> list[float]:
 
 def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: Path | str = ".", *,
         reps: int = 30, rounds: int = 3, seed: int = 0, log=print, mode: str = "events",
-        classes: str = "all") -> dict:
+        classes: str = "all", per_warp: bool = False) -> dict:
     """Trace one version on the GPU; returns the meta dict (also written beside the raw events). ``mode``
     "waits": the wait-log build instead (``<shape>.trace-waits.npz``: one record per wait and arrive, no
     timeline; trace.cuh, :mod:`profiler.analyze.trace_waits`)."""
@@ -185,7 +187,8 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     q, k, v = random_qkv(shape, seed=seed)
     b, h, s, d, dtype = L.problem_of(q, k, v)
     config = ver.config_for(d, dtype, shape.causal)
-    traced = build_traced(ver, config, mode, classes)
+    traced = build_traced(ver, config, mode, classes, per_warp)
+    rows_per_slot = 4 if (mode == "waits" and per_warp) else 1
     driver = L._driver()
     dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
     L._ensure_context(dev)
@@ -206,7 +209,7 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
         capacity = WAIT_CAPACITY_PERSISTENT if waits else CAPACITY_PERSISTENT
     ctas = grid[0] * grid[1] * grid[2]
     if waits:  # WhowaitsWaitBuffer: records, max_ctas | capacity << 32; one 8-byte record each
-        events = torch.zeros((ctas * SLOTS, capacity), dtype=torch.int64, device=q.device)
+        events = torch.zeros((ctas * SLOTS * rows_per_slot, capacity), dtype=torch.int64, device=q.device)
         host = (ctypes.c_uint64 * 2)(events.data_ptr(), ctas | (capacity << 32))
     else:  # WhowaitsTraceBuffer: events, counts, capacity | max_ctas << 32; 16 B an event
         events = torch.zeros((ctas * SLOTS, capacity, 2), dtype=torch.int64, device=q.device)
@@ -264,9 +267,10 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     if waits:
         rec = events.cpu().numpy().view(np.uint64)
         cnt = (rec != 0).sum(axis=1).astype(np.int64)  # a row's records are contiguous from its start
-        meta = {**common, "trace_format": "waits", "classes": classes, "full_slots": int((cnt >= capacity).sum())}
+        meta = {**common, "trace_format": "waits", "classes": classes, "full_slots": int((cnt >= capacity).sum()),
+                "slots_per_cta": SLOTS * rows_per_slot, "rows_per_warpgroup": rows_per_slot}
         keep = max(1, int(min(cnt.max(), capacity)))
-        np.savez_compressed(out / waits_name(shape.key, classes), counts=cnt, records=rec[:, :keep],
+        np.savez_compressed(out / waits_name(shape.key, classes, per_warp), counts=cnt, records=rec[:, :keep],
                             meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
         log(f"{ver.id} {shape.key} (wait log, {classes}): untraced {pm * 1e3:.1f} us, traced {tm * 1e3:.1f} us "
             f"({meta['overhead_pct']:+.1f}%), max |traced - untraced| {diff:.3g}, {int(cnt.sum())} records")

@@ -49,9 +49,9 @@ MBAR, BAR_SYNC, WGMMA, MBAR_ARRIVE, EXPECT_TX, BAR_ARRIVE = 0, 32, 48, 64, 96, 1
 CLOCK, GLOBAL, SMID = 240, 241, 242
 
 
-def waits_name(shape: str, classes: str = "all") -> str:
-    """The wait log's file name: ``<shape>.trace-waits.npz``, ``<shape>.trace-waits-<class>.npz`` for one class."""
-    return f"{shape}.trace-waits.npz" if classes == "all" else f"{shape}.trace-waits-{classes}.npz"
+def waits_name(shape: str, classes: str = "all", per_warp: bool = False) -> str:
+    """The wait log's file name: ``<shape>.trace-waits[-<class>][-warps].npz`` (one class; one row per warp)."""
+    return f"{shape}.trace-waits" + ("" if classes == "all" else f"-{classes}") + ("-warps" if per_warp else "") + ".npz"
 
 
 def load_waits(path) -> tuple[dict, dict]:
@@ -91,7 +91,8 @@ def _mbar_names(labels: dict) -> dict[int, str]:
 def summarize_waits(arrays: dict, meta: dict, labels: dict | None = None, static_labels: set | None = None,
                     *, block_cycles: int = 200, warps: dict | None = None) -> dict:
     """Per-edge wait time of one wait-logged launch (see the module docstring)."""
-    warps = warps or WARPS
+    rpw = int(meta.get("rows_per_warpgroup", 1))  # 4: one row per warp, each weighs one warp
+    warps = {r: 1 for r in WARPS} if rpw > 1 else (warps or WARPS)
     names = _mbar_names(labels or {})
     per = int(meta["slots_per_cta"])
     counts, records = arrays["counts"], arrays["records"]
@@ -100,7 +101,10 @@ def summarize_waits(arrays: dict, meta: dict, labels: dict | None = None, static
         pairs = decode(records[s], int(min(counts[s], records.shape[1])))
         clocks = [v for e, v in pairs if e == CLOCK]
         globals_ = [v for e, v in pairs if e == GLOBAL]
-        rows.append({"slot": int(s), "cta": int(s) // per, "wg": int(s) % per, "role": _role(int(s) % per),
+        wg = (int(s) % per) // rpw
+        if rpw > 1 and not any(e < CLOCK for e, _ in pairs):
+            continue  # a warp that logged no wait and no arrival (the producer's exited warps): no active time
+        rows.append({"slot": int(s), "cta": int(s) // per, "wg": wg, "role": _role(wg),
                      "pairs": pairs, "clocks": clocks, "globals": globals_})
     if not rows:
         return {"version": meta.get("version"), "edges": [], "missing": "no records in the wait log"}
@@ -165,6 +169,7 @@ def summarize_waits(arrays: dict, meta: dict, labels: dict | None = None, static
     return {
         "version": meta.get("version"), "shape": meta.get("shape"), "config": meta.get("config"),
         "gpu": meta.get("gpu"), "ctas": meta.get("ctas"), "slots": len(rows), "trace_format": "waits",
+        "rows_per_warpgroup": rpw,
         "records": int(sum(len(r["pairs"]) for r in rows)), "full_slots": meta.get("full_slots", 0),
         "clock_ghz": ghz, "clock_from": clock_how, "warps_per_wait": warps,
         "shortest_wait_cycles": shortest, "block_cycles": block_cycles,

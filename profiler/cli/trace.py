@@ -83,17 +83,19 @@ def write_waits(raw: Path, out_dir: Path, *, version: str | None = None, reports
 
     if summary.get("heaviest") and static_top:
         summary["heaviest_agrees"] = agrees(summary["heaviest"])
-    if summary["classes"] == "all":  # the one-class logs beside it, where they were run
-        parts = {}
-        for cls in WAIT_CLASSES:
-            f = raw.parent / waits_name(meta["shape"], cls)
-            if cls not in ("all", "arrivals") and f.is_file():
-                a2, m2 = load_waits(f)
-                parts[cls] = summarize_waits(a2, m2, labels, names)
-        if parts:
-            summary["by_class"] = combine_classes(summary, parts)
-            if summary["by_class"]["heaviest"] and static_top:
-                summary["by_class"]["heaviest_agrees"] = agrees(summary["by_class"]["heaviest"])
+    if summary["classes"] == "all" and summary.get("rows_per_warpgroup", 1) == 1:
+        # the one-class logs beside it, where they were run: one row per warpgroup (by_class), per warp
+        for key, per_warp in (("by_class", False), ("by_class_per_warp", True)):
+            parts = {}
+            for cls in WAIT_CLASSES:
+                f = raw.parent / waits_name(meta["shape"], cls, per_warp)
+                if cls not in ("all", "arrivals") and f.is_file():
+                    a2, m2 = load_waits(f)
+                    parts[cls] = summarize_waits(a2, m2, labels, names)
+            if parts:
+                summary[key] = combine_classes(summary, parts)
+                if summary[key]["heaviest"] and static_top:
+                    summary[key]["heaviest_agrees"] = agrees(summary[key]["heaviest"])
     out_dir.mkdir(parents=True, exist_ok=True)
     name = raw.name.replace(".npz", "-summary.json")
     (out_dir / name).write_text(json.dumps(summary, indent=1) + "\n")
@@ -109,18 +111,23 @@ def _print_waits(s: dict) -> None:
     for e in s["edges"]:
         print(f"  {e['waiter']:9s} —[{e['barrier']}]→ {e['releaser']:28s} {e['ns'] / 1e3:9.1f} us "
               f"{100 * e['share']:5.1f}%  {e['waits']} waits, {e['blocking_waits']} blocking")
-    bc = s.get("by_class")
-    if bc:
+    for key, what in (("by_class", "each class logged alone"), ("by_class_per_warp", "each class alone, a row per warp")):
+        bc = s.get(key)
+        if not bc:
+            continue
         ov = ", ".join(f"{k} {v:+.1f}%" for k, v in bc["overhead_pct"].items())
-        print(f"each class logged alone (overhead {ov}):")
+        print(f"{what} (overhead {ov}):")
         for e in bc["edges"]:
             print(f"  {e['waiter']:9s} —[{e['barrier']}]→ {e['releaser']:28s} {e['ns'] / 1e3:9.1f} us "
                   f"{100 * e['share']:5.1f}%  ({e['from']})")
+    bc = s.get("by_class")
+    bw = s.get("by_class_per_warp")
     if s.get("static_heaviest"):
         st = s["static_heaviest"]
         print(f"static graph's heaviest: {st['waiter']} —[{st['barrier']}]→ {st['releaser']} "
               f"({100 * st['share']:.1f}% of samples); agrees: {s.get('heaviest_agrees')}"
-              + (f"; by class: {bc.get('heaviest_agrees')}" if bc else ""))
+              + (f"; by class: {bc.get('heaviest_agrees')}" if bc else "")
+              + (f"; by class, per warp: {bw.get('heaviest_agrees')}" if bw else ""))
 
 
 @app.command()
@@ -134,6 +141,8 @@ def trace(
                                "and arrive, the kernel's own schedule, no timeline; --raw takes its .trace-waits.npz."),
     classes: str = typer.Option("all", "--class", help="With --waits: log one record class alone (wgmma, mbarrier, "
                                 "named, arrivals; default all), the least perturbed measurement of it."),
+    per_warp: bool = typer.Option(False, "--per-warp", help="With --waits: a row for every warp (lane 0), not "
+                                  "one per warpgroup (its first thread): the warps of a warpgroup wait unlike."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Measured role trace: clock64 stamps of every wait, arrive and issue by each warpgroup's leader thread
@@ -148,8 +157,8 @@ def trace(
         from profiler.analyze.trace_waits import waits_name  # noqa: PLC0415
 
         run(vid, shape, dest, log=lambda m: print(m, file=sys.stderr), mode="waits" if waits else "events",
-            classes=classes)
-        raw = dest / (waits_name(shape, classes) if waits else f"{shape}.trace-raw.npz")
+            classes=classes, per_warp=per_warp)
+        raw = dest / (waits_name(shape, classes, per_warp) if waits else f"{shape}.trace-raw.npz")
     else:
         dest = raw.parent
         waits = waits or ".trace-waits" in raw.name

@@ -112,15 +112,25 @@ __device__ __forceinline__ void waits_clock_pair() {
 
 // Once per CTA, first thing in the kernel, every thread: declares whowaits_t0, whowaits_wp and whowaits_wl (the
 // leader's row and its end; 0 and 0 on every other thread and past max_ctas), then the leader's start records.
+// WHOWAITS_TRACE_WAITS_PER_WARP: lane 0 of every warp keeps a row (4 per warpgroup, warp order), not the
+// warpgroup's leader alone: the warps of one warpgroup do not wait alike (the first warp's wgmma waits are the
+// shortest), so the leader's row is not its warpgroup's (`whowaits trace --waits --per-warp`).
+#ifdef WHOWAITS_TRACE_WAITS_PER_WARP
+constexpr uint32_t kWaitRowMask = 31u, kWaitRowShift = 5u, kWaitRowsPerSlot = 4u;
+#else
+constexpr uint32_t kWaitRowMask = 127u, kWaitRowShift = 7u, kWaitRowsPerSlot = 1u;
+#endif
+
 __device__ __forceinline__ void waits_init() {
     unsigned long long* row = nullptr;
     uint32_t cap = 0;
     const uint32_t wg = threadIdx.x >> 7;
-    if ((threadIdx.x & 127u) == 0u && wg < WHOWAITS_TRACE_SLOTS) {
+    if ((threadIdx.x & kWaitRowMask) == 0u && wg < WHOWAITS_TRACE_SLOTS) {
         const WhowaitsWaitBuffer b = whowaits_waits;
         const uint32_t cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
         if (b.records != nullptr && cta < b.max_ctas) {
-            row = b.records + static_cast<size_t>(cta * WHOWAITS_TRACE_SLOTS + wg) * b.capacity;
+            row = b.records + static_cast<size_t>(cta * WHOWAITS_TRACE_SLOTS * kWaitRowsPerSlot +
+                                                  (threadIdx.x >> kWaitRowShift)) * b.capacity;
             cap = b.capacity;
         }
     }

@@ -106,8 +106,17 @@ def summarize_waits(arrays: dict, meta: dict, labels: dict | None = None, static
             continue  # a warp that logged no wait and no arrival (the producer's exited warps): no active time
         rows.append({"slot": int(s), "cta": int(s) // per, "wg": wg, "role": _role(wg),
                      "pairs": pairs, "clocks": clocks, "globals": globals_})
-    if not rows:
-        return {"version": meta.get("version"), "edges": [], "missing": "no records in the wait log"}
+    overhead = {"untraced_us": meta["untraced_ms"] * 1e3, "traced_us": meta["traced_ms"] * 1e3,
+                "overhead_pct": meta["overhead_pct"], "reps": meta.get("reps"), "rounds": meta.get("rounds"),
+                "max_abs_diff_traced_vs_untraced": meta.get("max_abs_diff_traced_vs_untraced")}
+    if not rows:  # e.g. the named-barrier class of a rung without named barriers (v10)
+        return {"version": meta.get("version"), "shape": meta.get("shape"), "config": meta.get("config"),
+                "gpu": meta.get("gpu"), "ctas": meta.get("ctas"), "slots": 0, "trace_format": "waits",
+                "rows_per_warpgroup": rpw, "records": 0, "full_slots": meta.get("full_slots", 0),
+                "clock_ghz": meta.get("clock_rate_khz", 1_980_000) / 1e6, "clock_from": "no rows",
+                "warps_per_wait": warps, "shortest_wait_cycles": {}, "block_cycles": block_cycles,
+                "mbarrier_keys": {}, "overhead": overhead, "active_cycles": 0, "edges": [], "heaviest": None,
+                "missing": "no wait or arrival in the wait log"}
     cta_end: dict[int, int] = {}
     for r in rows:
         if len(r["clocks"]) >= 2:
@@ -174,10 +183,7 @@ def summarize_waits(arrays: dict, meta: dict, labels: dict | None = None, static
         "clock_ghz": ghz, "clock_from": clock_how, "warps_per_wait": warps,
         "shortest_wait_cycles": shortest, "block_cycles": block_cycles,
         "mbarrier_keys": {str(k): v for k, v in sorted(names.items())},
-        "overhead": {"untraced_us": meta["untraced_ms"] * 1e3, "traced_us": meta["traced_ms"] * 1e3,
-                     "overhead_pct": meta["overhead_pct"], "reps": meta.get("reps"), "rounds": meta.get("rounds"),
-                     "max_abs_diff_traced_vs_untraced": meta.get("max_abs_diff_traced_vs_untraced")},
-        "active_cycles": int(active), "edges": edges, "heaviest": edges[0] if edges else None,
+        "overhead": overhead, "active_cycles": int(active), "edges": edges, "heaviest": edges[0] if edges else None,
     }
 
 

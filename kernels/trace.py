@@ -55,8 +55,6 @@ EVENT_DTYPE = [("t", "<u8"), ("kind", "<u4"), ("arg", "<u4")]
 MODES = {"events": "WHOWAITS_TRACE", "waits": "WHOWAITS_TRACE_WAITS"}  # the switch of each mode (trace.cuh)
 
 
-
-
 def traced_unit(version, config, mode: str = "events", classes: str = "all", per_warp: bool = False) -> str:
     """The build's translation unit with the trace switched on (``mode`` "waits": the wait log, logging the
     record ``classes`` of :data:`WAIT_CLASSES`, one row per warp with ``per_warp``)."""
@@ -165,8 +163,9 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
         reps: int = 30, rounds: int = 3, seed: int = 0, log=print, mode: str = "events",
         classes: str = "all", per_warp: bool = False) -> dict:
     """Trace one version on the GPU; returns the meta dict (also written beside the raw events). ``mode``
-    "waits": the wait-log build instead (``<shape>.trace-waits.npz``: one record per wait and arrive, no
-    timeline; trace.cuh, :mod:`profiler.analyze.trace_waits`)."""
+    "waits": the wait-log build instead (``<shape>.trace-waits[-<class>][-warps].npz``: one record per wait and
+    arrive, no timeline; trace.cuh, :mod:`profiler.analyze.trace_waits`), logging the record ``classes`` alone
+    (:data:`WAIT_CLASSES`), one row per warp with ``per_warp``."""
     if mode not in MODES:
         raise WhowaitsError(f"unknown trace mode {mode!r}: one of {', '.join(MODES)}")
     if classes not in WAIT_CLASSES or (classes != "all" and mode != "waits"):

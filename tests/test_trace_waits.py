@@ -345,3 +345,10 @@ def test_the_first_warp_of_a_consumer_waits_least_on_wgmma(version):
         by[(s % per) % 4] += sum(v for e, v in decode(arrays["records"][s], int(arrays["counts"][s])) if 48 <= e < 52)
     total = sum(by.values())
     assert by[0] / total < 0.20 and all(by[w] / total > 0.25 for w in (1, 2, 3)), {w: by[w] / total for w in by}
+
+
+def test_class_and_per_warp_need_the_wait_log():
+    from clirun import assert_one_line_error, whowaits
+
+    assert_one_line_error(whowaits("trace", "v17", "--class", "wgmma"), "go with --waits")
+    assert_one_line_error(whowaits("trace", "v17", "--per-warp"), "go with --waits")

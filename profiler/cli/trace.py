@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -14,6 +15,7 @@ from typing import Optional
 import typer
 
 from profiler.cli._app import FORMAT_OPTION, Format, app
+from profiler.errors import WhowaitsError
 
 DEFAULT_SHAPE = "b1_h64_s1024_d128_fp16"
 
@@ -66,9 +68,8 @@ def write(raw: Path, out_dir: Path, *, version: str | None = None, reports: Path
 def write_waits(raw: Path, out_dir: Path, *, version: str | None = None, reports: Path | None = None) -> dict:
     """Analyse a ``.trace-waits.npz`` (the wait log): writes ``<shape>.trace-waits-summary.json`` into ``out_dir``;
     returns the summary, with the static graph's heaviest edge and whether the two agree."""
-    from profiler.analyze.trace_waits import load_waits, summarize_waits  # noqa: PLC0415
-
-    from profiler.analyze.trace_waits import WAIT_CLASSES, combine_classes, waits_name  # noqa: PLC0415
+    from profiler.analyze.trace_waits import (  # noqa: PLC0415
+        WAIT_CLASSES, combine_classes, load_waits, summarize_waits, waits_name)
 
     arrays, meta = load_waits(raw)
     ver = version or meta["version"]
@@ -97,8 +98,10 @@ def write_waits(raw: Path, out_dir: Path, *, version: str | None = None, reports
                 if summary[key]["heaviest"] and static_top:
                     summary[key]["heaviest_agrees"] = agrees(summary[key]["heaviest"])
     out_dir.mkdir(parents=True, exist_ok=True)
-    name = raw.name.replace(".npz", "-summary.json")
-    (out_dir / name).write_text(json.dumps(summary, indent=1) + "\n")
+    dest = out_dir / raw.name.replace(".npz", "-summary.json")
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    tmp.write_text(json.dumps(summary, indent=1) + "\n")
+    os.replace(tmp, dest)  # a summary is whole or absent
     return summary
 
 
@@ -148,6 +151,8 @@ def trace(
     """Measured role trace: clock64 stamps of every wait, arrive and issue by each warpgroup's leader thread
     (the -DWHOWAITS_TRACE build), as a Perfetto trace plus per-edge wait time, overlap, the critical path of
     one steady-state iteration and the overhead."""
+    if (classes != "all" or per_warp) and not waits and (raw is None or ".trace-waits" not in raw.name):
+        raise WhowaitsError("--class and --per-warp go with --waits (the wait log); the event trace logs everything")
     if raw is None:
         from kernels import registry  # noqa: PLC0415
         from kernels.trace import run  # noqa: PLC0415

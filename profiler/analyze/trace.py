@@ -261,19 +261,30 @@ def _releasers(slots: list[Slot]) -> tuple[dict, dict]:
     return mb, nb
 
 
+def mbarrier_releaser(roles: dict) -> str:
+    """Who releases an mbarrier, from the roles that arrived on it in one CTA (role -> {"arrive", "expect_tx"}):
+    an ``arrive.expect_tx`` is a TMA load issued by that role (``TMA ← producer``), a plain arrive the role."""
+    tx = sorted(r for r, kinds in roles.items() if "expect_tx" in kinds)
+    plain = sorted(r for r, kinds in roles.items() if "arrive" in kinds and r not in tx)
+    parts = ([f"TMA ← {'+'.join(tx)}"] if tx else []) + plain
+    return " + ".join(parts) if parts else "unresolved"
+
+
+def named_releaser(arriving_wgs, wg: int, role: str, wg_role=None) -> str:
+    """Who releases a named barrier that warpgroup ``wg`` (of ``role``) waits on: the other warpgroups that
+    ``bar.arrive`` on it in the same CTA."""
+    wg_role = wg_role or _role
+    wgs = sorted(set(arriving_wgs) - {wg})
+    rel = sorted({wg_role(g) + (" (other warpgroup)" if wg_role(g) == role else "") for g in wgs})
+    return " + ".join(rel) if rel else "unresolved"
+
+
 def _edge_of(w: Wait, s: Slot, mb, nb, labels: dict, static_labels: set | None, wg_role) -> tuple[str, str]:
     if w.kind == "wgmma_group":
         return "wgmma group", TENSOR
     if w.kind == "named_barrier":
-        wgs = sorted(nb.get((s.cta, w.key), set()) - {s.wg})
-        rel = sorted({wg_role(g) + (" (other warpgroup)" if wg_role(g) == s.role else "") for g in wgs})
-        return _labels_for(static_labels, w.key), " + ".join(rel) if rel else "unresolved"
-    label = labels.get(w.key, f"mbarrier@{w.key:#x}")
-    roles = mb.get((s.cta, w.key), {})
-    tx = sorted(r for r, kinds in roles.items() if "expect_tx" in kinds)
-    plain = sorted(r for r, kinds in roles.items() if "arrive" in kinds and r not in tx)
-    parts = ([f"TMA ← {'+'.join(tx)}"] if tx else []) + plain
-    return label, " + ".join(parts) if parts else "unresolved"
+        return _labels_for(static_labels, w.key), named_releaser(nb.get((s.cta, w.key), set()), s.wg, s.role, wg_role)
+    return labels.get(w.key, f"mbarrier@{w.key:#x}"), mbarrier_releaser(mb.get((s.cta, w.key), {}))
 
 
 WARPS = {"producer": 1, "consumer": 4}  # warps that execute each wait of the role (ws family, CONTRACT.md)

@@ -37,7 +37,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from profiler.analyze.trace import TENSOR, WARPS, _labels_for, _role
+from profiler.analyze.trace import TENSOR, WARPS, _labels_for, _role, mbarrier_releaser, named_releaser
 from profiler.errors import WhowaitsError
 
 __all__ = ["WAIT_CLASSES", "load_waits", "summarize_waits", "combine_classes", "decode", "waits_name"]
@@ -146,17 +146,11 @@ def summarize_waits(arrays: dict, meta: dict, labels: dict | None = None, static
                 continue
             if e < BAR_SYNC:
                 kind, barrier = "mbarrier", names.get(e, f"mbarrier#{e}")
-                roles = mb.get((r["cta"], e), {})
-                tx = sorted(x for x, kinds in roles.items() if "expect_tx" in kinds)
-                plain = sorted(x for x, kinds in roles.items() if "arrive" in kinds and x not in tx)
-                parts = ([f"TMA ← {'+'.join(tx)}"] if tx else []) + plain
-                releaser = " + ".join(parts) if parts else "unresolved"
+                releaser = mbarrier_releaser(mb.get((r["cta"], e), {}))
             elif e < WGMMA:
                 kind, bar_id = "named_barrier", e - BAR_SYNC
                 barrier = _labels_for(static_labels, bar_id)
-                wgs = sorted(nb.get((r["cta"], bar_id), set()) - {r["wg"]})
-                rel = sorted({_role(g) + (" (other warpgroup)" if _role(g) == r["role"] else "") for g in wgs})
-                releaser = " + ".join(rel) if rel else "unresolved"
+                releaser = named_releaser(nb.get((r["cta"], bar_id), set()), r["wg"], r["role"])
             else:
                 kind, barrier, releaser = "wgmma_group", "wgmma group", TENSOR
             shortest[kind] = min(shortest.get(kind, v), v)

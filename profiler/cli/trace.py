@@ -42,6 +42,11 @@ def static_labels(version: str, shape: str, reports: Path | None = None) -> tupl
         return {}, set(), None
 
 
+def same_edge(a: dict, b: dict) -> bool:
+    """Two edges (trace summary / static graph dicts) are the same: waiter, barrier and releaser."""
+    return (a["waiter"], a["barrier"], a["releaser"]) == (b["waiter"], b["barrier"], b["releaser"])
+
+
 def write(raw: Path, out_dir: Path, *, version: str | None = None, reports: Path | None = None,
           max_ctas: int | None = None) -> dict:
     """Analyse a ``.trace-raw.npz``: writes ``<shape>.trace.json.gz`` and ``<shape>.trace-summary.json`` into
@@ -53,10 +58,8 @@ def write(raw: Path, out_dir: Path, *, version: str | None = None, reports: Path
     labels, names, static_top = static_labels(ver, meta["shape"], reports)
     summary = summarize(arrays, meta, labels, names)
     summary["static_heaviest"] = static_top
-    top = summary.get("heaviest")
-    if top and static_top:
-        summary["heaviest_agrees"] = (top["waiter"], top["barrier"], top["releaser"]) == (
-            static_top["waiter"], static_top["barrier"], static_top["releaser"])
+    if summary.get("heaviest") and static_top:
+        summary["heaviest_agrees"] = same_edge(summary["heaviest"], static_top)
     out_dir.mkdir(parents=True, exist_ok=True)
     shape = meta["shape"]
     with gzip.open(out_dir / f"{shape}.trace.json.gz", "wt", compresslevel=9) as fh:
@@ -77,13 +80,8 @@ def write_waits(raw: Path, out_dir: Path, *, version: str | None = None, reports
     summary = summarize_waits(arrays, meta, labels, names)
     summary["classes"] = meta.get("classes", "all")
     summary["static_heaviest"] = static_top
-
-    def agrees(top):
-        return (top["waiter"], top["barrier"], top["releaser"]) == (
-            static_top["waiter"], static_top["barrier"], static_top["releaser"])
-
     if summary.get("heaviest") and static_top:
-        summary["heaviest_agrees"] = agrees(summary["heaviest"])
+        summary["heaviest_agrees"] = same_edge(summary["heaviest"], static_top)
     if summary["classes"] == "all" and summary.get("rows_per_warpgroup", 1) == 1:
         # the one-class logs beside it, where they were run: one row per warpgroup (by_class), per warp
         for key, per_warp in (("by_class", False), ("by_class_per_warp", True)):
@@ -96,7 +94,7 @@ def write_waits(raw: Path, out_dir: Path, *, version: str | None = None, reports
             if parts:
                 summary[key] = combine_classes(summary, parts)
                 if summary[key]["heaviest"] and static_top:
-                    summary[key]["heaviest_agrees"] = agrees(summary[key]["heaviest"])
+                    summary[key]["heaviest_agrees"] = same_edge(summary[key]["heaviest"], static_top)
     out_dir.mkdir(parents=True, exist_ok=True)
     dest = out_dir / raw.name.replace(".npz", "-summary.json")
     tmp = dest.with_name(f".{dest.name}.tmp")

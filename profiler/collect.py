@@ -20,8 +20,8 @@ plus ``--launch-skip`` (the warm-up launches of that kernel) and ``--launch-coun
 
 ncu always runs with ``--clock-control none`` (the card's clocks are left alone), ``--cache-control all``
 and ``--import-source yes`` (ladder builds carry ``-lineinfo``, see ``kernels/build.py``). With the
-``whowaits`` set, ncu's section search path is replaced by the package's ``profiler/data/sections/`` folder, so only our
-six sections are collected (no built-in section or rule runs).
+``whowaits`` set, ncu's section search path is replaced by the checkout's ``sections/`` folder (an
+installed wheel's ``profiler/data/sections/``), so only our sections are collected (no built-in section or rule runs).
 
 A session writes into a temporary folder beside the destination and renames each finished file into
 place; on any error nothing is left behind, and an existing report is never overwritten without ``force``.

@@ -1,8 +1,9 @@
 """Where whowaits finds its own data and the user's reports: one place, the same for a checkout and an
 installed wheel.
 
-- :func:`sections_dir`: the ``whowaits`` section set, shipped as package data (``profiler/data/sections``),
-  found through :mod:`importlib.resources`; ``whowaits profile`` hands this folder to ncu (``--section-folder``).
+- :func:`sections_dir`: the ``whowaits`` section set: the checkout's top-level ``sections/`` (its source of
+  truth), or in an installed wheel the copy shipped as package data (``profiler/data/sections``, put there
+  by setup.py's build hook); ``whowaits profile`` hands this folder to ncu (``--section-folder``).
 - :func:`checkout`: the source checkout this package lives in (a folder with ``pyproject.toml`` and
   ``profiler/`` side by side), or None for an installed wheel.
 - :func:`reports_root` / :func:`reports_dir`: where reports are read and written. In order: the option
@@ -28,7 +29,11 @@ REPORTS_ENV = "WHOWAITS_REPORTS_DIR"
 
 
 def sections_dir() -> Path:
-    """The folder of the ``whowaits`` section set (``*.section`` + ``section-schema.textproto``)."""
+    """The folder of the ``whowaits`` section set (``*.section`` + ``section-schema.textproto``): the
+    checkout's ``sections/`` when running from a checkout, else the wheel's ``profiler/data/sections``."""
+    repo = checkout()
+    if repo is not None and (repo / "sections").is_dir():
+        return repo / "sections"
     from importlib.resources import files
 
     return Path(str(files("profiler") / "data" / "sections"))

@@ -11,7 +11,7 @@ Each step below drops more of what no analysis reads (profiler/data/metrics.toml
 covers metrics.toml. scripts/h200_final_profile.sh (in git history; scripts/h200_profile_dataset.sh now re-profiles
 the data set with the committed set) measured them and keeps the first with <= 15 passes
 (<= 0.4 x 38). Run on the 20-pass set of commit d0ae0ca it gave c1 14, c2 14, c3-c5 13 passes on the H200;
-c1 became profiler/data/sections/ (so running it again now trims the trimmed set).
+c1 became sections/ (so running it again now trims the trimmed set).
 """
 import re
 import shutil

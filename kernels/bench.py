@@ -56,6 +56,7 @@ from pathlib import Path
 
 from kernels.config import Shape
 from profiler.errors import WhowaitsError
+from profiler.io import write_atomic
 from profiler.paths import reports_root
 from profiler.provenance import git_state, gpu_slug
 
@@ -395,10 +396,7 @@ def provenance(reps: int, warmup: int) -> dict:
 def _atomic_write(path: Path, text: str, force: bool) -> None:
     if path.exists() and not force:
         raise WhowaitsError(f"{path} exists; pass --force to overwrite it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_atomic(path, text)
 
 
 def rows_csv(rows: list[dict], columns=CSV_COLUMNS) -> str:

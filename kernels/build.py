@@ -43,6 +43,7 @@ from kernels import sass as _sass
 from kernels.config import FwdConfig
 from kernels.registry import KERNELS_DIR, PERSISTENT_ABIS, TENSOR_MAPS, Version
 from profiler.errors import WhowaitsError
+from profiler import settings
 
 NVCC_FLAGS: tuple[str, ...] = (
     "-cubin",
@@ -148,9 +149,9 @@ def cache_dir() -> Path:
     ``../sass``)."""
     from profiler.paths import cache_dir as user_cache, checkout  # noqa: PLC0415
 
-    env = os.environ.get("WHOWAITS_BUILD_DIR")
+    env = settings.path("WHOWAITS_BUILD_DIR")
     if env:
-        return Path(env)
+        return env
     root = checkout()
     return root / ".cache" / "whowaits" / "build" if root is not None else user_cache() / "build"
 

@@ -22,6 +22,7 @@ from kernels import registry
 from kernels.build import BuildResult, build
 from kernels.config import FwdConfig
 from profiler.errors import WhowaitsError
+from profiler import settings
 
 SMEM_OPTIN_LIMIT = 227 * 1024  # H100/H200 per-block opt-in maximum
 _DEFAULT_DYNAMIC_SMEM = 48 * 1024
@@ -143,7 +144,7 @@ def problem_of(q, k, v) -> tuple[int, int, int, int, str]:
 def _build_for_launch(ver, config) -> BuildResult:
     """The rung's build, or, with ``WHOWAITS_TRACED_BUILD=waits[:CLASS]`` (a diagnostic: profile the wait-log
     build under ncu, issue 12), its wait-log build with no buffer set: the same instructions, no record stored."""
-    spec = os.environ.get("WHOWAITS_TRACED_BUILD", "").strip()
+    spec = settings.text("WHOWAITS_TRACED_BUILD") or ""
     if not spec:
         return build(ver, config)
     mode, _, classes = spec.partition(":")
@@ -252,7 +253,7 @@ def tensor_map(t, box_rows: int):
 def persistent_ctas(device) -> int:
     """CTAs of a persistent grid: the SM count, or ``$WHOWAITS_MAX_CTAS`` when set (a test knob: a small
     problem then still walks several tiles per CTA, e.g. under compute-sanitizer)."""
-    cap = os.environ.get("WHOWAITS_MAX_CTAS", "").strip()
+    cap = settings.text("WHOWAITS_MAX_CTAS") or ""
     if cap:
         if not cap.isdigit() or int(cap) < 1:
             raise WhowaitsError(f"WHOWAITS_MAX_CTAS must be a positive integer, got {cap!r}")

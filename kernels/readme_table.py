@@ -13,6 +13,8 @@ import re
 import sys
 from pathlib import Path
 
+from profiler.io import write_atomic
+
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = ("b1_h64_s1024_d128_fp16", "b4_h16_s4096_d128_fp16")
 CHANGES = {
@@ -97,9 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as err:
         print(f"kernels.readme_table: error: no bench file {err.filename}", file=sys.stderr)
         return 2
-    tmp = readme.with_suffix(".md.tmp")
-    tmp.write_text(new)
-    tmp.replace(readme)
+    write_atomic(readme, new)
     return 0
 
 

@@ -39,6 +39,8 @@ from kernels import registry
 from kernels.config import Shape
 from profiler.analyze.trace_waits import WAIT_CLASSES, waits_name
 from profiler.errors import WhowaitsError
+from profiler import settings
+from profiler.io import write_atomic
 
 SLOTS = 4  # WHOWAITS_TRACE_SLOTS: warpgroups per CTA with a slot
 PARK = 16  # WHOWAITS_TRACE_PARK: parked events per warpgroup (trace.cuh, format 2)
@@ -108,6 +110,18 @@ def build_traced(version, config, mode: str = "events", classes: str = "all",
                 shutil.rmtree(tmp, ignore_errors=True)
     meta = json.loads(meta_path.read_text())
     return B._result(version, config, out, meta, cached=True)
+
+
+def _savez(path: Path, **arrays) -> None:
+    """``np.savez_compressed`` through :func:`profiler.io.write_atomic` (a file object, so no ``.npz`` is
+    appended to the temporary name)."""
+    import numpy as np  # noqa: PLC0415
+
+    def save(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, **arrays)
+
+    write_atomic(path, save)
 
 
 def _rel(path: Path) -> Path:
@@ -259,7 +273,7 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
         "kernel": traced.entry, "registers_traced": traced.registers, "gpu": torch.cuda.get_device_name(dev),
         "clock_rate_khz": int(clock_khz), "max_abs_diff_traced_vs_untraced": diff,
         "untraced_ms": pm, "traced_ms": tm, "overhead_pct": 100.0 * (tm - pm) / pm, "reps": reps, "rounds": rounds,
-        "git_commit": os.environ.get("WHOWAITS_GIT_COMMIT", ""),
+        "git_commit": settings.text("WHOWAITS_GIT_COMMIT") or "",
     }
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -269,8 +283,8 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
         meta = {**common, "trace_format": "waits", "classes": classes, "full_slots": int((cnt >= capacity).sum()),
                 "slots_per_cta": SLOTS * rows_per_slot, "rows_per_warpgroup": rows_per_slot}
         keep = max(1, int(min(cnt.max(), capacity)))
-        np.savez_compressed(out / waits_name(shape.key, classes, per_warp), counts=cnt, records=rec[:, :keep],
-                            meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+        _savez(out / waits_name(shape.key, classes, per_warp), counts=cnt, records=rec[:, :keep],
+               meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
         log(f"{ver.id} {shape.key} (wait log, {classes}): untraced {pm * 1e3:.1f} us, traced {tm * 1e3:.1f} us "
             f"({meta['overhead_pct']:+.1f}%), max |traced - untraced| {diff:.3g}, {int(cnt.sum())} records")
         return meta
@@ -287,8 +301,8 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
         "full_slots": int((cnt >= capacity).sum()),
     }
     keep = max(1, int(min(cnt.max(), capacity)))
-    np.savez_compressed(out / f"{shape.key}.trace-raw.npz", counts=cnt, t=t[:, :keep], kind=kind[:, :keep],
-                        arg=arg[:, :keep], meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+    _savez(out / f"{shape.key}.trace-raw.npz", counts=cnt, t=t[:, :keep], kind=kind[:, :keep],
+           arg=arg[:, :keep], meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
     log(f"{ver.id} {shape.key}: untraced {pm * 1e3:.1f} us, traced {tm * 1e3:.1f} us "
         f"({meta['overhead_pct']:+.1f}%), max |traced - untraced| {diff:.3g}, {int(cnt.sum())} events")
     return meta

@@ -20,7 +20,10 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["DEFAULT_GPU", "REPORTS_ENV", "cache_dir", "checkout", "reports_dir", "reports_root", "sections_dir"]
+from profiler import settings
+
+__all__ = ["DEFAULT_GPU", "REPORTS_ENV", "cache_dir", "checkout", "report_path", "reports_dir", "reports_root",
+           "sections_dir"]
 
 #: the GPU folder under a reports root that views read unless told otherwise
 DEFAULT_GPU = "h200"
@@ -56,9 +59,9 @@ def reports_root(out: str | os.PathLike | None = None) -> Path:
     else the checkout's ``reports/`` when running from one; else ``./reports`` (made when written to)."""
     if out is not None:
         return Path(out)
-    env = os.environ.get(REPORTS_ENV)
+    env = settings.path(REPORTS_ENV)
     if env:
-        return Path(env).parent
+        return env.parent
     here = Path.cwd() / "reports"
     if here.is_dir():
         return here
@@ -74,9 +77,9 @@ def reports_dir(gpu: str = DEFAULT_GPU, root: str | os.PathLike | None = None) -
     ``./reports/<gpu>``."""
     if root is not None:
         return Path(root)
-    env = os.environ.get(REPORTS_ENV)
+    env = settings.path(REPORTS_ENV)
     if env:
-        return Path(env)
+        return env
     here = Path.cwd() / "reports" / gpu
     if here.is_dir():
         return here
@@ -86,7 +89,12 @@ def reports_dir(gpu: str = DEFAULT_GPU, root: str | os.PathLike | None = None) -
     return here
 
 
+def report_path(root: str | os.PathLike, gpu: str, subject: str, shape: str) -> Path:
+    """Where the report of ``subject`` at ``shape`` on ``gpu`` lives under a reports root:
+    ``<root>/<gpu>/<subject>/<shape>.ncu-rep`` (what ``profile`` and ``sweep`` write, the views read)."""
+    return Path(root) / gpu / str(subject) / f"{shape}.ncu-rep"
+
+
 def cache_dir() -> Path:
     """``$WHOWAITS_CACHE_DIR`` or ``~/.cache/whowaits``: parsed reports, summaries, command results."""
-    env = os.environ.get("WHOWAITS_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "whowaits"
+    return settings.path("WHOWAITS_CACHE_DIR") or Path.home() / ".cache" / "whowaits"

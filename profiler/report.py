@@ -357,25 +357,9 @@ def check_file(path: Path) -> None:
 # --- ingestion ----------------------------------------------------------------------------------
 
 
-# --- the disassembler's thread ------------------------------------------------------------------
-#
-# ncu_report disassembles on a worker thread of its own: every ``sass_by_pc`` call hands one PC to
-# it and waits for the text. Until 2026-12-01 the ingester pinned itself and that thread to one CPU
-# while reading the SASS (a hand-off across CPUs was measured at ~70 us a call, ~30 us on one CPU).
-# Issue 8 §5 asked to keep that only if it still paid; on the shared 2-core machine it did not:
-#   load_report(v03, use_cache=False), 6 interleaved runs each in one process (WHOWAITS_PIN=1/0 of
-#   the commit before this one), load average 8.6: pinned median 0.597 s (0.51-0.77), unpinned
-#   0.600 s (0.53-0.71);
-#   scripts/bench_migration.py --rounds 1, 3 interleaved rounds, load 7.8-8.7: cold migrate()
-#   median 10.56 s pinned vs 12.59 s unpinned, warm 0.58 vs 0.65 s: within the round-to-round
-#   spread (7.99-13.06 s pinned, 10.33-16.99 s unpinned).
-# So it was removed (with the CPU hand-out of compare/cache.py's workers). Measured again in wave 4
-# (2026-12-01, the same pinning restored on wave4/speed 1c93222, WHOWAITS_PIN=1/0 alternating in one
-# process, load_report(flash full set + v03, use_cache=False)): load average 1.7, 8 rounds: pinned
-# 536.7 ms median wall (469.1 CPU), unpinned 542.1 (472.7); load 7.0, 10 rounds: 415.5 vs 411.1
-# (332.7 vs 332.1 CPU). No gain at either load, so it stays out. The CPU time of the slot loop
-# does grow on a quieter machine (the same reads: 470 ms at load 1.7, 332 at load 7), with or
-# without pinning; what the reader's thread does then is ncu_report's affair.
+# ncu_report disassembles on a worker thread of its own: every ``sass_by_pc`` call hands one PC to it and
+# waits for the text. Pinning the ingester and that thread to one CPU was measured (load 1.7 and 7.0, 8-10
+# interleaved rounds of load_report) to change nothing, so the ingester leaves scheduling to the OS.
 
 
 def _per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:

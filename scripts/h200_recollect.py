@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from profiler import collect  # noqa: E402
+from profiler import collect, settings  # noqa: E402
 from profiler import metrics as M  # noqa: E402
 from profiler.errors import WhowaitsError  # noqa: E402
 
@@ -101,7 +101,7 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=400.0, help="seconds this script may use in all")
     ap.add_argument("--cost-repeat", type=int, default=2)
     args = ap.parse_args()
-    if not os.environ.get("WHOWAITS_GIT_COMMIT"):  # the sidecars' commit: the device copy has no .git of its own
+    if not settings.text("WHOWAITS_GIT_COMMIT"):  # the sidecars' commit: the device copy has no .git of its own
         sys.exit("set WHOWAITS_GIT_COMMIT=<commit of the code> (the device copy has no .git of its own)")
     out = Path(os.environ.get("OUT", "/tmp/recollect"))
     out.mkdir(parents=True, exist_ok=True)

@@ -405,7 +405,7 @@ def test_git_commit_from_the_environment_wins_and_travels_with_the_job(monkeypat
     for script in ("kernels/h200_run.sh", "kernels/h200_ladder3.sh", "kernels/h200_v13.sh", "scripts/h200_profile_dataset.sh",
                    "scripts/h200_sweep.sh", "scripts/h200_recollect.py"):
         text = (REPO / script).read_text()
-        assert "WHOWAITS_GIT_COMMIT:?" in text or 'os.environ.get("WHOWAITS_GIT_COMMIT")' in text, script
+        assert "WHOWAITS_GIT_COMMIT:?" in text or 'settings.text("WHOWAITS_GIT_COMMIT")' in text, script
 
 
 def test_an_interrupted_sweep_kills_its_running_ncu_sessions(tmp_path):

@@ -16,6 +16,7 @@ import typer
 
 from profiler.cli._app import FORMAT_OPTION, Format, app
 from profiler.errors import WhowaitsError
+from profiler.io import write_atomic
 
 DEFAULT_SHAPE = "b1_h64_s1024_d128_fp16"
 
@@ -62,9 +63,14 @@ def write(raw: Path, out_dir: Path, *, version: str | None = None, reports: Path
         summary["heaviest_agrees"] = same_edge(summary["heaviest"], static_top)
     out_dir.mkdir(parents=True, exist_ok=True)
     shape = meta["shape"]
-    with gzip.open(out_dir / f"{shape}.trace.json.gz", "wt", compresslevel=9) as fh:
-        json.dump(chrome_trace(arrays, meta, labels, names, max_ctas=max_ctas), fh, separators=(",", ":"))
-    (out_dir / f"{shape}.trace-summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    trace = chrome_trace(arrays, meta, labels, names, max_ctas=max_ctas)
+
+    def gzipped(tmp: Path) -> None:
+        with gzip.open(tmp, "wt", compresslevel=9) as fh:
+            json.dump(trace, fh, separators=(",", ":"))
+
+    write_atomic(out_dir / f"{shape}.trace.json.gz", gzipped)
+    write_atomic(out_dir / f"{shape}.trace-summary.json", json.dumps(summary, indent=1) + "\n")
     return summary
 
 
@@ -97,9 +103,7 @@ def write_waits(raw: Path, out_dir: Path, *, version: str | None = None, reports
                     summary[key]["heaviest_agrees"] = same_edge(summary[key]["heaviest"], static_top)
     out_dir.mkdir(parents=True, exist_ok=True)
     dest = out_dir / raw.name.replace(".npz", "-summary.json")
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    tmp.write_text(json.dumps(summary, indent=1) + "\n")
-    os.replace(tmp, dest)  # a summary is whole or absent
+    write_atomic(dest, json.dumps(summary, indent=1) + "\n")  # a summary is whole or absent
     return summary
 
 

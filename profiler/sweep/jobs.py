@@ -34,6 +34,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from profiler import paths
 from profiler.errors import WhowaitsError
 from profiler.sweep.kinds import classify
 
@@ -177,7 +178,8 @@ def expected_build_hash(job: Job) -> str | None:
 
 
 def report_path(out: Path, gpu: str, job: Job) -> Path:
-    return Path(out) / gpu / str(job.subject) / f"{job.shape}.ncu-rep"
+    """The report a job writes (:func:`profiler.paths.report_path` of its subject and shape)."""
+    return paths.report_path(out, gpu, str(job.subject), job.shape)
 
 
 DONE = ("done", "restamp")  # statuses a resumed sweep skips

@@ -48,13 +48,12 @@ import datetime as _dt
 import io
 import json
 import math
-import os
 import statistics
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kernels.config import Shape
+from kernels.config import FLUSH_BYTES, Shape
 from profiler.errors import WhowaitsError
 from profiler.io import write_atomic
 from profiler.paths import reports_root
@@ -64,7 +63,6 @@ BASELINES = ("sdpa-auto", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-ma
 BASELINES_BEFORE_FLEX = BASELINES[:6]  # what result files written before flex-attention joined hold
 OPTIONAL_BASELINES = ("flashinfer",)  # added only when importable (module docstring)
 GEMM_N = 8192  # the dense fp16 GEMM's M = N = K
-FLUSH_BYTES = 256 * 1024 * 1024
 REPO = Path(__file__).resolve().parent.parent
 METHOD = (
     "same process and inputs for all rows; randn inputs; warm-up then median of timed reps; CUDA events around "

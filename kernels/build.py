@@ -43,7 +43,7 @@ from kernels import sass as _sass
 from kernels.config import FwdConfig
 from kernels.registry import KERNELS_DIR, PERSISTENT_ABIS, TENSOR_MAPS, Version
 from profiler.errors import WhowaitsError
-from profiler import settings
+from profiler.paths import build_dir
 
 NVCC_FLAGS: tuple[str, ...] = (
     "-cubin",
@@ -143,17 +143,10 @@ def nvcc_version() -> str:
 
 
 def cache_dir() -> Path:
-    """``$WHOWAITS_BUILD_DIR``, else ``.cache/whowaits/build`` of the source checkout (what the device scripts
-    carry), else, for an installed wheel, ``build/`` of the user's cache folder (:func:`profiler.paths.cache_dir`),
-    never inside site-packages. kernels.trace and kernels.sass keep their entries beside it (``../trace``,
-    ``../sass``)."""
-    from profiler.paths import cache_dir as user_cache, checkout  # noqa: PLC0415
-
-    env = settings.path("WHOWAITS_BUILD_DIR")
-    if env:
-        return env
-    root = checkout()
-    return root / ".cache" / "whowaits" / "build" if root is not None else user_cache() / "build"
+    """Where builds are kept: :func:`profiler.paths.build_dir` (``$WHOWAITS_BUILD_DIR``, else the checkout's
+    ``.cache/whowaits/build``, else the user's cache). kernels.tracebuild and kernels.sass keep their entries
+    beside it (``../trace``, ``../sass``)."""
+    return build_dir()
 
 
 def source_include(version: Version) -> str:

@@ -40,6 +40,8 @@ _CXX_TO_DTYPE = {v: k for k, v in DTYPES.items()}
 _CXX_TO_DTYPE["half"] = "fp16"  # some demanglers print the typedef
 _CXX_TO_DTYPE["__nv_bfloat16_raw"] = "bf16"
 ELEMENT_BYTES = {"fp16": 2, "bf16": 2}
+#: bytes written between timed launches to flush the L2 (bench, tune and the trace time the same way)
+FLUSH_BYTES = 256 * 1024 * 1024
 
 # Dynamic shared memory per CTA for each `smem_layout` a version may declare (CONTRACT.md).
 SMEM_LAYOUTS = ("none", "kv", "q_kv", "tma_q_kv", "tma_q2_kv", "tma_q2_kv_o")

@@ -30,7 +30,7 @@
 set -u
 VERSIONS=${VERSIONS:-"v10 v11 v12 v13 v14 v15 v16 v17 v18 v19"}
 SHAPES=${SHAPES:-"b1_h64_s1024_d128_fp16 b4_h16_s4096_d128_fp16"}
-CLASSES=${CLASSES:-"all"}  # the record classes, one log each (kernels.trace.WAIT_CLASSES: all wgmma mbarrier named arrivals)
+CLASSES=${CLASSES:-"all"}  # the record classes, one log each (kernels.tracebuild.WAIT_CLASSES: all wgmma mbarrier named arrivals)
 PER_WARP=${PER_WARP:-0}    # 1: a row per warp (--per-warp), not one per warpgroup
 if [ "${1:-}" = "--prebuild" ]; then
   set -e

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 import threading
 
 from kernels import registry
@@ -141,26 +140,14 @@ def problem_of(q, k, v) -> tuple[int, int, int, int, str]:
     return b, h, s, d, dtype
 
 
-def _build_for_launch(ver, config) -> BuildResult:
-    """The rung's build, or, with ``WHOWAITS_TRACED_BUILD=waits[:CLASS]`` (a diagnostic: profile the wait-log
-    build under ncu, issue 12), its wait-log build with no buffer set: the same instructions, no record stored."""
-    spec = settings.text("WHOWAITS_TRACED_BUILD") or ""
-    if not spec:
-        return build(ver, config)
-    mode, _, classes = spec.partition(":")
-    if mode != "waits" or ver.family != "ws":
-        raise WhowaitsError(f"WHOWAITS_TRACED_BUILD={spec!r}: only waits[:CLASS] of a warp-specialised rung "
-                            f"(v10 on) can be launched this way; unset it for {ver.id}")
-    from kernels.trace import build_traced  # noqa: PLC0415 - kernels.trace imports this module
-
-    return build_traced(ver, config, "waits", classes or "all")
-
-
-def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | None = None, out=None):
+def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | None = None, out=None,
+            built: BuildResult | None = None):
     """o = softmax(q kᵀ / sqrt(D) [+ causal mask]) v computed by ladder version ``version``.
 
     ``config`` overrides the version's default (its head_dim/dtype/causal must match the problem);
     ``out`` is an optional preallocated output (same shape and dtype, contiguous) that is fully overwritten.
+    ``built`` launches that build of the version and config instead of its own (a diagnostic build with the
+    same kernel signature, chosen by the caller: e.g. ``kernels.tracebuild.diagnostic_build``).
     """
     import torch
 
@@ -178,9 +165,9 @@ def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | 
     elif out.shape != q.shape or out.dtype != q.dtype or not out.is_contiguous() or out.device != q.device:
         raise WhowaitsError("out must be a contiguous tensor of q's shape, dtype and device")
 
-    result = _built.get((ver.id, config))  # build() re-hashes the sources (~0.2 ms host time per call),
-    if result is None:  # which a timed call would count when the GPU runs ahead of the host
-        result = _built.setdefault((ver.id, config), _build_for_launch(ver, config))
+    result = built or _built.get((ver.id, config))  # build() re-hashes the sources (~0.2 ms host time per
+    if result is None:  # call), which a timed call would count when the GPU runs ahead of the host
+        result = _built.setdefault((ver.id, config), build(ver, config))
     fn = load_function(result, q.device.index if q.device.index is not None else torch.cuda.current_device())
     grid = (math.ceil(s / config.block_m), h, b)
     if ver.abi in registry.TMA_ABIS:

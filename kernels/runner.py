@@ -25,6 +25,7 @@ import argparse
 import sys
 
 from kernels.config import Shape
+from profiler import settings
 from profiler.errors import WhowaitsError
 
 SDPA_BACKENDS = ("sdpa-auto", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math")
@@ -62,7 +63,20 @@ def implementation(name: str):
     from kernels.launch import forward
 
     ver = registry.get(name)
-    return ver.id, lambda q, k, v, causal: forward(q, k, v, causal, version=ver.id)
+    spec = settings.text("WHOWAITS_TRACED_BUILD")
+    if not spec:
+        return ver.id, lambda q, k, v, causal: forward(q, k, v, causal, version=ver.id)
+    from kernels.launch import problem_of
+    from kernels.tracebuild import check_diagnostic, diagnostic_build
+
+    check_diagnostic(ver, spec)  # a bad spec fails before any GPU work
+
+    def run_diagnostic(q, k, v, causal):
+        _, _, _, d, dtype = problem_of(q, k, v)
+        config = ver.config_for(d, dtype, causal)
+        return forward(q, k, v, causal, version=ver.id, config=config, built=diagnostic_build(ver, config, spec))
+
+    return ver.id, run_diagnostic
 
 
 def run(names: list[str], shape: Shape, warmup: int = 3, seed: int = 0) -> list[str]:

@@ -238,9 +238,9 @@ def _version_section(p, m, verbose: bool = False) -> str:
              f"{' · ' + str(p.launches) + ' launches merged' if p.launches > 1 else ''}</p>"]
     parts.append(_fig(plots.stall_breakdown.spec(shares, title=f"{label}: stall reasons (95% intervals)")))
     parts.append(_fig(plots.who_waits_heatmap.spec(waits, title=f"{label}: who waits on whom (% of samples)")))
-    from profiler.html_flow import flow_section  # noqa: PLC0415
+    from profiler.html_flow import flow_spec  # noqa: PLC0415
 
-    parts.append(flow_section(s, label))
+    parts.append(_fig(flow_spec(s, label)))
     edges = [e for e in (s.get("role_edges") or []) if e.get("samples")]
     if edges:
         parts.append(_fig(plots.role_graph.spec(

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from profiler import settings
 
-__all__ = ["DEFAULT_GPU", "REPORTS_ENV", "cache_dir", "checkout", "report_path", "reports_dir", "reports_root",
+__all__ = ["DEFAULT_GPU", "REPORTS_ENV", "build_dir", "cache_dir", "checkout", "report_path", "reports_dir", "reports_root",
            "sections_dir"]
 
 #: the GPU folder under a reports root that views read unless told otherwise
@@ -87,6 +87,17 @@ def reports_dir(gpu: str = DEFAULT_GPU, root: str | os.PathLike | None = None) -
     if repo is not None:
         return repo / "reports" / gpu
     return here
+
+
+def build_dir() -> Path:
+    """``$WHOWAITS_BUILD_DIR``, else ``.cache/whowaits/build`` of the source checkout (what the device scripts
+    carry), else, for an installed wheel, ``build/`` of the user's cache folder (:func:`cache_dir`), never
+    inside site-packages: where kernel builds (and, beside it, their SASS text and trace builds) are kept."""
+    env = settings.path("WHOWAITS_BUILD_DIR")
+    if env:
+        return env
+    root = checkout()
+    return root / ".cache" / "whowaits" / "build" if root is not None else cache_dir() / "build"
 
 
 def report_path(root: str | os.PathLike, gpu: str, subject: str, shape: str) -> Path:

@@ -57,7 +57,7 @@ def test_wait_log_unit_and_sass():
     _nvcc()
     from kernels import build as B
     from kernels import sass as S
-    from kernels import trace as T
+    from kernels import tracebuild as T
 
     ver = registry.get("v17_tma_store_o")
     cfg = ver.config_for(128, "fp16", False)

@@ -655,7 +655,7 @@ def role_graph(launch) -> RoleGraph:
 
 def mbarrier_labels(launch) -> dict[int, str]:
     """Shared address -> the graph's label of every mbarrier the launch's SASS names (each init'd
-    address, each ring member and ring base): what a measured trace (:mod:`profiler.analyze.trace`),
+    address, each ring member and ring base): what a measured trace (:mod:`profiler.analyze.event_trace`),
     which records addresses, needs to name barriers as the static graph does. {} where no address
     resolves."""
     sf = launch.sass

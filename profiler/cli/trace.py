@@ -1,13 +1,12 @@
 """`whowaits trace`: the measured role trace of one warp-specialised rung (issue 12) — runs the traced build
-on the GPU (:mod:`kernels.trace`) or re-reads its raw events (``--raw``), then writes the Perfetto / Chrome
-trace and the summary (:mod:`profiler.analyze.trace`): per-edge wait time, producer/consumer overlap, the
+on the GPU (:mod:`kernels.tracebuild`) or re-reads its raw events (``--raw``), then writes the Perfetto / Chrome
+trace and the summary (:mod:`profiler.analyze.event_trace`): per-edge wait time, producer/consumer overlap, the
 critical path through one steady-state iteration, and the trace's overhead (traced vs untraced, same run)."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -52,7 +51,7 @@ def write(raw: Path, out_dir: Path, *, version: str | None = None, reports: Path
           max_ctas: int | None = None) -> dict:
     """Analyse a ``.trace-raw.npz``: writes ``<shape>.trace.json.gz`` and ``<shape>.trace-summary.json`` into
     ``out_dir``; returns the summary."""
-    from profiler.analyze.trace import chrome_trace, load_raw, summarize  # noqa: PLC0415
+    from profiler.analyze.event_trace import chrome_trace, load_raw, summarize  # noqa: PLC0415
 
     arrays, meta = load_raw(raw)
     ver = version or meta["version"]
@@ -157,7 +156,7 @@ def trace(
         raise WhowaitsError("--class and --per-warp go with --waits (the wait log); the event trace logs everything")
     if raw is None:
         from kernels import registry  # noqa: PLC0415
-        from kernels.trace import run  # noqa: PLC0415
+        from kernels.tracebuild import run  # noqa: PLC0415
 
         vid = registry.get(version).id
         dest = out / vid

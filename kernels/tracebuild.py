@@ -16,7 +16,7 @@ copy; the launch ABI is unchanged: ``kernels/launch.py`` launches it like the un
   does, each CTA walking several tiles: a slot then holds several tiles' events (``CAPACITY_PERSISTENT``);
 * one traced launch kept: the raw events (``numpy`` arrays: per slot = (CTA, warpgroup) its count and events)
   written as ``<out>/<shape>.trace-raw.npz`` beside a ``meta`` JSON (version, config, shape, clock rate,
-  timings). :mod:`profiler.analyze.trace` turns that into the Perfetto JSON and the summary, on any machine.
+  timings). :mod:`profiler.analyze.event_trace` turns that into the Perfetto JSON and the summary, on any machine.
 
 torch and cuda.bindings are imported lazily.
 """
@@ -37,7 +37,7 @@ from pathlib import Path
 from kernels import build as B
 from kernels import registry
 from kernels.config import Shape
-from profiler.analyze.trace_waits import WAIT_CLASSES, waits_name
+from profiler.traceformat import WAIT_CLASSES, waits_name
 from profiler.errors import WhowaitsError
 from profiler import settings
 from profiler.io import write_atomic
@@ -110,6 +110,30 @@ def build_traced(version, config, mode: str = "events", classes: str = "all",
                 shutil.rmtree(tmp, ignore_errors=True)
     meta = json.loads(meta_path.read_text())
     return B._result(version, config, out, meta, cached=True)
+
+
+_diagnostic: dict = {}
+
+
+def diagnostic_build(ver, config, spec: str):
+    """The build ``WHOWAITS_TRACED_BUILD=spec`` asks the runner to launch in place of the rung's own:
+    ``waits[:CLASS]``, a warp-specialised rung's wait-log build with no buffer set (the same instructions, no
+    record stored), so ncu can profile the traced binary itself. Built once per (rung, config, spec)."""
+    classes = check_diagnostic(ver, spec)
+    key = (ver.id, config, spec)
+    if key not in _diagnostic:
+        _diagnostic[key] = build_traced(ver, config, "waits", classes)
+    return _diagnostic[key]
+
+
+def check_diagnostic(ver, spec: str) -> str:
+    """The record class of a ``WHOWAITS_TRACED_BUILD`` spec for rung ``ver``; a WhowaitsError when the spec
+    is not ``waits[:CLASS]`` or the rung is not warp-specialised."""
+    mode, _, classes = spec.partition(":")
+    if mode != "waits" or ver.family != "ws" or (classes or "all") not in WAIT_CLASSES:
+        raise WhowaitsError(f"WHOWAITS_TRACED_BUILD={spec!r}: only waits[:CLASS] of a warp-specialised rung "
+                            f"(v10 on) can be launched this way; unset it for {ver.id}")
+    return classes or "all"
 
 
 def _savez(path: Path, **arrays) -> None:
@@ -188,7 +212,7 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     import torch
 
     from kernels import launch as L
-    from kernels.bench import FLUSH_BYTES
+    from kernels.config import FLUSH_BYTES
     from kernels.reference import random_qkv
 
     ver = registry.get(version_name)
@@ -296,7 +320,7 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     meta = {
         **common, "trace_format": TRACE_FORMAT, "park": PARK, "tail_bytes": TAIL_BYTES,
         # a full slot drops what follows (counted as full_slots); a full parking area writes a PARK_DROPPED
-        # event whose arg counts the parked events it lost (profiler.analyze.trace adds those to the summary)
+        # event whose arg counts the parked events it lost (profiler.analyze.event_trace adds those to the summary)
         "dropped_events": 0, "parked_dropped_events": int(arg[kind == PARK_DROPPED].astype(np.int64).sum()),
         "full_slots": int((cnt >= capacity).sum()),
     }

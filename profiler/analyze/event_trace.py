@@ -1,6 +1,6 @@
 """The measured role trace of one launch (issue 12): raw clock64 events -> Perfetto JSON + per-edge summary.
 
-Input: what ``kernels/trace.py`` wrote on the GPU (``<shape>.trace-raw.npz``): for every slot = (CTA,
+Input: what ``kernels/tracebuild.py`` wrote on the GPU (``<shape>.trace-raw.npz``): for every slot = (CTA,
 warpgroup) the events its leader thread stamped (``kernels/common/sm90/trace.cuh``): ``t`` (clock64 cycles
 of that SM), ``kind``, ``arg`` (an mbarrier's shared address with the waited parity in bit 31, a named
 barrier's id, wgmma_wait's N), the first two events of each slot being ``%smid`` and one ``%globaltimer``

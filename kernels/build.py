@@ -319,7 +319,7 @@ def _key_lock(out: Path):
     locks = Path(tempfile.gettempdir()) / "whowaits-build-locks"  # not in the cache folder: it holds builds only
     try:
         locks.mkdir(exist_ok=True)
-        f = open(locks / (hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:24] + ".lock"), "a")  # noqa: SIM115
+        f = open(locks / (hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:24] + ".lock"), "a")
     except OSError:  # an unwritable temporary folder: build without the lock
         yield
         return

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from profiler.errors import WhowaitsError
 
@@ -57,6 +57,18 @@ class _ConfigMixin:
     FAMILY: ClassVar[str]
     TUNABLE: ClassVar[tuple[str, ...]]  # template int arguments after head_dim, in order
     SHORT: ClassVar[tuple[str, ...]]  # one letter per TUNABLE field for short_form
+
+    if TYPE_CHECKING:  # the fields every family's dataclass declares (for the type checker)
+        __dataclass_fields__: ClassVar[dict[str, Any]]
+        head_dim: int
+        dtype: str
+        causal: bool
+        block_m: int
+        block_n: int
+        stages: int
+
+        @property
+        def threads(self) -> int: ...
 
     def _validate(self) -> None:
         if self.dtype not in DTYPES:

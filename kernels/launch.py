@@ -188,7 +188,7 @@ def tensor_maps(ver, config, q, k, v, out) -> tuple:
     """The tensor maps a TMA ABI passes first: Q, K, V (boxes of block_m, block_n, block_n rows), and for
     ``tensor_maps_persistent_o`` O's too, with boxes of 64 rows: each consumer warpgroup stores its own 64 rows
     (kernels/common/sm90/tma_store.cuh)."""
-    maps = (tensor_map(q, config.block_m), tensor_map(k, config.block_n), tensor_map(v, config.block_n))
+    maps: tuple = (tensor_map(q, config.block_m), tensor_map(k, config.block_n), tensor_map(v, config.block_n))
     if registry.TENSOR_MAPS[ver.abi] == 4:
         maps += (tensor_map(out, 64),)
     return maps

@@ -306,13 +306,15 @@ def tool_version() -> str | None:
         from importlib.metadata import version
 
         return version("whowaits")
-    except Exception:
+    except ImportError:
+        pass
+    except Exception:  # noqa: BLE001 - importlib.metadata's PackageNotFoundError and kin: not installed
         pass
     try:
         import tomllib
 
         return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-    except Exception:
+    except (OSError, KeyError, TypeError, ValueError):  # no checkout or no version there (tomllib's error is a ValueError)
         return None
 
 

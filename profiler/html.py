@@ -16,6 +16,7 @@ from __future__ import annotations
 import html as _html
 import os
 import re
+from collections.abc import Set as AbstractSet
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def _pct(x) -> str:
     return _num(None if x is None else 100 * x, "{:.1f}%")
 
 
-def _table(headers: list[str], rows: list[list[str]], num_cols: set[int] = frozenset()) -> str:
+def _table(headers: list[str], rows: list[list[str]], num_cols: AbstractSet[int] = frozenset()) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td class='num'>{c}</td>" if i in num_cols else f"<td>{c}</td>"
                                     for i, c in enumerate(r)) + "</tr>" for r in rows)

@@ -458,7 +458,7 @@ def _region_sources(action, index: int) -> list[tuple]:
     try:
         files = action.source_files()
         texts = {str(k): files[k] for k in files}
-    except Exception:  # pragma: no cover - an ncu_report without source_files()
+    except Exception:  # noqa: BLE001 - an ncu_report without source_files(), or one that fails inside it
         return []
     return [(index, f, t) for f, t in sorted(texts.items()) if isinstance(t, str) and token in t]
 

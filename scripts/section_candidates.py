@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from google.protobuf import text_format  # noqa: E402
+from google.protobuf import text_format
 
-from profiler import sections  # noqa: E402
+from profiler import sections
 
 OUT = Path(".devcarry/candidates")
 STEPS = [
@@ -35,20 +35,26 @@ STEPS = [
 ]
 def prune(msg, pats):
     for fd, value in list(msg.ListFields()):
-        if fd.message_type is None: continue
+        if fd.message_type is None:
+            continue
         rep = fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED
         if rep:
             keep = [v for v in value if not (fd.message_type.name == "Metric" and any(re.search(p, v.Name) for p in pats))]
-            for v in keep: prune(v, pats)
-            del value[:]; value.extend(keep)
+            for v in keep:
+                prune(v, pats)
+            del value[:]
+            value.extend(keep)
         else:
             prune(value, pats)
 shutil.rmtree(OUT, ignore_errors=True)
 pats = []
 for name, more in STEPS:
     pats = pats + more
-    d = OUT / name; d.mkdir(parents=True)
+    d = OUT / name
+    d.mkdir(parents=True)
     for f, msg in sections.section_files().items():
-        m = type(msg)(); m.CopyFrom(msg); prune(m, pats)
+        m = type(msg)()
+        m.CopyFrom(msg)
+        prune(m, pats)
         (d / f.name).write_text(text_format.MessageToString(m).replace("ShowInstances: true", "ShowInstances: 1"))
     print(name, len(sections.set_metrics(d)))

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels import build, registry, sass  # noqa: E402
+from kernels import build, registry, sass
 
 _DEPBAR = re.compile(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*(0x[0-9a-f]+)")
 VERSIONS = ("v10", "v11", "v12", "v13", "v14")

@@ -28,7 +28,7 @@ SHAPE = "b1_h64_s1024_d128_fp16"
 GPU0, GPU1 = (f"GPU-00000000-0000-0000-0000-{i:012d}" for i in range(2))
 VERSIONS = ["v01_naive", "v02_smem_tiling", "v03_tensor_cores"]
 KERNELS = ",".join([f"void whowaits::{v}::flash_fwd<__half>()" for v in VERSIONS] + ["void pytorch_flash::flash_fwd_kernel<>()"])
-MANIFEST = f"""
+MANIFEST = """
 name = "t"
 out = "reports"
 logs = "logs"
@@ -41,7 +41,7 @@ lock_timeout_s = 60
 versions = ["v01", "v02", "v03"]
 [[subjects.cmd]]
 name = "ext-sdpa-flash"
-cmd = "python3 scripts/sdpa_subject.py --backend flash --shape {{shape}}"
+cmd = "python3 scripts/sdpa_subject.py --backend flash --shape {shape}"
 kernel = "flash_fwd_kernel"
 launch_skip = 3
 [shapes]
@@ -258,7 +258,8 @@ def test_gpu_lock_across_processes(tmp_path):
     assert lock.try_acquire("test")
     code = ("import sys; from pathlib import Path; from profiler.sweep.gpus import Gpu, GpuLock; "
             f"l = GpuLock(Path({str(tmp_path)!r}), Gpu('0', {GPU0!r})); print(l.try_acquire('other'))")
-    other = lambda: subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    def other():
+        return subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True).stdout.strip()
     assert other() == "False"
     lock.release()
     assert other() == "True"

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 
@@ -90,7 +91,7 @@ def summarize_waits(arrays: dict, meta: dict, labels: dict | None = None, static
     names = _mbar_names(labels or {})
     per = int(meta["slots_per_cta"])
     counts, records = arrays["counts"], arrays["records"]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for s in np.flatnonzero(counts > 0):
         pairs = decode(records[s], int(min(counts[s], records.shape[1])))
         clocks = [v for e, v in pairs if e == CLOCK]

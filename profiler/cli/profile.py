@@ -156,7 +156,7 @@ def _profile_versions(collect, cmd, cmd_versions, kernel, name, shape, launch_sk
         from profiler.paths import report_path, reports_root
 
         slug = gpu or provenance.gpu_slug(collect.gpu_info()[0])
-        for v, s in sessions:
+        for _v, s in sessions:
             for t in s.targets:
                 dest = report_path(reports_root(out), slug, t.name, s.shape)
                 if dest.exists():

@@ -41,7 +41,7 @@ def prebuild(jobs: list[J.Job]) -> None:
     """Build every ladder rung the profile jobs need, in parallel, before any GPU is locked (a build inside
     the job would hold its GPU idle); the cache makes the job's own build a lookup. A rung that does not
     build is left to its job, which reports the compiler's error."""
-    pairs = {}
+    pairs: dict[tuple[str, str], None] = {}
     for j in jobs:
         if j.kind == "profile" and j.runner_arg and not j.runner_arg.startswith("sdpa-"):
             pairs.setdefault((j.runner_arg, j.shape), None)
@@ -51,7 +51,7 @@ def prebuild(jobs: list[J.Job]) -> None:
         from kernels import build, registry
         from kernels.config import Shape
 
-        todo = []
+        todo: list = []
         for vid, shape in pairs:
             try:
                 v, s = registry.get(vid), Shape.parse(shape)
@@ -101,7 +101,8 @@ class _kill_jobs_on_interrupt:
     interrupted sweep released its GPU locks (they die with the driver) while its ncu sessions went on."""
 
     def __init__(self, record: Record):
-        self.record, self.old = record, {}
+        self.record = record
+        self.old: dict = {}
 
     def _handler(self, signum, frame):
         import signal

@@ -75,7 +75,11 @@ class Record:
                     f.write(line + "\n")
 
         write(head)
-        write.close = lambda: [f.close() for f in files]  # type: ignore[attr-defined]
+        def close() -> None:
+            for f in files:
+                f.close()
+
+        write.close = close  # type: ignore[attr-defined]
         write.paths = paths  # type: ignore[attr-defined]
         return write
 

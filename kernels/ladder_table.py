@@ -1,7 +1,7 @@
-"""Regenerate the README's ladder table from one bench run: ``python -m kernels.readme_table DATE``.
+"""Regenerate the ladder table of docs/ladder.md from one bench run: ``python -m kernels.ladder_table DATE``.
 
 Reads ``reports/h200/bench/<DATE>-<shape>.json`` for the two target shapes and rewrites the block between
-``<!-- ladder-table`` and ``<!-- /ladder-table -->`` in README.md (tests/test_readme.py checks it against
+``<!-- ladder-table`` and ``<!-- /ladder-table -->`` in docs/ladder.md (tests/test_docs.py checks it against
 the same JSON): one row per ladder version in the run, then the SDPA flash and cuDNN baselines; the best
 ladder version of each column in bold. The one-line change of each row is ``CHANGES`` below.
 """
@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "ladder.md"
 SHAPES = ("b1_h64_s1024_d128_fp16", "b4_h16_s4096_d128_fp16")
 CHANGES = {
     "v01_naive": "CUDA cores, global memory, online softmax",
@@ -59,8 +60,8 @@ def table(date: str) -> str:
             cells[n].append([t, 100 * t / flash, 100 * t / cudnn])
     best = [max(cells[v][s][c] for v in versions) for s in range(len(SHAPES)) for c in range(3)]
     lines = [
-        f"<!-- ladder-table: generated from reports/h200/bench/{date}-*.json by python -m kernels.readme_table "
-        f"{date}; tests/test_readme.py checks it -->",
+        f"<!-- ladder-table: generated from reports/h200/bench/{date}-*.json by python -m kernels.ladder_table "
+        f"{date}; tests/test_docs.py checks it -->",
         "| version | change | TFLOPS b1_h64_s1024 | % SDPA flash | % cuDNN | TFLOPS b4_h16_s4096 | % SDPA flash | % cuDNN |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -86,20 +87,19 @@ def table(date: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or not re.fullmatch(r"\d{4}-\d\d-\d\d(T\d{4})?", argv[0]):
-        print("usage: python -m kernels.readme_table YYYY-MM-DD[THHMM] (the bench run's name prefix)", file=sys.stderr)
+        print("usage: python -m kernels.ladder_table YYYY-MM-DD[THHMM] (the bench run's name prefix)", file=sys.stderr)
         return 2
-    readme = ROOT / "README.md"
-    text = readme.read_text()
+    text = DOC.read_text()
     head, rest = text.split("<!-- ladder-table", 1)
     _, tail = rest.split("<!-- /ladder-table -->", 1)
     try:
         new = head + table(argv[0]) + "<!-- /ladder-table -->" + tail
     except FileNotFoundError as err:
-        print(f"kernels.readme_table: error: no bench file {err.filename}", file=sys.stderr)
+        print(f"kernels.ladder_table: error: no bench file {err.filename}", file=sys.stderr)
         return 2
-    tmp = readme.with_suffix(".md.tmp")
-    tmp.write_text(new)
-    tmp.replace(readme)
+    from profiler.io import write_atomic  # noqa: PLC0415
+
+    write_atomic(DOC, new)
     return 0
 
 

@@ -239,6 +239,15 @@ _DIFF_ROW = {
 }
 
 
+_CONFOUNDS = {
+    "warnings": "the confound guard: differences between the compared reports that are not the kernel "
+                "(GPU, ncu version, clock control, section set, …; profiler/compare/confound.py)",
+    "warnings[].field": "what differs (or `provenance`: reports without a sidecar)",
+    "warnings[].values": "its value per label", "warnings[].values.*": "the value",
+    "warnings[].message": "one line saying so",
+}
+
+
 def _diff_rows(table: str, keys: dict[str, str]) -> dict[str, str]:
     return {f"{table}[].{k}": v for k, v in {**keys, **_DIFF_ROW}.items()}
 
@@ -292,6 +301,7 @@ OUTPUTS: tuple[Output, ...] = (
         "a": "label of A (the baseline)", "b": "label of B", "speedup": "A's time / B's time",
         "verdict": "the verdict sentence: time change beside the stall changes, the region and phase that moved",
         "top_a": "A's top waiter", "top_b": "B's top waiter",
+        "notes": "what could not be compared, one line each", **_CONFOUNDS,
         **{f"top_{s}.{k}": v for s in "ab" for k, v in {
             "class": "opcode class", "reason": "stall reason", "opcode": "opcode", "samples": "samples",
             "share": "share", "producer": "what it waits for (scoreboard stalls), or null"}.items()},
@@ -318,7 +328,7 @@ OUTPUTS: tuple[Output, ...] = (
     }),
     Output("Migration", "whowaits migration --format json", "one object", {
         "versions": "the versions in order",
-        "notes": "what the reports lack, one line per group of reports",
+        "notes": "what the reports lack, one line per group of reports", **_CONFOUNDS,
         "table[].version": "version (or label)", "table[].step": "its place in the ladder",
         "table[].title": "title (sidecar)", "table[].kernel": "demangled kernel name",
         "table[].change": "the one-line change (version.toml or series file)",

@@ -36,7 +36,8 @@ SUMMARY_MEANINGS: dict[str, str] = {
     "stall_share": "each reason's share of all stall samples (fractions, summing to 1 over the reasons)",
     "stall_cycles_per_issue": "average warps stalled on the reason per issued instruction "
                               "(`smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio`); null when merged",
-    "short_scoreboard": "short-scoreboard (SSC) stalls: waits on a variable-latency MIO result (LDS, LDSM, SHFL, MUFU …)",
+    "short_scoreboard": "short-scoreboard (SSC) stalls: waits on a variable-latency MIO result "
+                        "(LDS, LDSM, SHFL, MUFU …)",
     "short_scoreboard.samples": "SSC stall samples",
     "short_scoreboard.share": "SSC share of all stall samples",
     "short_scoreboard.cycles_per_issue": "SSC warps stalled per issued instruction; null when merged",
@@ -281,13 +282,15 @@ OUTPUTS: tuple[Output, ...] = (
         "phases[].samples": "samples in the phase",
         "steady_tensor_pct": "tensor-pipe activity in the steady state, %", "tail_share": "the tail's share",
         "ramp_share": "the ramp-up's share",
-        "missing[].field": "field left null without PM sampling", "missing[].section": "the section that would supply it",
+        "missing[].field": "field left null without PM sampling",
+        "missing[].section": "the section that would supply it",
     }),
     Output("Roles", "whowaits roles REPORT --format json", "a list, one object per launch", {
         "kernel": "demangled kernel name", "launch_index": "launch index",
         "total_samples": "all stall samples of the launch (the denominator of every share)",
         "roles[].name": "role name: producer, consumer, … (split at setmaxnreg), or cta for one role",
-        "roles[].source": "declared (setmaxnreg) or inferred", "roles[].setmaxnreg": "the role's register count, or null",
+        "roles[].source": "declared (setmaxnreg) or inferred",
+        "roles[].setmaxnreg": "the role's register count, or null",
         "roles[].ranges": "the role's SASS offset ranges [[start, end], …]", "roles[].pcs": "its instructions",
         "roles[].samples": "its stall samples", "roles[].inst_executed": "its warp-level executions",
         "edges[].waiter": "waiting role", "edges[].barrier": "barrier name (mbarrier@0x440, bar 4, wgmma group, …)",
@@ -343,7 +346,8 @@ OUTPUTS: tuple[Output, ...] = (
         "table[].top_opcode": "top waiter's opcode", "table[].top_producer": "what it waits for",
         "table[].top_share": "top waiter's share", "table[].top_lo": "its 95% interval, low",
         "table[].top_hi": "… high", "table[].ssc_share": "SSC share",
-        "table[].tensor_path": "hmma | gmma | mixed | none", "table[].tensor_pipe_pct": "tensor pipe, % of its path's peak",
+        "table[].tensor_path": "hmma | gmma | mixed | none",
+        "table[].tensor_pipe_pct": "tensor pipe, % of its path's peak",
         "table[].tensor_roof_pct": "tensor FLOP rate, % of the GPU's dense tensor roof",
         "table[].compute_roof_tflops": "the compute roof of the pipe carrying most FLOPs",
         **{f"table[].intensity_{lv}": f"FLOP/byte at {lv}" for lv in ("l1", "l2", "dram", "smem")},
@@ -379,13 +383,16 @@ OUTPUTS: tuple[Output, ...] = (
     Output("Gate", "whowaits check --format json", "one object", {
         "policy": "the policy file", "baseline": "the baseline (bench file, folder or git revision), or null",
         "passed": "every rule held", "exit_code": "0 passed, 1 a rule failed, 2 a usage or input error",
-        "counts.pass": "results that held", "counts.fail": "results that failed", "counts.error": "results that could not be judged",
+        "counts.pass": "results that held", "counts.fail": "results that failed",
+        "counts.error": "results that could not be judged",
         "results[].rule": "the rule's index in the policy", "results[].line": "its line in the policy file",
-        "results[].version": "version", "results[].subject": "subject as the bench names it", "results[].shape": "shape key",
+        "results[].version": "version", "results[].subject": "subject as the bench names it",
+        "results[].shape": "shape key",
         "results[].check": "the check (min_tflops, max_share, no_regression, …)",
         "results[].field": "the field checked, by the names of this contract",
         "results[].value": "measured value", "results[].value_text": "measured value as printed",
-        "results[].op": "comparison (<=, >=, ==)", "results[].limit": "the limit", "results[].limit_text": "the limit as printed",
+        "results[].op": "comparison (<=, >=, ==)", "results[].limit": "the limit",
+        "results[].limit_text": "the limit as printed",
         "results[].verdict": "pass | fail | error", "results[].message": "one line: rule, field, value, limit, verdict",
         "results[].source": "the file the value was read from",
     }),
@@ -393,7 +400,8 @@ OUTPUTS: tuple[Output, ...] = (
 
 SIDECAR_MEANINGS: dict[str, str] = {
     "version": "the subject (version id or ext-…)", "shape": "the shape key `b{B}_h{H}_s{S}_d{D}_{dtype}[_causal]`",
-    "ncu_command": "the full ncu command line", "ncu_version": "ncu's version", "driver_version": "the driver's version",
+    "ncu_command": "the full ncu command line", "ncu_version": "ncu's version",
+    "driver_version": "the driver's version",
     "gpu": "GPU name", "git_commit": "commit of the checkout (or `$WHOWAITS_GIT_COMMIT`)",
     "git_dirty": "the checkout had uncommitted changes", "clock_control": "ncu --clock-control (none)",
     "cache_control": "ncu --cache-control", "section_set": "ncu --set (whowaits, full, …)",
@@ -543,8 +551,10 @@ def render() -> str:
             "never `kernels/`. Keys in `profiler.provenance.SIDECAR_KEYS`; a backfilled sidecar may add `note`.", ""]
     out += _table(("key", "meaning"), [(f"`{k}`", SIDECAR_MEANINGS.get(k, "")) for k in SIDECAR_KEYS])
     out += ["", "## The store table `launches`", "",
-            "`whowaits index` writes one row per profiled launch (parquet parts + DuckDB); `whowaits query --schema`",
-            "prints the same list. Columns from `profiler/store/schema.py`; shares are fractions, absent values null.", ""]
+            "`whowaits index` writes one row per profiled launch (parquet parts + DuckDB); "
+            "`whowaits query --schema`",
+            "prints the same list. Columns from `profiler/store/schema.py`; shares are fractions, "
+            "absent values null.", ""]
     out += _table(("column", "type", "meaning"), [(f"`{n}`", str(t), m) for n, t, m in columns()])
     return "\n".join(out) + "\n"
 

@@ -29,7 +29,8 @@ def _schema_paths(td, prefix="") -> list[str]:
     for key, tp in typing.get_type_hints(td).items():
         path = f"{prefix}.{key}" if prefix else key
         out.append(path)
-        arms = [a for a in typing.get_args(tp) if a is not type(None)] if typing.get_origin(tp) is typing.Union else [tp]
+        union = typing.get_origin(tp) is typing.Union
+        arms = [a for a in typing.get_args(tp) if a is not type(None)] if union else [tp]
         for arm in arms:
             if isinstance(arm, type) and hasattr(arm, "__required_keys__"):
                 out += _schema_paths(arm, path)
@@ -101,6 +102,7 @@ def cli():
 OUT = {o.command.split()[1]: o for o in contract.OUTPUTS}
 
 
+@pytest.mark.slow  # three reports ingested cold: ~5 s
 def test_show_prints_only_documented_fields(cli):
     """Every key `show --format json` prints on a wgmma report and a cp.async one is in the contract (the schema's
     maps, e.g. stall reasons and opcode classes, are maps)."""
@@ -121,7 +123,7 @@ def test_show_prints_only_documented_fields(cli):
     ("timeline", ["reports/h200/v07_tuned/" + B1 + ".ncu-rep"]),
     ("roles", ["reports/h200/v12_intra_wg_overlap/" + B1 + ".ncu-rep"]),
     ("diff", ["v06_softmax_fusion", "v07_tuned"]),
-    ("migration", ["v08_tma_mbarrier", "v09_wgmma", "ext-sdpa-cudnn"]),
+    pytest.param("migration", ["v08_tma_mbarrier", "v09_wgmma", "ext-sdpa-cudnn"], marks=pytest.mark.slow),
 ])
 def test_commands_print_only_documented_fields(cli, command, args):
     printed = cli(command, *args, "--format", "json")

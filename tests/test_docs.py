@@ -27,7 +27,8 @@ def _table_rows() -> list[list[str]]:
 
 
 def _bench(shape: str) -> dict[str, dict]:
-    date = re.search(r"<!-- ladder-table: generated from reports/h200/bench/(\d{4}-\d\d-\d\d(?:T\d{4})?)-", LADDER).group(1)
+    date = re.search(r"<!-- ladder-table: generated from reports/h200/bench/(\d{4}-\d\d-\d\d(?:T\d{4})?)-",
+                     LADDER).group(1)
     d = json.loads((ROOT / "reports/h200/bench" / f"{date}-{shape}.json").read_text())
     return {r["implementation"]: r for r in d["rows"]}
 

@@ -13,8 +13,9 @@ import re
 import sys
 from pathlib import Path
 
+from profiler.io import write_atomic
+
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "ladder.md"
 SHAPES = ("b1_h64_s1024_d128_fp16", "b4_h16_s4096_d128_fp16")
 CHANGES = {
     "v01_naive": "CUDA cores, global memory, online softmax",
@@ -89,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1 or not re.fullmatch(r"\d{4}-\d\d-\d\d(T\d{4})?", argv[0]):
         print("usage: python -m kernels.ladder_table YYYY-MM-DD[THHMM] (the bench run's name prefix)", file=sys.stderr)
         return 2
-    text = DOC.read_text()
+    readme = ROOT / "docs" / "ladder.md"
+    text = readme.read_text()
     head, rest = text.split("<!-- ladder-table", 1)
     _, tail = rest.split("<!-- /ladder-table -->", 1)
     try:
@@ -97,9 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as err:
         print(f"kernels.ladder_table: error: no bench file {err.filename}", file=sys.stderr)
         return 2
-    from profiler.io import write_atomic  # noqa: PLC0415
-
-    write_atomic(DOC, new)
+    write_atomic(readme, new)
     return 0
 
 

@@ -156,10 +156,10 @@ SUMMARY_MEANINGS: dict[str, str] = {
     "device.name": "GPU name (e.g. `NVIDIA H200`)",
     "device.cc": "compute capability (e.g. `9.0`)",
     "device.sm_count": "number of SMs",
-    "regions": "stall samples and executed instructions per source region (`load_q, load_kv, qk, softmax, pv, "
-               "epilogue, sync, other`), summing exactly to the kernel's totals; [] without per-PC data; "
-               "merged: by (name, source)",
-    "regions[].name": "region name (the vocabulary above)",
+    "regions": "stall samples and executed instructions per source region (profiler/data/regions.toml: "
+               "`load_q, load_kv, qk, softmax, pv, epilogue, sync, other` for attention), summing exactly to the "
+               "kernel's totals; [] without per-PC data; merged: by (name, source)",
+    "regions[].name": "region name, from its vocabulary in profiler/data/regions.toml",
     "regions[].source": "`declared` (the kernel's `// @region` markers) or `inferred` (from the SASS)",
     "regions[].stall_samples": "stall samples per reason in the region",
     "regions[].samples": "all stall samples in the region",

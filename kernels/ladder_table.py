@@ -1,7 +1,7 @@
-"""Regenerate the README's ladder table from one bench run: ``python -m kernels.readme_table DATE``.
+"""Regenerate the ladder table of docs/ladder.md from one bench run: ``python -m kernels.ladder_table DATE``.
 
 Reads ``reports/h200/bench/<DATE>-<shape>.json`` for the two target shapes and rewrites the block between
-``<!-- ladder-table`` and ``<!-- /ladder-table -->`` in README.md (tests/test_readme.py checks it against
+``<!-- ladder-table`` and ``<!-- /ladder-table -->`` in docs/ladder.md (tests/test_docs.py checks it against
 the same JSON): one row per ladder version in the run, then the SDPA flash and cuDNN baselines; the best
 ladder version of each column in bold. The one-line change of each row is ``CHANGES`` below.
 """
@@ -33,9 +33,9 @@ CHANGES = {
     "v13_persistent": "persistent CTAs: grid = SMs, static tile scheduler, K/V ring and producer across tiles",
     "v14_cross_tile_qk": "the next tile's QKᵀ[0] under the current tile's last PV (two Q buffers)",
     "v15_softmax_under_pv": "softmax[n] really under its own PV[n-1]: a V-barrier re-check pins wait_group 0 below it",
-    "v16_desc_iterator": "one wgmma descriptor per operand and batch, + offset per k16 step (issue 220 -> 157 instr.)",
+    "v16_desc_iterator": "one wgmma descriptor per operand and batch, + offset per k16 step (220 -> 157 instructions issued per batch)",
     "v17_tma_store_o": "the epilogue through shared memory and a TMA store (no STG; 4th tensor map)",
-    "v18_desc_iterator_o": "v17 + v16's descriptor iterator (batch issue 219 -> 155 instructions)",
+    "v18_desc_iterator_o": "v17 + v16's descriptor iterator (219 -> 155 instructions issued per batch)",
     "v19_lazy_rescale": "v18 + FA4's lazy max: O rescaled only when a row's max grew by > 2^8",
     "sdpa-flash": "torch SDPA, FlashAttention-2 backend",
     "sdpa-cudnn": "torch SDPA, cuDNN backend (wgmma)",
@@ -61,8 +61,8 @@ def table(date: str) -> str:
             cells[n].append([t, 100 * t / flash, 100 * t / cudnn])
     best = [max(cells[v][s][c] for v in versions) for s in range(len(SHAPES)) for c in range(3)]
     lines = [
-        f"<!-- ladder-table: generated from reports/h200/bench/{date}-*.json by python -m kernels.readme_table "
-        f"{date}; tests/test_readme.py checks it -->",
+        f"<!-- ladder-table: generated from reports/h200/bench/{date}-*.json by python -m kernels.ladder_table "
+        f"{date}; tests/test_docs.py checks it -->",
         "| version | change | TFLOPS b1_h64_s1024 | % SDPA flash | % cuDNN | TFLOPS b4_h16_s4096 | % SDPA flash | % cuDNN |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -88,16 +88,16 @@ def table(date: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or not re.fullmatch(r"\d{4}-\d\d-\d\d(T\d{4})?", argv[0]):
-        print("usage: python -m kernels.readme_table YYYY-MM-DD[THHMM] (the bench run's name prefix)", file=sys.stderr)
+        print("usage: python -m kernels.ladder_table YYYY-MM-DD[THHMM] (the bench run's name prefix)", file=sys.stderr)
         return 2
-    readme = ROOT / "README.md"
+    readme = ROOT / "docs" / "ladder.md"
     text = readme.read_text()
     head, rest = text.split("<!-- ladder-table", 1)
     _, tail = rest.split("<!-- /ladder-table -->", 1)
     try:
         new = head + table(argv[0]) + "<!-- /ladder-table -->" + tail
     except FileNotFoundError as err:
-        print(f"kernels.readme_table: error: no bench file {err.filename}", file=sys.stderr)
+        print(f"kernels.ladder_table: error: no bench file {err.filename}", file=sys.stderr)
         return 2
     write_atomic(readme, new)
     return 0

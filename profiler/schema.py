@@ -130,8 +130,10 @@ TopInstruction = TypedDict("TopInstruction", {
 
 
 class Region(TypedDict):
-    name: str  # load_q, load_kv, qk, softmax, pv, epilogue, sync, other (DESIGN.md)
+    name: str  # attention: load_q, load_kv, qk, softmax, pv, epilogue, sync, other; neutral: global_load,
+    # shared_staging, mma, elementwise, reduction, store, sync, other (profiler/data/regions.toml)
     source: str  # declared | inferred
+    vocabulary: str  # attention (exp of one MMA's result feeds another MMA, or declared so) | neutral
     stall_samples: dict[str, int]
     samples: int
     share: float

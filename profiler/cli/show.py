@@ -148,8 +148,15 @@ def render_regions(con, s: dict) -> None:
     if not regs:
         return
     source = regs[0]["source"]
+    vocab = regs[0].get("vocabulary") or "neutral"
+    if source != "inferred":
+        how = ": @region markers"
+    elif vocab == "attention":
+        how = ": from the SASS, attention names (an exp of one MMA's result feeds another MMA)"
+    else:
+        how = ": from the SASS, by instruction kind (no exp between chained MMAs: not attention)"
     t = _table(
-        f"Source regions ({source}{': from the SASS, no line information' if source == 'inferred' else ': @region markers'})",
+        f"Source regions ({source}{how})",
         [("region", "left"), ("samples", "right"), ("share", "right"), ("top reason", "left"),
          ("inst executed", "right"), ("PCs", "right")],
     )

@@ -126,8 +126,9 @@ def _regions(L: list[dict]) -> list[dict]:
         first = x.get("kernel") not in seen
         seen.add(x.get("kernel"))
         for r in x.get("regions") or []:
-            key = (r["name"], r["source"])
-            a = acc.setdefault(key, {"name": r["name"], "source": r["source"], "stall_samples": {}, "samples": 0,
+            key = (r["name"], r["source"], r.get("vocabulary"))
+            a = acc.setdefault(key, {"name": r["name"], "source": r["source"],
+                                     "vocabulary": r.get("vocabulary") or "neutral", "stall_samples": {}, "samples": 0,
                                      "share": 0.0, "inst_executed": 0, "pcs": 0, "inherited_samples": 0})
             for k, v in (r.get("stall_samples") or {}).items():
                 a["stall_samples"][k] = a["stall_samples"].get(k, 0) + v

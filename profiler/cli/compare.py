@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -53,13 +54,13 @@ def _warn_stderr(warnings: list[dict]) -> None:
 
 
 def _pct(x, signed: bool = False) -> str:
-    if x is None or (isinstance(x, float) and x != x):
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "—"
     return f"{100 * x:+.1f}" if signed else f"{100 * x:.1f}%"
 
 
 def _num(x, fmt: str = "{:.3g}") -> str:
-    if x is None or (isinstance(x, float) and x != x):
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "—"
     return fmt.format(x) if isinstance(x, (int, float)) else str(x)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Optional
@@ -78,12 +79,17 @@ def _console():
     return console(160)
 
 
+def _unknown(x) -> bool:
+    """None, or a float that is not finite (never printed as nan/inf)."""
+    return x is None or (isinstance(x, float) and not math.isfinite(x))
+
+
 def _pct(x) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
+    return "—" if _unknown(x) else f"{100 * x:.1f}%"
 
 
 def _num(x, fmt: str = "{:,.0f}") -> str:
-    return "—" if x is None else fmt.format(x)
+    return "—" if _unknown(x) else fmt.format(x)
 
 
 def _si(x, unit: str = "") -> str:

@@ -99,14 +99,15 @@ class Diff:
 
 
 def records(df: pd.DataFrame) -> list[dict]:
-    """Frame rows as plain-Python dicts (numpy scalars unwrapped, NaN -> None)."""
+    """Frame rows as plain-Python dicts (numpy scalars unwrapped, NaN and ±inf -> None: no format prints a
+    non-finite number)."""
     out = []
     for row in df.to_dict(orient="records"):
         clean = {}
         for k, v in row.items():
             if isinstance(v, np.generic):
                 v = v.item()
-            if isinstance(v, float) and np.isnan(v):
+            if isinstance(v, float) and not np.isfinite(v):
                 v = None
             clean[k] = v
         out.append(clean)

@@ -281,7 +281,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
 
     notes = (list(notes or []) + [n for p in profiled for n in (p.meta or {}).get("left_out", [])]
              + gap_lines([(p.label, p.summary) for p in profiled], verbose=verbose))
-    table = pd.DataFrame(rows)
+    table = _no_nan_text(pd.DataFrame(rows))
     table["step"] = [""] + list(steps["sentence"])
     return Migration(versions=labels, table=table, stall_shares=stall_shares, waiters=waiters,
                      steps=steps, roofline=roofline, roofs=roofs,
@@ -289,6 +289,16 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
                      warnings=list(warnings or []), notes=notes,
                      regions=pd.DataFrame(reg_rows, columns=["version", "region", "source", "samples", "share"]),
                      timelines=pd.DataFrame(tl_rows, columns=["version", "x", "series", "value"]))
+
+
+def _no_nan_text(df: pd.DataFrame) -> pd.DataFrame:
+    """Text columns with None where a value is unknown, never a float NaN (which every format would print as
+    ``nan``: a version without samples has no top waiter)."""
+    for c in df.columns:
+        if df[c].dtype == object or pd.api.types.is_string_dtype(df[c].dtype):
+            df[c] = pd.Series([None if isinstance(v, float) and v != v else v for v in df[c]], index=df.index,
+                              dtype=object)
+    return df
 
 
 def _external(p) -> bool:

@@ -222,11 +222,13 @@ def _render_migration(m, console) -> None:
     beside_dst = set(m.steps["dst"][m.steps["beside"]]) if "beside" in m.steps and len(m.steps) else set()
     above = [None if r["version"] in beside_dst else v for r, v in zip(rows, [None] + [r["version"] for r in rows[:-1]])]
     for r, prev in zip(rows, above):
-        top = f"{escape(str(r['top_class']))}·{escape(str(r['top_reason']))}" if r["top_class"] else "—"
+        top = f"{escape(str(r['top_class']))}·{escape(str(r['top_reason']))}" if r["top_class"] else "— (too few samples)"
         if isinstance(r.get("top_producer"), str):
             top += f" ← {escape(r['top_producer'])}"
         if r.get("top_opcode"):
             top += f" [dim]({escape(str(r['top_opcode']))})"
+        if isinstance(r.get("top_tied_with"), str):
+            top += f" [yellow]tied with {escape(r['top_tied_with'])}[/yellow]"
         tf = r["tflops"] if r["tflops"] is not None and r["tflops"] == r["tflops"] else r["tflops_counted"]
         cells = [escape(str(r["version"])), fmt_ns(r["duration_ns"]), _num(tf, "{:.3g}")]
         if has["gbps"]:
@@ -289,6 +291,9 @@ def _render_migration(m, console) -> None:
             console.print(f"[bold]Beside the top rung[/bold] ({escape(ext[0]['src'])})")
             for s in ext:
                 console.print(f"  - {escape(s['sentence'])}")
+    for r in rows:
+        if isinstance(r.get("top_note"), str) and r["top_note"] != "no stall samples":
+            console.print(f"[dim]note: {escape(str(r['version']))}: no top waiter: {escape(r['top_note'])}[/dim]")
     for n in dict.fromkeys(m.notes):
         console.print("[dim]note: " + escape(n))
 

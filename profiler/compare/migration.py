@@ -16,7 +16,8 @@ import pandas as pd
 
 from profiler.compare import stats
 from profiler.names import LEVELS, PATH_COUNTER, is_external
-from profiler.compare.diff import diff, records, top_waiter, total_samples
+from profiler.compare.diff import diff, no_top_waiter, records, top_waiter, total_samples
+from profiler.compare.subjects import same_problem
 
 
 
@@ -31,7 +32,9 @@ class Migration:
       speedup_first, top_class, top_reason, top_opcode (the opcode most of its samples sit on),
       top_producer (for a scoreboard stall: the base opcode of the instruction most of them wait on,
       e.g. LDSM; None otherwise),
-      top_share, top_lo, top_hi (Wilson interval), top_role_edge / top_role_share (the heaviest edge of
+      top_share, top_lo, top_hi (Wilson interval), top_tied_with (the other class·reason cells within noise of
+      the top one, comma-separated; None when it stands alone), top_note (why a version has no top waiter: no
+      or too few samples, :func:`profiler.compare.diff.no_top_waiter`; None when it has one), top_role_edge / top_role_share (the heaviest edge of
       ``whowaits roles``: waiter —[barrier]→ releaser, and its share of the samples),
       tensor_path, tensor_pipe_pct (% of the path's own peak), tensor_roof_pct (% of the GPU's dense
       tensor roof at the report's clock: one scale for every path), compute_roof_tflops (the roof of
@@ -170,7 +173,9 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
     tops = []
     for i, p in enumerate(profiled):
         s = p.summary
-        prev = profiled[bases[i]].summary.get("duration_ns") if bases[i] is not None else None
+        prev = (profiled[bases[i]].summary.get("duration_ns")
+                if bases[i] is not None and same_problem(profiled[bases[i]], p) else None)
+        first_same = same_problem(profiled[0], p)
         n = total_samples(s)
         top = top_waiter(s)
         tops.append(top)
@@ -189,11 +194,13 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "tflops": tflops, "gbps": gbps, "tflops_counted": roof.get("achieved_tflops"),
             "speedup_prev": stats.duration_change(prev, dur)["speedup"] if prev else None,
             "vs": profiled[bases[i]].label if bases[i] is not None else None,
-            "speedup_first": stats.duration_change(first_dur, dur)["speedup"] if first_dur else None,
+            "speedup_first": stats.duration_change(first_dur, dur)["speedup"] if first_dur and first_same else None,
             "top_class": top["class"] if top else None, "top_reason": top["reason"] if top else None,
             "top_opcode": top.get("opcode") if top else None,
             "top_producer": top.get("producer") if top else None,
             "top_share": top["share"] if top else None, "top_lo": lo, "top_hi": hi,
+            "top_tied_with": ", ".join(top["tied_with"]) if top and top.get("tied_with") else None,
+            "top_note": no_top_waiter(s),
             "top_role_edge": _role_edge(s), "top_role_share": ((s.get("role_edges") or [{}])[0].get("share")),
             "tensor_path": s.get("tensor_path"), "tensor_pipe_pct": s.get("tensor_pipe_pct"),
             "tensor_roof_pct": s.get("tensor_roof_pct"),
@@ -253,7 +260,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
     srows = []
     for i in range(1, len(profiled)):
         pa, pb = profiled[bases[i]], profiled[i]
-        d = diff(pa.summary, pb.summary, pa.label, pb.label)
+        d = diff(pa.summary, pb.summary, pa.label, pb.label, same_kernel=same_problem(pa, pb))
         ta, tb = d.top_a, d.top_b
         moved = bool(ta and tb and (ta["class"], ta["reason"]) != (tb["class"], tb["reason"]))
         srows.append({"step": i, "src": pa.label, "dst": pb.label, "speedup": d.speedup,

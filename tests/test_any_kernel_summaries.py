@@ -103,3 +103,124 @@ def test_migration_prints_no_nan(fmt, tmp_path):
     _clean(proc.stdout + proc.stderr, f"migration --format {fmt}")
     if fmt == "json":
         json.loads(proc.stdout, parse_constant=lambda c: pytest.fail(f"JSON constant {c}"))
+
+
+# --- a top waiter needs enough samples; ties are marked -----------------------------------------------------
+
+def _summaries(paths):
+    from profiler.compare.cache import summaries
+
+    return [(p, s) for p in paths for s in summaries(p)]
+
+
+@pytest.mark.slow
+def test_top_waiter_needs_enough_samples_and_marks_ties():
+    from profiler.compare.diff import (MIN_TOP_SAMPLES, MIN_TOTAL_SAMPLES, TIE_Z, no_top_waiter, top_waiter,
+                                       total_samples)
+
+    seen_none = seen_some = 0
+    for path, s in _summaries(SUBJECTS):
+        top, why = top_waiter(s), no_top_waiter(s)
+        assert (top is None) == (why is not None), (path, why)
+        n = total_samples(s)
+        if top is None:
+            seen_none += 1
+            assert n < MIN_TOTAL_SAMPLES or max((w["samples"] for w in s["who_waits"]), default=0) < MIN_TOP_SAMPLES \
+                or why == "no stall samples", (path, n, why)
+            continue
+        seen_some += 1
+        assert n >= MIN_TOTAL_SAMPLES and top["samples"] >= MIN_TOP_SAMPLES
+        others = [w for w in s["who_waits"] if w["reason"] not in ("selected", "not_selected")
+                  and (w["class"], w["reason"]) != (top["class"], top["reason"])]
+        assert all(w["samples"] <= top["samples"] for w in others)
+        for w in others:  # tied exactly when within the band
+            tied = top["samples"] - w["samples"] <= TIE_Z * (top["samples"] + w["samples"]) ** 0.5
+            assert (f"{w['class']}·{w['reason']}" in top["tied_with"]) == tied, (path, w)
+    assert seen_none and seen_some  # the public reports hold launches of both kinds
+
+
+def test_a_launch_with_few_samples_gets_no_top_waiter():
+    """The A100 CUTLASS int8 GEMM launch of report-s4 has 101 stall samples (ncu's source page: the per-PC
+    samples sum to 101); its largest waiting cell, BAR·long_scoreboard, has 16 and INT·imc_miss 15: a tie."""
+    from profiler.compare.diff import top_waiter, waiter_name
+
+    s = [x for p, x in _summaries([ROOT / "tests/public-reports/cutlass-panjd123/report-s4.ncu-rep"])][0]
+    top = top_waiter(s)
+    assert (top["class"], top["reason"], top["samples"]) == ("BAR", "long_scoreboard", 16)
+    assert "INT·imc_miss" in top["tied_with"]
+    assert "tied with" in waiter_name(top, True)
+    few = {**s, "stall_samples": {"wait": 4}, "who_waits": [{**s["who_waits"][0], "samples": 4}]}
+    assert top_waiter(few) is None
+
+
+# --- phases need enough PM samples ---------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_phases_only_from_enough_pm_samples():
+    from profiler.analyze.timeline import MIN_PM_SAMPLES, timeline
+    from profiler.report import load_report
+
+    with_phases = without = 0
+    for path in SUBJECTS:
+        for la in load_report(path).launches:
+            tl = timeline(la)
+            if tl["t_ns"] is None:
+                assert tl["phases"] is None
+                continue
+            if len(tl["t_ns"]) < MIN_PM_SAMPLES:
+                without += 1
+                assert tl["phases"] is None and tl["tail_share"] is None
+                assert any("PM samples" in (m.get("reason") or "") for m in tl["missing"])
+            else:
+                with_phases += 1
+                assert tl["phases"] is not None and sum(p["share"] for p in tl["phases"]) == pytest.approx(1.0)
+    assert with_phases and without
+
+
+# --- unrelated kernels are not compared as versions ----------------------------------------------------------
+
+def test_different_kernels_are_not_compared_as_versions():
+    proc = whowaits("diff", ROOT / "tests/public-reports/bbastar/rtx4070-astar-full.ncu-rep",
+                    ROOT / "tests/public-reports/sglang-flyinglandlord/h800-sampling-flash-full.ncu-rep",
+                    "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)
+    assert d["speedup"] is None
+    assert "different kernels" in d["verdict"] and "faster" not in d["verdict"] and "slower" not in d["verdict"]
+    # launches summed are said, with their names
+    assert any("launches summed" in n and "distribution_elementwise_grid_stride_kernel" in n for n in d["notes"])
+
+
+def test_versions_of_one_kernel_still_compare():
+    s4, s8 = (ROOT / f"tests/public-reports/cutlass-panjd123/report-{x}.ncu-rep" for x in ("s4", "s8"))
+    proc = whowaits("diff", s4, s8, "-k", "cutlass", "--format", "json")
+    d = json.loads(proc.stdout)
+    assert d["speedup"] is not None and "different kernels" not in d["verdict"]
+    # the ladder and the SDPA backends at one shape are one problem, whatever their kernels are called
+    proc = whowaits("diff", "v19_lazy_rescale", "ext-sdpa-cudnn", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["speedup"] is not None
+
+
+def test_launches_are_matched_by_kernel_name_and_grid():
+    """report-s4 and report-s8 each hold the CUTLASS GEMM and ReferenceGemm_kernel; the H800 report four
+    elementwise launches: no name in common with the A100 reports, so nothing is matched and each says what
+    it sums."""
+    from profiler.compare import load_versions
+
+    s4, s8 = (str(ROOT / f"tests/public-reports/cutlass-panjd123/report-{x}.ncu-rep") for x in ("s4", "s8"))
+    ps = load_versions([s4, s8])
+    assert [p.launches for p in ps] == [2, 2]
+    assert all(any("2 launches summed" in n for n in p.meta["left_out"]) for p in ps)
+    from profiler.compare.subjects import match_launches
+
+    # a subject that has the reference GEMM only: the others keep only that kernel's launches
+    ref_only = load_versions([s4], kernels=["ReferenceGemm"])[0]
+    ps = load_versions([s4, s8])
+    for p in ps:
+        p.meta = {}
+    both = ps + [ref_only]
+    match_launches(both)
+    assert [p.launches for p in both] == [1, 1, 1]
+    assert "ReferenceGemm_kernel" in both[0].summary["kernel"]
+    assert any("left out Kernel grid [3, 4, 1] ×1" in n for n in both[0].meta["left_out"])

@@ -143,6 +143,9 @@ def render_timeline(con, s: dict) -> None:
         con.print(f"[bold]Timeline[/bold] (PM sampling, {_num(tl.get('duration_ns') and tl['duration_ns'] / 1e3, '{:.1f}')} µs): "
                   f"ramp {_pct(ph.get('ramp'))}, steady {_pct(ph.get('steady'))}, tail {_pct(ph.get('tail'))} of the time; "
                   f"steady tensor pipe {_num(st, '{:.1f}')}% (whowaits timeline for the series)")
+    elif any(m.get("reason") for m in tl.get("missing") or []):
+        con.print("[dim]Timeline: no phases: " + "; ".join(m["reason"] for m in tl["missing"] if m.get("reason"))
+                  + "[/dim]")
     elif tl.get("missing"):
         con.print("[dim]Timeline: no PM sampling in this report (section "
                   + ", ".join(sorted({m['section'] for m in tl['missing']})) + ")[/dim]")

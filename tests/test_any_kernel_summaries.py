@@ -224,3 +224,40 @@ def test_launches_are_matched_by_kernel_name_and_grid():
     assert [p.launches for p in both] == [1, 1, 1]
     assert "ReferenceGemm_kernel" in both[0].summary["kernel"]
     assert any("left out Kernel grid [3, 4, 1] ×1" in n for n in both[0].meta["left_out"])
+
+
+# --- TFLOPS from the paths the chip has ----------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_sass_tensor_flops_equal_the_ops_counters_where_they_count():
+    """Where ncu's sm__ops_path counters count a path (fp16/bf16/tf32 HMMA and HGMMA on the H200), the SASS's
+    count (executions x tile) equals them within 0.1%: the same FLOPs two ways. Over every H200 report."""
+    from profiler import metrics as M
+    from profiler.analyze.roofline import sass_tensor_flops
+    from profiler.report import load_report
+
+    checked = 0
+    for path in sorted((ROOT / "reports/h200").rglob("*.ncu-rep")):
+        for la in load_report(path).launches:
+            sass = sass_tensor_flops(la)
+            for p, (counters, _) in M.tensor_op_counters().items():
+                vals = [la.value(c) for c in counters]
+                if any(v is None for v in vals) or not sum(vals) or sass[p] is None:
+                    continue
+                assert sass[p] == pytest.approx(sum(vals), rel=1e-3), (path, p)
+                checked += 1
+    assert checked >= 20
+
+
+def test_fp8_gemm_is_measured_against_the_fp8_roof():
+    """cuBLAS fp8 8192³ (zoo): gh100 has no fp8 ops counter, so its FLOPs come from the SASS (QGMMA.64x144x32,
+    1.10e12 for 2 x 8192³ = 1.0995e12) and its roof is twice the fp16 wgmma roof; the tensor pipe (93.8%
+    busy) and the roof share agree within a few points."""
+    paths = sorted((ROOT / "reports/h200/zoo/cublas-gemm-fp8").glob("*.ncu-rep"))
+    if not paths:
+        pytest.skip("no zoo fp8 report")
+    s = [x for p, x in _summaries(paths)][0]
+    assert s["roofline"]["flops_by_path"]["tensor_hgmma"] == pytest.approx(2 * 8192 ** 3, rel=0.01)
+    c = s["roofline"]["ceilings"]
+    assert c["tensor_hgmma_tflops"] == pytest.approx(2 * 4096 * 132 * c["clock_hz"]["sm"] / 1e12, rel=0.01)
+    assert abs(s["tensor_roof_pct"] - s["tensor_pipe_pct"]) < 5

@@ -169,6 +169,24 @@ OverlapSite = TypedDict("OverlapSite", {
     "kernel": Optional[str]})
 
 
+class Throughput(TypedDict):
+    """DRAM and L2 traffic over the launch's time, and as a % of the peak bandwidth (``roofline.ceilings``);
+    null where the bytes or the time are unknown (the % also where the peak is)."""
+
+    dram_bytes_per_s: Optional[float]
+    l2_bytes_per_s: Optional[float]
+    dram_pct_of_peak: Optional[float]
+    l2_pct_of_peak: Optional[float]
+
+
+class Build(TypedDict):
+    """Signs in the SASS of how the kernel was compiled (``profiler.analyze.summary.build_signs``)."""
+
+    debug: Optional[bool]  # a -G (device debug) build: optimisations off; null without SASS
+    self_moves: Optional[int]  # `MOV Rn, Rn` instructions: -G keeps them, an optimised build never has one
+    instructions: Optional[int]
+
+
 class Launch(TypedDict):
     index: int
     grid: Optional[list[int]]
@@ -240,6 +258,8 @@ class Summary(TypedDict):
     role_edges: list[RoleEdge]  # whowaits roles' edges with samples, heaviest first (profiler/analyze/roles.py)
     timeline: Optional[Timeline]  # None when merged (a timeline belongs to one launch)
     overlap: Optional[list[OverlapSite]]  # async-group wait sites (profiler/analyze/overlap.py); None + missing without any
+    throughput: Throughput  # DRAM / L2 bytes per second and % of peak
+    build: Build  # -G debug build flagged from the SASS
     missing: list[Missing]
 
 

@@ -261,3 +261,74 @@ def test_fp8_gemm_is_measured_against_the_fp8_roof():
     c = s["roofline"]["ceilings"]
     assert c["tensor_hgmma_tflops"] == pytest.approx(2 * 4096 * 132 * c["clock_hz"]["sm"] / 1e12, rel=0.01)
     assert abs(s["tensor_roof_pct"] - s["tensor_pipe_pct"]) < 5
+
+
+# --- a -G debug build is flagged -------------------------------------------------------------------------------
+
+DEBUG_SRC = """
+__global__ void saxpy(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float acc = 0.f;
+  for (int k = 0; k < 4; ++k) acc += a * x[(i + k) % n];
+  if (i < n) y[i] = acc + y[i];
+}
+"""
+
+
+def _sass_of(cubin: Path) -> list[str]:
+    from kernels.sass import instructions, sass_text
+
+    return [text for _, text in instructions(sass_text(cubin))]
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80", "sm_75"])
+def test_a_debug_build_is_flagged_from_its_sass(tmp_path, arch):
+    """The same kernel compiled here with and without -G: the -G cubin's SASS is full of `MOV Rn, Rn` (58 of
+    192 instructions for sm_90a with nvcc 13.0), the optimised one has none."""
+    import subprocess
+
+    from conftest import have_nvcc
+    from kernels.build import find_nvcc
+    from profiler.analyze.summary import build_signs
+
+    if not have_nvcc():
+        pytest.skip("no nvcc")
+    src = tmp_path / "k.cu"
+    src.write_text(DEBUG_SRC)
+    got = {}
+    for flag in ("-G", "-lineinfo"):
+        out = tmp_path / f"k{flag}.cubin"
+        subprocess.run([find_nvcc(), "-cubin", f"-arch={arch}", flag, "-o", str(out), str(src)], check=True,
+                       capture_output=True)
+        got[flag] = build_signs(_sass_of(out))
+    assert got["-G"]["debug"] is True and got["-G"]["self_moves"] >= 10
+    assert got["-lineinfo"]["debug"] is False and got["-lineinfo"]["self_moves"] == 0
+
+
+@pytest.mark.slow
+def test_no_committed_report_is_a_debug_build():
+    """Every committed report is of an optimised build: none is flagged (no false alarm on cuBLAS, CUTLASS,
+    Triton, cuDNN, FA2, our ladder or the public reports)."""
+    flagged = [(p, s["build"]) for p, s in _summaries(SUBJECTS + sorted((ROOT / "reports/h200").rglob("v*/*.ncu-rep")))
+               if (s.get("build") or {}).get("debug")]
+    assert flagged == []
+
+
+# --- DRAM / L2 throughput as a share of the peak -------------------------------------------------------------
+
+@pytest.mark.slow
+def test_throughput_whenever_bytes_and_time_exist():
+    checked = 0
+    for path, s in _summaries(SUBJECTS):
+        tp, rl = s["throughput"], s["roofline"]
+        for lv in ("dram", "l2"):
+            b, bw = rl["bytes"][lv], rl["ceilings"]["bandwidth_bytes_per_s"][lv] if rl["ceilings"] else None
+            if b is not None and s["duration_ns"]:
+                assert tp[f"{lv}_bytes_per_s"] == pytest.approx(b / (s["duration_ns"] * 1e-9))
+                if bw:
+                    checked += 1
+                    assert tp[f"{lv}_pct_of_peak"] == pytest.approx(100 * tp[f"{lv}_bytes_per_s"] / bw)
+                    assert 0 <= tp[f"{lv}_pct_of_peak"] <= 100, (path, lv)
+            else:
+                assert tp[f"{lv}_bytes_per_s"] is None and tp[f"{lv}_pct_of_peak"] is None
+    assert checked >= 10

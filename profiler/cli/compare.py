@@ -214,7 +214,7 @@ def _render_migration(m, console) -> None:
     t = Table(title="Bottleneck migration", title_justify="left")
     cols = ["version", "duration", "TFLOPS"] + (["GB/s"] if has["gbps"] else []) + [
         "speed-up", "top waiter", "share [95%]", "heaviest role edge", "tensor path", "tensor pipe", "tensor roof",
-        "SSC"] + (["change"] if has["change"] else [])
+        "SSC", "DRAM"] + (["change"] if has["change"] else [])
     for c in cols:
         t.add_column(c, justify="left" if c in ("version", "top waiter", "heaviest role edge", "tensor path",
                                                   "change") else "right",
@@ -238,7 +238,8 @@ def _render_migration(m, console) -> None:
                   (f"{escape(r['top_role_edge'])} {_pct(r.get('top_role_share'))}"
                    if isinstance(r.get("top_role_edge"), str) else "—"),
                   _num(r["tensor_path"]), _num(r["tensor_pipe_pct"], "{:.1f}%"),
-                  _num(r.get("tensor_roof_pct"), "{:.1f}%"), _pct(r["ssc_share"])]
+                  _num(r.get("tensor_roof_pct"), "{:.1f}%"), _pct(r["ssc_share"]),
+                  _num(r.get("dram_pct_of_peak"), "{:.0f}%")]
         if has["change"]:
             cells.append(escape(r.get("change") or ""))
         t.add_row(*cells)

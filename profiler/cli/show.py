@@ -239,6 +239,11 @@ def render_tables(summaries: list[dict], top: int = 10, verbose: bool = False) -
             f"{_num(None if s['duration_ns'] is None else s['duration_ns'] / 1e3, '{:,.2f}')} µs"
         )
         con.print(shape)
+        b = s.get("build") or {}
+        if b.get("debug"):
+            con.print(f"[bold yellow]debug build (-G):[/bold yellow] {b['self_moves']:,} of {b['instructions']:,} "
+                      "instructions are register self-moves (MOV Rn, Rn), which only unoptimised -G code has: "
+                      "profile a build without -G (-lineinfo keeps the source lines)")
 
         t = _table("Stall breakdown (PC sampling)", [("reason", "left"), ("samples", "right"), ("share", "right"), ("cycles/issue", "right")])
         order = sorted(s["stall_samples"], key=lambda r: -(s["stall_samples"][r] or 0))
@@ -326,6 +331,14 @@ def render_tables(summaries: list[dict], top: int = 10, verbose: bool = False) -
             f"FP16 {_si(fp['fp16'])} · roofs (TFLOP/s): HGMMA {_num(c['tensor_hgmma_tflops'], '{:.0f}')}, "
             f"HMMA {_num(c['tensor_hmma_tflops'], '{:.0f}')}, FP32 {_num(c['fp32_tflops'], '{:.1f}')}"
         )
+
+        tp = s.get("throughput") or {}
+        if tp.get("dram_bytes_per_s") is not None or tp.get("l2_bytes_per_s") is not None:
+            con.print("Memory throughput (bytes over the launch's time): "
+                      + ", ".join(f"{lv.upper()} {_si(tp.get(f'{lv}_bytes_per_s'), 'B/s')}"
+                                  + (f" ({_num(tp.get(f'{lv}_pct_of_peak'), '{:.1f}')}% of peak)"
+                                     if tp.get(f"{lv}_pct_of_peak") is not None else "")
+                                  for lv in ("dram", "l2") if tp.get(f"{lv}_bytes_per_s") is not None))
 
         render_timeline(con, s)
         render_regions(con, s)

@@ -46,7 +46,7 @@ class Diff:
     - ``metrics``: metric, a, b, ratio, significant: duration, TFLOPS, tensor pipe % (of the path's own
       peak), tensor roof % (of the GPU's dense tensor roof: one scale for both paths), compute roof, tensor path,
       FLOPs, bytes and intensity per level (L1, L2, DRAM and shared memory), LDSM conflict ways and
-      bank conflicts, stall cycles per issue, launch shape. Counters are one
+      bank conflicts, DRAM and L2 throughput as % of peak, stall cycles per issue, launch shape. Counters are one
       run each, so a change counts as significant beyond the run-to-run band
       (:data:`~profiler.compare.stats.DURATION_NOISE`, ±5%); None where a side is unknown.
     - ``regions``: region, source_a, source_b + :data:`SHARE_COLUMNS`: samples by source region (summary
@@ -270,6 +270,9 @@ def _metrics(sa: Summary, sb: Summary) -> pd.DataFrame:
     for lv in LEVELS:
         rows.append((f"intensity_{lv}", (ra.get("intensity") or {}).get(lv), (rb.get("intensity") or {}).get(lv),
                      None, None))
+    ta, tb = sa.get("throughput") or {}, sb.get("throughput") or {}
+    for k in ("dram_pct_of_peak", "l2_pct_of_peak"):
+        rows.append((k, ta.get(k), tb.get(k), None, None))
     la_, lb_ = ((r.get("smem") or {}).get("ldsm") or {} for r in (ra, rb))
     rows.append(("ldsm_conflict_ways", la_.get("ways"), lb_.get("ways"), None, None))
     rows.append(("ldsm_bank_conflicts", la_.get("bank_conflicts"), lb_.get("bank_conflicts"), None, None))
@@ -340,6 +343,17 @@ def _phase_frame(a: dict, b: dict) -> pd.DataFrame:
                      "duration_ns_b": (pb.get(ph) or {}).get("duration_ns"),
                      "significant": None if delta is None or noise is None else abs(delta) > noise})
     return pd.DataFrame(rows, columns=PHASE_COLUMNS)
+
+
+def debug_notes(labelled: list[tuple[str, dict]]) -> list[str]:
+    """One note per summary of a ``-G`` debug build (``build.debug``): its times are not an optimised build's."""
+    out = []
+    for label, s in labelled:
+        b = s.get("build") or {}
+        if b.get("debug"):
+            out.append(f"{label}: a -G debug build ({b.get('self_moves')} of {b.get('instructions')} instructions are "
+                       "MOV Rn, Rn self-moves): optimisations off, its times say little about the optimised kernel")
+    return out
 
 
 def region_sentence(label_b: str, regions: pd.DataFrame) -> str | None:
@@ -493,6 +507,7 @@ def diff(a: Summary, b: Summary, label_a: str = "A", label_b: str = "B", warning
     from profiler.compare.gaps import gap_lines  # noqa: PLC0415
 
     notes += gap_lines([(label_a, a), (label_b, b)], verbose=verbose)  # one line per report (issue 17)
+    notes += debug_notes([(label_a, a), (label_b, b)])
     return Diff(a=label_a, b=label_b, stalls=stalls, classes=classes, waits=waits, ssc=ssc, barriers=barriers,
                 metrics=metrics,
                 verdict=verdict(label_a, label_b, a, b, top_a, top_b, waits, regions, phases, same_kernel),

@@ -228,6 +228,18 @@ def merge_launches(launches: list[Summary]) -> Summary:
                             for r in _ints(_regroup([x.get("role_edges") for x in L],
                                                     ("waiter", "barrier", "releaser"), total))]
     merged["overlap"] = merge_sites([x.get("overlap") for x in L], total)
+    from profiler.analyze.summary import throughput  # noqa: PLC0415
+
+    merged["throughput"] = throughput(merged["roofline"], merged["duration_ns"])
+    builds, seen_b = [], set()
+    for x in L:  # a kernel's code counts once
+        if x.get("kernel") not in seen_b:
+            seen_b.add(x.get("kernel"))
+            builds.append(x.get("build") or {})
+    debug = [b.get("debug") for b in builds]
+    merged["build"] = {"debug": None if None in debug else any(debug),
+                       "self_moves": _sum([b.get("self_moves") for b in builds]),
+                       "instructions": _sum([b.get("instructions") for b in builds])}
     missing = {}
     for x in L:
         for m in x.get("missing") or []:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from profiler.compare import stats
 from profiler.names import LEVELS, PATH_COUNTER, is_external
-from profiler.compare.diff import diff, no_top_waiter, records, top_waiter, total_samples
+from profiler.compare.diff import debug_notes, diff, no_top_waiter, records, top_waiter, total_samples
 from profiler.compare.subjects import same_problem
 
 
@@ -38,7 +38,8 @@ class Migration:
       ``whowaits roles``: waiter —[barrier]→ releaser, and its share of the samples),
       tensor_path, tensor_pipe_pct (% of the path's own peak), tensor_roof_pct (% of the GPU's dense
       tensor roof at the report's clock: one scale for every path), compute_roof_tflops (the roof of
-      the pipe carrying most FLOPs), ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem (total FLOPs / bytes),
+      the pipe carrying most FLOPs), ssc_share, dram_pct_of_peak / l2_pct_of_peak (the summary's ``throughput``),
+      debug_build (a -G build, from its SASS), intensity_l1, intensity_l2, intensity_dram, intensity_smem (total FLOPs / bytes),
       intensity_tensor_<level> (tensor FLOPs / bytes, as ncu's roofline takes them),
       title, change, expected_bottleneck (from the sidecar; empty for external subjects:
       the hypothesis to hold against top_class/top_reason), hypothesis and verdict (from a series
@@ -206,6 +207,9 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "tensor_roof_pct": s.get("tensor_roof_pct"),
             "compute_roof_tflops": ((roof.get("ceilings") or {}).get("compute_tflops")),
             "ssc_share": (ssc / n if ssc is not None and n else None),
+            "dram_pct_of_peak": (s.get("throughput") or {}).get("dram_pct_of_peak"),
+            "l2_pct_of_peak": (s.get("throughput") or {}).get("l2_pct_of_peak"),
+            "debug_build": (s.get("build") or {}).get("debug"),
             **{f"intensity_{lv}": inten.get(lv) for lv in LEVELS},
             **{f"intensity_tensor_{lv}": (roof.get("intensity_tensor") or {}).get(lv) for lv in LEVELS},
             "title": meta.get("title") or "", "change": meta.get("change") or "",
@@ -287,7 +291,8 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
     from profiler.compare.gaps import gap_lines  # noqa: PLC0415
 
     notes = (list(notes or []) + [n for p in profiled for n in (p.meta or {}).get("left_out", [])]
-             + gap_lines([(p.label, p.summary) for p in profiled], verbose=verbose))
+             + gap_lines([(p.label, p.summary) for p in profiled], verbose=verbose)
+             + debug_notes([(p.label, p.summary) for p in profiled]))
     table = _no_nan_text(pd.DataFrame(rows))
     table["step"] = [""] + list(steps["sentence"])
     return Migration(versions=labels, table=table, stall_shares=stall_shares, waiters=waiters,

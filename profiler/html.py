@@ -192,7 +192,10 @@ def _ladder_table(m) -> str:
     beside = set(m.steps["dst"][m.steps["beside"]]) if "beside" in m.steps and len(m.steps) else set()
     above = [None if r["version"] in beside else v for r, v in zip(recs, [None] + [r["version"] for r in recs[:-1]])]
     for r, prev in zip(recs, above):
-        top = f"{_e(r['top_class'])}·{_e(r['top_reason'])}" if r.get("top_class") else "—"
+        top = (f"{_e(r['top_class'])}·{_e(r['top_reason'])}" if r.get("top_class")
+               else f"— <span class='note'>{_e(r.get('top_note') or 'no samples')}</span>")
+        if isinstance(r.get("top_tied_with"), str):
+            top += f" <span class='note'>tied with {_e(r['top_tied_with'])}</span>"
         if isinstance(r.get("top_producer"), str):
             top += f" ← {_e(r['top_producer'])}"
         if r.get("top_opcode"):

@@ -243,6 +243,11 @@ def barrier_opcodes() -> frozenset[str]:
 # --- GPUs ---------------------------------------------------------------------------------------
 
 
+def gpus_config() -> dict:
+    """``data/gpus.toml`` whole: per-chip entries and the chip-independent facts at its top."""
+    return _load("gpus.toml")
+
+
 def gpu_spec(device_name: str | None) -> tuple[str, dict] | None:
     """The ``gpus.toml`` entry whose ``match`` regex finds ``device_name``: (chip, entry), or
     ``None`` when no entry matches (ceilings then come only from the report itself)."""

@@ -337,6 +337,8 @@ def _empty(title: str, message: str) -> dict:
 REGION_COLORS = {
     "load_q": "#9ecae1", "load_kv": "#3182bd", "qk": "#e6550d", "softmax": "#31a354", "pv": "#fd8d3c",
     "epilogue": "#756bb1", "sync": "#636363", "other": "#d9d9d9",
+    "global_load": "#3182bd", "shared_staging": "#9ecae1", "mma": "#e6550d", "elementwise": "#31a354",
+    "reduction": "#fd8d3c", "store": "#756bb1",
 }
 PHASE_COLORS = {"ramp": "#fdae6b", "steady": "#74c476", "tail": "#de2d26"}
 

@@ -130,8 +130,10 @@ TopInstruction = TypedDict("TopInstruction", {
 
 
 class Region(TypedDict):
-    name: str  # load_q, load_kv, qk, softmax, pv, epilogue, sync, other (DESIGN.md)
+    name: str  # attention: load_q, load_kv, qk, softmax, pv, epilogue, sync, other; neutral: global_load,
+    # shared_staging, mma, elementwise, reduction, store, sync, other (profiler/data/regions.toml)
     source: str  # declared | inferred
+    vocabulary: str  # attention (exp of one MMA's result feeds another MMA, or declared so) | neutral
     stall_samples: dict[str, int]
     samples: int
     share: float
@@ -165,6 +167,24 @@ OverlapSite = TypedDict("OverlapSite", {
     "between_work": float,  # per execution of the wait (static count where it never ran)
     "collapsed": bool,  # N >= 1, a smaller N next, at most max_work between (profiler/analyze/overlap.py)
     "kernel": Optional[str]})
+
+
+class Throughput(TypedDict):
+    """DRAM and L2 traffic over the launch's time, and as a % of the peak bandwidth (``roofline.ceilings``);
+    null where the bytes or the time are unknown (the % also where the peak is)."""
+
+    dram_bytes_per_s: Optional[float]
+    l2_bytes_per_s: Optional[float]
+    dram_pct_of_peak: Optional[float]
+    l2_pct_of_peak: Optional[float]
+
+
+class Build(TypedDict):
+    """Signs in the SASS of how the kernel was compiled (``profiler.analyze.summary.build_signs``)."""
+
+    debug: Optional[bool]  # a -G (device debug) build: optimisations off; null without SASS
+    self_moves: Optional[int]  # `MOV Rn, Rn` instructions: -G keeps them, an optimised build never has one
+    instructions: Optional[int]
 
 
 class Launch(TypedDict):
@@ -238,6 +258,8 @@ class Summary(TypedDict):
     role_edges: list[RoleEdge]  # whowaits roles' edges with samples, heaviest first (profiler/analyze/roles.py)
     timeline: Optional[Timeline]  # None when merged (a timeline belongs to one launch)
     overlap: Optional[list[OverlapSite]]  # async-group wait sites (profiler/analyze/overlap.py); None + missing without any
+    throughput: Throughput  # DRAM / L2 bytes per second and % of peak
+    build: Build  # -G debug build flagged from the SASS
     missing: list[Missing]
 
 

@@ -100,6 +100,8 @@ def set_problems(folder: Path) -> list[str]:
     for path, msg in section_files(folder).items():
         defined = {d.Name for d in msg.MetricDefinitions.MetricDefinitions}
         for d in msg.MetricDefinitions.MetricDefinitions:
+            if d.HasField("Filter") and not _applies_to_cc90(d.Filter):
+                continue  # another architecture's metric: not in the gh100 lists
             for ref in re.findall(r"[a-z][a-z0-9_]*__[a-z0-9_.]+", d.Expression):
                 if (p := name_problem(ref, defined)) is not None:
                     problems.append(f"{path.name}: expression of {d.Name}: {p}")
@@ -210,3 +212,80 @@ def test_set_is_smaller_than_full(sections):
     # not a pass count (that is measured on the GPU, reports/h200/collection-cost.json) but a guard
     # against the set quietly growing into --set full: a few hundred names at most.
     assert 50 < len(set_metrics()) < 300
+
+
+# --- architecture filters: the set runs on Turing, Ampere, Ada and Hopper --------------------------------
+
+#: What the ISA and the public reports say about where a metric exists: (pattern on the metric name, the
+#: lowest compute capability that has it, the highest or None). wgmma (gmma/hgmma counters and the gmma stall
+#: ratio) exists only on sm_90 (Blackwell's tcgen05 replaced it); thread-block clusters and stmatrix came with
+#: sm_90; `l1tex__lsu_writeback_active_mem_lgds` is the CC 9.0 name (the A100 and RTX 4070 --set full reports
+#: in tests/public-reports name it `…_mem_lg`); bf16/tf32 tensor paths, cp.async (LDGSTS) and structured
+#: sparsity (the `sparsity_off` op counters) came with sm_80.
+ARCH_RULES = [
+    (r"gmma", 90, 90),
+    (r"^launch__cluster_", 90, None),
+    (r"_op_stsm", 90, None),
+    (r"l1tex__lsu_writeback_(active|bytes)_mem_lgds", 90, None),
+    (r"l1tex__lsu_writeback_(active|bytes)_mem_lg\.", 0, 89),
+    (r"bf16|tf32|_op_ldgsts|sparsity", 80, None),
+]
+#: Turing, Ampere (A100, A10G), Ada, Hopper
+ARCHS = (75, 80, 86, 89, 90)
+
+
+def _ranges(msg) -> list[tuple[str, int, int]]:
+    """(metric name, lowest CC, highest CC) of every metric and metric definition of one section, where
+    the range is the intersection of the metric's own Filter with those of the messages around it."""
+    out: list[tuple[str, int, int]] = []
+
+    def narrow(filt, lo, hi):
+        if filt is None:
+            return lo, hi
+        if filt.HasField("MinArch"):
+            lo = max(lo, filt.MinArch)
+        if filt.HasField("MaxArch"):
+            hi = min(hi, filt.MaxArch)
+        return lo, hi
+
+    def walk(m, lo, hi):
+        if any(fd.name == "Filter" for fd, _ in m.ListFields()):
+            lo, hi = narrow(m.Filter, lo, hi)
+        name = getattr(m, "Name", "") if m.DESCRIPTOR.name in ("Metric", "MetricDefinition") else ""
+        if name:
+            out.append((name, lo, hi))
+        for fd, value in m.ListFields():
+            if fd.message_type is None or fd.name == "Filter":
+                continue
+            repeated = fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED
+            for item in (value if repeated else [value]):
+                walk(item, lo, hi)
+
+    walk(msg, 0, 10**6)
+    return out
+
+
+def test_arch_specific_metrics_are_filtered(sections):
+    """Every metric that only some architectures have is asked for only there (ncu's `Filter { MinArch
+    MaxArch }`), so the set runs on a T4, an A10G, an RTX card and the H200 alike."""
+    bad = []
+    for path, msg in sections.items():
+        for name, lo, hi in _ranges(msg):
+            for rx, need_lo, need_hi in ARCH_RULES:
+                if re.search(rx, name) and (lo < need_lo or (need_hi is not None and hi > need_hi)):
+                    bad.append(f"{path.name}: {name} applies to CC {lo}..{hi}, should be {need_lo}..{need_hi}")
+    assert bad == []
+
+
+def test_every_architecture_gets_the_portable_core(sections):
+    """On every architecture the set still asks for the duration, the launch shape, PC sampling and DRAM
+    bytes; Hopper gets the wgmma counters and no older chip does."""
+    core = {"gpu__time_duration.sum", "launch__grid_size", "group:smsp__pcsamp_warp_stall_reasons",
+            "dram__bytes.sum", "sm__inst_executed_pipe_tensor_op_hmma.sum"}
+    for cc in ARCHS:
+        names = {n for msg in sections.values() for n, lo, hi in _ranges(msg) if lo <= cc <= hi}
+        assert core <= names, (cc, core - names)
+        gmma = {n for n in names if "gmma" in n}
+        assert bool(gmma) == (cc == 90), cc
+        # an L1 level on every chip: the lgds writeback on Hopper, the lg one before it
+        assert any("l1tex__lsu_writeback" in n for n in names), cc

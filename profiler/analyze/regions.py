@@ -1,5 +1,7 @@
 """Where in the code: stall samples and executed instructions by source region, with names that stay the
-same across versions (``load_q, load_kv, qk, softmax, pv, epilogue, sync, other``: ``data/regions.toml``).
+same across versions (``data/regions.toml``): the attention vocabulary ``load_q, load_kv, qk, softmax, pv,
+epilogue, sync, other`` where the kernel is attention, the neutral one ``global_load, shared_staging, mma,
+elementwise, reduction, store, sync, other`` for every other kernel.
 
 Declared regions (``source: "declared"``) come from markers in the kernel's own sources, read from the
 report's copy of them (``Launch.sources``; kernels/CONTRACT.md "Source regions" has the convention): each
@@ -8,7 +10,9 @@ range, or in a shared helper / unmarked line, whose instructions take the region
 instruction (address order) whose own line is declared — the code the helper was inlined into. A launch
 whose sources hold no marker gets inferred regions (``source: "inferred"``) from its SASS alone, by the
 rules of ``data/regions.toml`` (so does a launch whose kernel file has no markers although headers it includes
-do). One launch is either all declared or all inferred: the two are never
+do): the attention rules only where :func:`attention_evidence` finds an exponential of one MMA's result
+feeding another MMA, the neutral rules otherwise (cuBLAS/CUTLASS GEMMs, Triton matmuls, reductions,
+elementwise kernels). One launch is either all declared or all inferred: the two are never
 mixed. Every PC is in exactly one region, so the regions' stall samples, samples and executed
 instructions sum exactly to the kernel's.
 """
@@ -25,12 +29,66 @@ from profiler import metrics as M
 from profiler.analyze._common import group_sum
 from profiler.sass import parse, register_mask
 
-__all__ = ["declared_lines", "pc_regions", "regions", "region_names"]
+__all__ = ["attention_evidence", "declared_lines", "pc_regions", "regions", "region_names", "vocabulary_of"]
 
 
 def region_names() -> list[str]:
-    """The vocabulary in display order."""
+    """Every region name (both vocabularies) in display order."""
     return list(M.region_config()["names"])
+
+
+def vocabulary_of(names) -> str:
+    """``attention`` when any of ``names`` is an attention-only region (``qk``, ``softmax`` …), else
+    ``neutral``."""
+    vocabs = M.region_config()["vocabularies"]
+    only = set(vocabs["attention"]) - set(vocabs["neutral"])
+    return "attention" if any(n in only for n in names) else "neutral"
+
+
+def attention_evidence(texts: list[str]) -> dict | None:
+    """Whether SASS ``texts`` (address order) compute attention: an exponential (``MUFU.EX2``) of one
+    MMA's result feeds operand A or B of an MMA (``data/regions.toml`` [attention] says how).
+
+    Returns ``{"index": i, "exp": n}`` (``i``: the first MMA found reading such an operand; ``n``: how
+    many exponentials of an MMA result the walk saw) or None. A GEMM (accumulator chains only), a GEMM
+    with an exp in its epilogue (stored, never multiplied again) and a softmax without MMAs all give
+    None."""
+    cfg = M.region_config()["attention"]
+    mma = set(cfg["mma"])
+    exp_base, exp_mod = cfg["exp"]
+    stores = set(cfg["shared_stores"])
+    parsed = [parse(t) for t in texts]
+    if not any(ins.base in mma for ins in parsed):
+        return None
+    acc = ex = 0  # register bit sets: derived from an MMA result / from an exponential of one
+    ex_in_smem = False
+    exps: set[int] = set()
+    for _ in range(2):  # the second pass carries the state across the loop's back edge
+        for i, ins in enumerate(parsed):
+            if ins.base in mma:
+                ab = ins.srcs[:2]
+                m = 0
+                for s in ab:
+                    if s.kind == "reg" and s.regs:
+                        m |= register_mask(s.regs)
+                if (m & ex) or (ex_in_smem and any(s.kind == "mem" for s in ab)):
+                    return {"index": i, "exp": len(exps)}
+                acc |= ins.wmask
+                ex &= ~ins.wmask
+                continue
+            w = ins.wmask
+            if not w:
+                if ins.base in stores and ins.rmask & ex:
+                    ex_in_smem = True
+                continue
+            from_acc = bool(ins.rmask & acc)
+            from_exp = bool(ins.rmask & ex)
+            if from_acc and ins.base == exp_base and exp_mod in ins.modifiers:
+                from_exp = True
+                exps.add(i)
+            acc = (acc | w) if from_acc else (acc & ~w)
+            ex = (ex | w) if from_exp else (ex & ~w)
+    return None
 
 
 @lru_cache(maxsize=None)
@@ -203,12 +261,13 @@ def _vote(regions: list[str], group: list[int]) -> None:
         regions[i] = top
 
 
-def _main_loop(addresses, texts, bases, tensor) -> tuple[int, int] | None:
-    """(head index, back-edge branch index) of the loop whose body holds the most tensor instructions
-    (the smallest such loop on a tie); None without a loop. Back-edges: branches to an earlier address."""
+def _main_loop(addresses, texts, bases, tensor, weight=None) -> tuple[int, int] | None:
+    """(head index, back-edge branch index) of the loop whose body holds the most ``weight`` (per
+    instruction; default the tensor instructions) (the smallest such loop on a tie); None without a loop.
+    Back-edges: branches to an earlier address."""
     index = None
     best = None
-    cum = np.concatenate([[0], np.cumsum(tensor)])
+    cum = np.concatenate([[0], np.cumsum(tensor if weight is None else weight)])
     for j, b in enumerate(bases):
         if b not in ("BRA", "JMP"):
             continue
@@ -227,8 +286,10 @@ def _main_loop(addresses, texts, bases, tensor) -> tuple[int, int] | None:
 
 
 def _infer(sass: pd.DataFrame) -> list[str]:
-    rules = M.region_config()["infer"]
     texts = sass["sass"].tolist()
+    if attention_evidence(texts) is None:
+        return _infer_neutral(sass)
+    rules = M.region_config()["infer"]
     bases = sass["base"].tolist()
     addresses = [int(a) for a in sass["address"].tolist()]
     by_base: dict[str, list[dict]] = {}
@@ -263,6 +324,43 @@ def _infer(sass: pd.DataFrame) -> list[str]:
     return out
 
 
+def _infer_neutral(sass: pd.DataFrame) -> list[str]:
+    """Neutral regions by instruction kind (``data/regions.toml`` [[neutral]]), placed relative to the
+    hottest loop: the back edge whose body executed the most instructions (ncu's ``inst_executed``);
+    without executed counts, the one holding the most MMA instructions, then the most instructions."""
+    cfg = M.region_config()
+    texts = sass["sass"].tolist()
+    bases = sass["base"].tolist()
+    addresses = [int(a) for a in sass["address"].tolist()]
+    mma = set(cfg["attention"]["mma"])
+    by_base: dict[str, list[dict]] = {}
+    for r in cfg["neutral"]:
+        for op in r["opcodes"]:
+            by_base.setdefault(op, []).append(r)
+    n = len(bases)
+    weight = None
+    if "inst_executed" in sass.columns:
+        ex = pd.to_numeric(sass["inst_executed"], errors="coerce").fillna(0).to_numpy(dtype=np.float64)
+        if ex.sum() > 0:
+            weight = ex
+    if weight is None:  # most MMAs first, then the longest body
+        weight = np.fromiter(((b in mma) * (n + 1) + 1 for b in bases), dtype=np.int64, count=n)
+    loop = _main_loop(addresses, texts, bases, None, weight)
+    out: list[str] = []
+    for i, b in enumerate(bases):
+        region = "other"
+        where = "anywhere"
+        if loop is not None:
+            where = "before_loop" if i < loop[0] else ("after_loop" if i > loop[1] else "in_loop")
+        for r in by_base.get(b, ()):
+            if "where" in r and r["where"] != where:
+                continue
+            region = r["region"]
+            break
+        out.append(region)
+    return out
+
+
 #: opcodes that write no general register (skipped by the writer scan)
 _NO_WRITES = frozenset(("BRA", "NOP", "BAR", "DEPBAR", "EXIT", "WARPGROUP", "SYNCS", "STG", "STS", "STSM",
                         "UTMASTG", "UTMALDG", "LDGSTS", "MEMBAR", "RET", "BSSY", "BSYNC", "WARPSYNC"))
@@ -283,7 +381,8 @@ def _a_operand(ins, written: int, smem: int) -> str:
 
 def regions(launch, sources: dict | None = None) -> pd.DataFrame:
     """One row per region of the vocabulary that holds a PC, in vocabulary order: ``region``,
-    ``source`` (declared | inferred), ``samples`` (int, ``smsp__pcsamp_sample_count``), ``share`` (of
+    ``source`` (declared | inferred), ``vocabulary`` (attention | neutral: :func:`vocabulary_of` the
+    launch's names), ``samples`` (int, ``smsp__pcsamp_sample_count``), ``share`` (of
     the kernel's samples), ``inst_executed`` (int), ``pcs`` (int), ``inherited_samples`` (int: samples on
     instructions of shared helpers / unmarked lines that took the region of the code around them; 0 when
     inferred), and ``stall_<reason>`` (int) for every sampled reason. Empty (and ``attrs["missing"]``)
@@ -291,8 +390,8 @@ def regions(launch, sources: dict | None = None) -> pd.DataFrame:
     sass = launch.sass
     # per-PC samples ncu left as NaN (a launch it could not sample) are no samples, not -2**63 each
     if sass.empty or "samples" not in sass.columns or sass["samples"].isna().any():
-        frame = pd.DataFrame(columns=["region", "source", "samples", "share", "inst_executed", "pcs",
-                                      "inherited_samples"])
+        frame = pd.DataFrame(columns=["region", "source", "vocabulary", "samples", "share", "inst_executed",
+                                      "pcs", "inherited_samples"])
         frame.attrs["missing"] = [{"field": "regions", "section": M.stall_config()["per_pc_section"]}]
         return frame
     reasons, mat = launch.stall_matrix()
@@ -315,6 +414,7 @@ def regions(launch, sources: dict | None = None) -> pd.DataFrame:
     data = {
         "region": [vocab[j] for j in present],
         "source": [source] * len(present),
+        "vocabulary": [vocabulary_of(names)] * len(present),
         "samples": s_sum[present],
         "share": (s_sum[present] / total) if total else np.zeros(len(present)),
         "inst_executed": i_sum[present],
@@ -329,8 +429,8 @@ def regions(launch, sources: dict | None = None) -> pd.DataFrame:
 
 
 def regions_json(launch, sources: dict | None = None) -> list[dict]:
-    """The ``regions`` field of ``show --format json``: [{name, source, stall_samples {reason: int},
-    samples, share, inst_executed, pcs, inherited_samples}]."""
+    """The ``regions`` field of ``show --format json``: [{name, source, vocabulary, stall_samples {reason:
+    int}, samples, share, inst_executed, pcs, inherited_samples}]."""
     fr = regions(launch, sources)
     if fr.empty:
         return []
@@ -341,6 +441,7 @@ def regions_json(launch, sources: dict | None = None) -> list[dict]:
         out.append({
             "name": cols["region"][i],
             "source": cols["source"][i],
+            "vocabulary": cols["vocabulary"][i],
             "stall_samples": {c[len("stall_"):]: int(cols[c][i]) for c in stall_cols},
             "samples": int(cols["samples"][i]),
             "share": float(cols["share"][i]),

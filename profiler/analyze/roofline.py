@@ -52,14 +52,72 @@ class _Frame:
         self.rows.append((q, np.nan if v is None else float(v), unit, source))
 
 
+#: tensor instructions by path: warp-level mma.sync (one warp computes the whole tile) and warpgroup wgmma
+#: (ncu's ``inst_executed`` counts each of its 4 warps). Shapes come from the opcode's modifiers.
+_SASS_TENSOR = {"hmma": (("HMMA", "IMMA", "BMMA", "DMMA"), 1), "hgmma": (("HGMMA", "QGMMA", "IGMMA", "BGMMA"), 4)}
+_MMA_SYNC_SHAPE = {"16816": (16, 8, 16), "16832": (16, 8, 32), "1688": (16, 8, 8), "1684": (16, 8, 4),
+                   "884": (8, 8, 4), "8816": (8, 8, 16), "8832": (8, 8, 32), "168256": (16, 8, 256)}
+
+
+_EIGHT_BIT = ("S8", "U8", "E4M3", "E5M2")
+
+
+def sass_tensor_flops(launch) -> dict[str, float | None]:
+    """Tensor FLOPs (2 per multiply-add; integer MMAs count their ops alike) per path from the SASS: every
+    tensor instruction's executions (ncu's per-PC ``inst_executed``) x its tile (``HGMMA.64x64x16``: 64x64x16;
+    ``HMMA.16816``: 16x8x16), for each warpgroup (wgmma) or warp (mma.sync). Covers the types the chip has
+    and the ops counters do not: fp8 wgmma (``QGMMA``, no ``sm__ops_path`` counter on gh100), int8 ``IMMA``/
+    ``IGMMA``. Checked against the counters: cuBLAS 8192³ fp16 (34,078,720 ``HGMMA.64x64x16`` warp
+    executions / 4 x 131,072 = 1.117e12, the counter's 1.117e12) and the fp8 GEMM (7,471,104 ``QGMMA.64x144x32``
+    / 4 x 589,824 = 1.10e12 for 2 x 8192³ = 1.0995e12). None per path without per-PC executed counts."""
+    return {p: v[0] for p, v in _sass_tensor_split(launch).items()}
+
+
+def _sass_tensor_split(launch) -> dict[str, tuple[float | None, float | None]]:
+    """Per path: (tensor FLOPs from the SASS, the part done on 8-bit types: QGMMA, IGMMA, ``.S8``/``.U8``/
+    ``.E4M3``/``.E5M2`` MMAs)."""
+    sass = launch.sass
+    if sass.empty or "inst_executed" not in sass.columns:
+        return {p: (None, None) for p in _SASS_TENSOR}
+    out: dict[str, tuple[float | None, float | None]] = {}
+    executed = pd.to_numeric(sass["inst_executed"], errors="coerce").fillna(0).to_numpy(dtype=np.float64)
+    for path, (bases, per) in _SASS_TENSOR.items():
+        total = eight = 0.0
+        for b, text, n in zip(sass["base"].tolist(), sass["sass"].tolist(), executed):
+            if b not in bases or not n:
+                continue
+            mods = M.full_opcode(text).split(".")[1:]
+            shape = None
+            for m in mods:
+                if m in _MMA_SYNC_SHAPE:
+                    shape = _MMA_SYNC_SHAPE[m]
+                    break
+                if m.count("x") == 2 and all(x.isdigit() for x in m.split("x")):
+                    shape = tuple(int(x) for x in m.split("x"))
+                    break
+            if shape is not None:
+                fl = 2.0 * shape[0] * shape[1] * shape[2] * float(n) / per
+                total += fl
+                if b in ("QGMMA", "IGMMA") or any(m in _EIGHT_BIT for m in mods):
+                    eight += fl
+        out[path] = (total, eight)
+    return out
+
+
 def _tensor_flops(launch) -> tuple[dict, list]:
-    """FLOPs per tensor path: the sum of that path's dense ops counters (2 FLOP per MAC)."""
+    """FLOPs per tensor path: the sum of that path's dense ops counters (2 FLOP per MAC), or the SASS's count
+    (:func:`sass_tensor_flops`) where that is larger by more than 0.1% (the path ran types the counters do not
+    count, e.g. fp8 wgmma) or where the report has no counters at all."""
     out, gone = {}, []
+    sass = sass_tensor_flops(launch)
     for path, (counters, section) in M.tensor_op_counters().items():
         vals = [launch.value(c) for c in counters]
         present = [v for v in vals if v is not None]
         out[path] = float(sum(present)) if present else None
-        if not present:
+        from_sass = sass.get(path)
+        if from_sass and (out[path] is None or from_sass > 1.001 * out[path]):
+            out[path] = from_sass
+        if out[path] is None:
             gone.append(missing(f"roofline.flops_by_path.tensor_{path}", section))
     return out, gone
 
@@ -179,6 +237,8 @@ def ceilings(f: _Frame, sm_hz: float | None, sm_hz_name: str) -> dict:
         return None, None, None
 
     out: dict[str, tuple] = {}
+    split = _sass_tensor_split(launch)
+    ratio = float(M.gpus_config().get("tensor_8bit_over_16bit", 2))
     for path, (counters, _section) in M.tensor_op_counters().items():
         vals = [(c, launch.value(c), launch.value(c + ".peak_sustained")) for c in counters]
         used = [(c, p) for c, v, p in vals if v and p]
@@ -188,6 +248,10 @@ def ceilings(f: _Frame, sm_hz: float | None, sm_hz_name: str) -> dict:
             out[f"tensor_{path}"] = (pick[1] * sm_hz, f"{pick[0]}.peak_sustained x {sm_hz_name}", sm_hz)
         else:
             out[f"tensor_{path}"] = per_sm_fallback(f"{path}_fp16_flop_per_cycle_per_sm")
+        total, eight = split.get(path, (None, None))
+        v, src, hz = out[f"tensor_{path}"]
+        if v is not None and total and eight and eight > total / 2:  # the path ran mostly 8-bit types
+            out[f"tensor_{path}"] = (v * ratio, f"{src} x {ratio} (8-bit types: gpus.toml tensor_8bit_over_16bit)", hz)
     dense = [(v, k) for k, (v, _, _) in out.items() if v]
     out["tensor_dense"] = ((max(dense)[0], f"max dense path roof ({max(dense)[1]})", sm_hz) if dense
                            else (None, None, None))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 
 from profiler.analyze._common import py
 from profiler.schema import Summary, validate_summary
@@ -22,6 +23,45 @@ from profiler.analyze.stalls import (
 
 
 CLOCKS = ("sm", "l1", "l2", "dram", "smem")
+
+#: ``MOV Rn, Rn`` (a general register moved onto itself, optionally guarded): ptxas's -G output keeps one for
+#: every variable copy (58 of 192 instructions of a 6-line kernel compiled here with nvcc 13.0 -G for sm_90a,
+#: none without -G), and an optimised build never emits one: 0 in every committed report (our ladder, cuDNN,
+#: FlashAttention-2, cuBLAS, CUTLASS, Triton, the public reports). Uniform-register self-moves (``UMOV UR8,
+#: UR8``) do occur in optimised code (v09_wgmma, v13_persistent) and are not counted.
+_SELF_MOVE = re.compile(r"^\s*(?:@!?P[0-6T]\s+)?MOV(?:\.\w+)*\s+(R\d+),\s*(R\d+)\s*$")
+#: a build is -G when at least this share of its instructions are self-moves (and at least DEBUG_MIN_MOVES)
+DEBUG_SELF_MOVE_SHARE = 0.02
+DEBUG_MIN_MOVES = 3
+
+
+def build_signs(texts: list[str]) -> dict:
+    """``{debug, self_moves, instructions}`` for SASS ``texts``: ``debug`` when self-moves (``MOV Rn, Rn``)
+    make up at least :data:`DEBUG_SELF_MOVE_SHARE` of the instructions (a ``-G`` build); None without SASS."""
+    if not texts:
+        return {"debug": None, "self_moves": None, "instructions": None}
+    n = 0
+    for t in texts:
+        m = _SELF_MOVE.match(t)
+        if m and m.group(1) == m.group(2):
+            n += 1
+    return {"debug": n >= DEBUG_MIN_MOVES and n >= DEBUG_SELF_MOVE_SHARE * len(texts), "self_moves": n,
+            "instructions": len(texts)}
+
+
+def throughput(roofline: dict, duration_ns) -> dict:
+    """DRAM and L2 bytes per second over the launch and their % of the peak bandwidth (``roofline`` as the
+    summary holds it). None where the bytes or the time are unknown, the % also where the peak is."""
+    out: dict = {}
+    nbytes = (roofline or {}).get("bytes") or {}
+    bws = ((roofline or {}).get("ceilings") or {}).get("bandwidth_bytes_per_s") or {}
+    for lv in ("dram", "l2"):
+        b = nbytes.get(lv)
+        rate = b / (duration_ns * 1e-9) if b is not None and duration_ns else None
+        bw = bws.get(lv)
+        out[f"{lv}_bytes_per_s"] = rate
+        out[f"{lv}_pct_of_peak"] = 100.0 * rate / bw if rate is not None and bw else None
+    return out
 
 
 def _flops_of(q: dict) -> dict:
@@ -72,6 +112,8 @@ def summarize_launch(launch, top: int = 10) -> Summary:
     between_work_executed, between_work, collapsed, kernel}] (every wait on a wgmma or cp.async group:
     :mod:`profiler.analyze.overlap`; null, with a ``missing`` entry of section ``none`` and its ``reason``, when
     the SASS commits no such group),
+    ``throughput`` {dram_bytes_per_s, l2_bytes_per_s, dram_pct_of_peak, l2_pct_of_peak} (:func:`throughput`),
+    ``build`` {debug, self_moves, instructions} (a ``-G`` build flagged from its SASS: :func:`build_signs`),
     ``missing`` [{field, section}]: every null above, with the ncu section that would supply it.
     """
     return validate_summary(_summary(launch, top))
@@ -110,6 +152,39 @@ def _summary(launch, top: int) -> dict:
     duration, _ = launch.get("duration_ns")
     t = tu.iloc[0]
     lrow = ls.iloc[0]
+    roofline_json = {
+        "flops": q["flops"],
+        "flops_by_path": {
+            "tensor_hmma": q["flops_tensor_hmma"],
+            "tensor_hgmma": q["flops_tensor_hgmma"],
+            "fp32": q["flops_fp32"],
+            "fp16": q["flops_fp16"],
+        },
+        "bytes": {lv: q[f"bytes_{lv}"] for lv in LEVELS},
+        "intensity": {lv: q[f"intensity_{lv}"] for lv in LEVELS},
+        "achieved_tflops": _tflops(q["achieved_flops_per_second"]),
+        "flops_tensor": q["flops_tensor"],
+        "intensity_tensor": {lv: q[f"intensity_tensor_{lv}"] for lv in LEVELS},
+        "achieved_tensor_tflops": _tflops(q["achieved_tensor_flops_per_second"]),
+        "compute_pipe": compute_pipe(_flops_of(q), None)[0],
+        "attainable_tflops": {lv: _tflops(q[f"attainable_{lv}"]) for lv in LEVELS},
+        "ceilings": {
+            "tensor_hmma_tflops": _tflops(q["ceiling_tensor_hmma"]),
+            "tensor_hgmma_tflops": _tflops(q["ceiling_tensor_hgmma"]),
+            "fp32_tflops": _tflops(q["ceiling_fp32"]),
+            "fp16_tflops": _tflops(q["ceiling_fp16"]),
+            "compute_tflops": _tflops(q["ceiling_compute"]),
+            "tensor_tflops": _tflops(q["ceiling_tensor"]),
+            "tensor_dense_tflops": _tflops(q["ceiling_tensor_dense"]),
+            "bandwidth_bytes_per_s": {lv: q[f"ceiling_bandwidth_{lv}"] for lv in LEVELS},
+            "clock_hz": {u: q[f"clock_{u}_hz"] for u in CLOCKS},
+        },
+        "smem": {
+            "bytes_by_op": {op: q[f"bytes_smem_{op}"] for op in SMEM_OPS},
+            "ldsm": {"wavefronts": q["ldsm_wavefronts"], "bank_conflicts": q["ldsm_bank_conflicts"],
+                     "ways": q["ldsm_conflict_ways"]},
+        },
+    }
     return {
         "report": launch.report,
         "launch_index": int(launch.index),
@@ -133,39 +208,7 @@ def _summary(launch, top: int) -> dict:
         "tensor_roof_pct": q["tensor_roof_pct"],
         "tensor_path": t["path"],
         "tensor_inst": {"hmma": py(t["hmma_inst"]), "hgmma": py(t["hgmma_inst"])},
-        "roofline": {
-            "flops": q["flops"],
-            "flops_by_path": {
-                "tensor_hmma": q["flops_tensor_hmma"],
-                "tensor_hgmma": q["flops_tensor_hgmma"],
-                "fp32": q["flops_fp32"],
-                "fp16": q["flops_fp16"],
-            },
-            "bytes": {lv: q[f"bytes_{lv}"] for lv in LEVELS},
-            "intensity": {lv: q[f"intensity_{lv}"] for lv in LEVELS},
-            "achieved_tflops": _tflops(q["achieved_flops_per_second"]),
-            "flops_tensor": q["flops_tensor"],
-            "intensity_tensor": {lv: q[f"intensity_tensor_{lv}"] for lv in LEVELS},
-            "achieved_tensor_tflops": _tflops(q["achieved_tensor_flops_per_second"]),
-            "compute_pipe": compute_pipe(_flops_of(q), None)[0],
-            "attainable_tflops": {lv: _tflops(q[f"attainable_{lv}"]) for lv in LEVELS},
-            "ceilings": {
-                "tensor_hmma_tflops": _tflops(q["ceiling_tensor_hmma"]),
-                "tensor_hgmma_tflops": _tflops(q["ceiling_tensor_hgmma"]),
-                "fp32_tflops": _tflops(q["ceiling_fp32"]),
-                "fp16_tflops": _tflops(q["ceiling_fp16"]),
-                "compute_tflops": _tflops(q["ceiling_compute"]),
-                "tensor_tflops": _tflops(q["ceiling_tensor"]),
-                "tensor_dense_tflops": _tflops(q["ceiling_tensor_dense"]),
-                "bandwidth_bytes_per_s": {lv: q[f"ceiling_bandwidth_{lv}"] for lv in LEVELS},
-                "clock_hz": {u: q[f"clock_{u}_hz"] for u in CLOCKS},
-            },
-            "smem": {
-                "bytes_by_op": {op: q[f"bytes_smem_{op}"] for op in SMEM_OPS},
-                "ldsm": {"wavefronts": q["ldsm_wavefronts"], "bank_conflicts": q["ldsm_bank_conflicts"],
-                         "ways": q["ldsm_conflict_ways"]},
-            },
-        },
+        "roofline": roofline_json,
         "opcode_waits": [
             {"class": c, "samples": int(s), "share": float(sh), "top_reason": r}
             for c, s, sh, r in zip(ow["opcode_class"], ow["samples"], ow["share"], ow["top_reason"])
@@ -227,6 +270,8 @@ def _summary(launch, top: int) -> dict:
         "role_edges": role_edges_json(launch),
         "timeline": timeline_brief(launch),
         "overlap": ov,
+        "throughput": throughput(roofline_json, py(duration)),
+        "build": build_signs(launch.sass["sass"].tolist() if len(launch.sass) else []),
         "missing": _dedup(gone),
     }
 

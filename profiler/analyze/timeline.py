@@ -41,6 +41,11 @@ SMOOTH = 3
 PHASES = ("ramp", "steady", "tail")
 #: a phase share must change by more than this many PM intervals (of the kernel's duration) to count
 PHASE_NOISE_INTERVALS = 2
+#: phases need this many PM samples inside the launch: a boundary is known to one interval, so each share
+#: is uncertain by 1/n of the kernel's time; from 20 samples on that is at most 5%, the run-to-run band of a
+#: duration (profiler.compare.stats.DURATION_NOISE). Fewer (a 10 µs kernel sampled every ~1.5 µs has ~7) give
+#: no phases, and the timeline says why; the curve itself is kept.
+MIN_PM_SAMPLES = 20
 
 
 def _missing(field: str, section: str) -> dict:
@@ -143,6 +148,14 @@ def timeline(launch) -> dict:
     bounds = [0.0, float(t[i - 1]) if i > 0 else 0.0, float(t[j]), float(t[-1])]
     total = bounds[-1] or 1.0
     counts = [i, j - i + 1, len(t) - 1 - j]
+    if len(t) < MIN_PM_SAMPLES:
+        from profiler.names import NO_SECTION  # noqa: PLC0415
+
+        out.update({"t_ns": [int(x) for x in t], "interval_ns": interval, "duration_ns": float(t[-1]),
+                    "series": series, "sources": dict(smap), "activity": activity})
+        out["missing"].append({"field": "phases", "section": NO_SECTION,
+                               "reason": f"only {len(t)} PM samples in the launch (phases need {MIN_PM_SAMPLES})"})
+        return out
     phases = [
         {"name": name, "start_ns": bounds[k], "end_ns": bounds[k + 1],
          "duration_ns": bounds[k + 1] - bounds[k], "share": (bounds[k + 1] - bounds[k]) / total,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -53,13 +54,13 @@ def _warn_stderr(warnings: list[dict]) -> None:
 
 
 def _pct(x, signed: bool = False) -> str:
-    if x is None or (isinstance(x, float) and x != x):
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "—"
     return f"{100 * x:+.1f}" if signed else f"{100 * x:.1f}%"
 
 
 def _num(x, fmt: str = "{:.3g}") -> str:
-    if x is None or (isinstance(x, float) and x != x):
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "—"
     return fmt.format(x) if isinstance(x, (int, float)) else str(x)
 
@@ -213,7 +214,7 @@ def _render_migration(m, console) -> None:
     t = Table(title="Bottleneck migration", title_justify="left")
     cols = ["version", "duration", "TFLOPS"] + (["GB/s"] if has["gbps"] else []) + [
         "speed-up", "top waiter", "share [95%]", "heaviest role edge", "tensor path", "tensor pipe", "tensor roof",
-        "SSC"] + (["change"] if has["change"] else [])
+        "SSC", "DRAM"] + (["change"] if has["change"] else [])
     for c in cols:
         t.add_column(c, justify="left" if c in ("version", "top waiter", "heaviest role edge", "tensor path",
                                                   "change") else "right",
@@ -221,11 +222,13 @@ def _render_migration(m, console) -> None:
     beside_dst = set(m.steps["dst"][m.steps["beside"]]) if "beside" in m.steps and len(m.steps) else set()
     above = [None if r["version"] in beside_dst else v for r, v in zip(rows, [None] + [r["version"] for r in rows[:-1]])]
     for r, prev in zip(rows, above):
-        top = f"{escape(str(r['top_class']))}·{escape(str(r['top_reason']))}" if r["top_class"] else "—"
+        top = f"{escape(str(r['top_class']))}·{escape(str(r['top_reason']))}" if r["top_class"] else "— (too few samples)"
         if isinstance(r.get("top_producer"), str):
             top += f" ← {escape(r['top_producer'])}"
         if r.get("top_opcode"):
             top += f" [dim]({escape(str(r['top_opcode']))})"
+        if isinstance(r.get("top_tied_with"), str):
+            top += f" [yellow]tied with {escape(r['top_tied_with'])}[/yellow]"
         tf = r["tflops"] if r["tflops"] is not None and r["tflops"] == r["tflops"] else r["tflops_counted"]
         cells = [escape(str(r["version"])), fmt_ns(r["duration_ns"]), _num(tf, "{:.3g}")]
         if has["gbps"]:
@@ -235,7 +238,8 @@ def _render_migration(m, console) -> None:
                   (f"{escape(r['top_role_edge'])} {_pct(r.get('top_role_share'))}"
                    if isinstance(r.get("top_role_edge"), str) else "—"),
                   _num(r["tensor_path"]), _num(r["tensor_pipe_pct"], "{:.1f}%"),
-                  _num(r.get("tensor_roof_pct"), "{:.1f}%"), _pct(r["ssc_share"])]
+                  _num(r.get("tensor_roof_pct"), "{:.1f}%"), _pct(r["ssc_share"]),
+                  _num(r.get("dram_pct_of_peak"), "{:.0f}%")]
         if has["change"]:
             cells.append(escape(r.get("change") or ""))
         t.add_row(*cells)
@@ -288,6 +292,9 @@ def _render_migration(m, console) -> None:
             console.print(f"[bold]Beside the top rung[/bold] ({escape(ext[0]['src'])})")
             for s in ext:
                 console.print(f"  - {escape(s['sentence'])}")
+    for r in rows:
+        if isinstance(r.get("top_note"), str) and r["top_note"] != "no stall samples":
+            console.print(f"[dim]note: {escape(str(r['version']))}: no top waiter: {escape(r['top_note'])}[/dim]")
     for n in dict.fromkeys(m.notes):
         console.print("[dim]note: " + escape(n))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Optional
@@ -78,12 +79,17 @@ def _console():
     return console(160)
 
 
+def _unknown(x) -> bool:
+    """None, or a float that is not finite (never printed as nan/inf)."""
+    return x is None or (isinstance(x, float) and not math.isfinite(x))
+
+
 def _pct(x) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
+    return "—" if _unknown(x) else f"{100 * x:.1f}%"
 
 
 def _num(x, fmt: str = "{:,.0f}") -> str:
-    return "—" if x is None else fmt.format(x)
+    return "—" if _unknown(x) else fmt.format(x)
 
 
 def _si(x, unit: str = "") -> str:
@@ -137,6 +143,9 @@ def render_timeline(con, s: dict) -> None:
         con.print(f"[bold]Timeline[/bold] (PM sampling, {_num(tl.get('duration_ns') and tl['duration_ns'] / 1e3, '{:.1f}')} µs): "
                   f"ramp {_pct(ph.get('ramp'))}, steady {_pct(ph.get('steady'))}, tail {_pct(ph.get('tail'))} of the time; "
                   f"steady tensor pipe {_num(st, '{:.1f}')}% (whowaits timeline for the series)")
+    elif any(m.get("reason") for m in tl.get("missing") or []):
+        con.print("[dim]Timeline: no phases: " + "; ".join(m["reason"] for m in tl["missing"] if m.get("reason"))
+                  + "[/dim]")
     elif tl.get("missing"):
         con.print("[dim]Timeline: no PM sampling in this report (section "
                   + ", ".join(sorted({m['section'] for m in tl['missing']})) + ")[/dim]")
@@ -148,8 +157,15 @@ def render_regions(con, s: dict) -> None:
     if not regs:
         return
     source = regs[0]["source"]
+    vocab = regs[0].get("vocabulary") or "neutral"
+    if source != "inferred":
+        how = ": @region markers"
+    elif vocab == "attention":
+        how = ": from the SASS, attention names (an exp of one MMA's result feeds another MMA)"
+    else:
+        how = ": from the SASS, by instruction kind (no exp between chained MMAs: not attention)"
     t = _table(
-        f"Source regions ({source}{': from the SASS, no line information' if source == 'inferred' else ': @region markers'})",
+        f"Source regions ({source}{how})",
         [("region", "left"), ("samples", "right"), ("share", "right"), ("top reason", "left"),
          ("inst executed", "right"), ("PCs", "right")],
     )
@@ -223,6 +239,11 @@ def render_tables(summaries: list[dict], top: int = 10, verbose: bool = False) -
             f"{_num(None if s['duration_ns'] is None else s['duration_ns'] / 1e3, '{:,.2f}')} µs"
         )
         con.print(shape)
+        b = s.get("build") or {}
+        if b.get("debug"):
+            con.print(f"[bold yellow]debug build (-G):[/bold yellow] {b['self_moves']:,} of {b['instructions']:,} "
+                      "instructions are register self-moves (MOV Rn, Rn), which only unoptimised -G code has: "
+                      "profile a build without -G (-lineinfo keeps the source lines)")
 
         t = _table("Stall breakdown (PC sampling)", [("reason", "left"), ("samples", "right"), ("share", "right"), ("cycles/issue", "right")])
         order = sorted(s["stall_samples"], key=lambda r: -(s["stall_samples"][r] or 0))
@@ -310,6 +331,14 @@ def render_tables(summaries: list[dict], top: int = 10, verbose: bool = False) -
             f"FP16 {_si(fp['fp16'])} · roofs (TFLOP/s): HGMMA {_num(c['tensor_hgmma_tflops'], '{:.0f}')}, "
             f"HMMA {_num(c['tensor_hmma_tflops'], '{:.0f}')}, FP32 {_num(c['fp32_tflops'], '{:.1f}')}"
         )
+
+        tp = s.get("throughput") or {}
+        if tp.get("dram_bytes_per_s") is not None or tp.get("l2_bytes_per_s") is not None:
+            con.print("Memory throughput (bytes over the launch's time): "
+                      + ", ".join(f"{lv.upper()} {_si(tp.get(f'{lv}_bytes_per_s'), 'B/s')}"
+                                  + (f" ({_num(tp.get(f'{lv}_pct_of_peak'), '{:.1f}')}% of peak)"
+                                     if tp.get(f"{lv}_pct_of_peak") is not None else "")
+                                  for lv in ("dram", "l2") if tp.get(f"{lv}_bytes_per_s") is not None))
 
         render_timeline(con, s)
         render_regions(con, s)

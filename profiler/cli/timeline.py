@@ -88,8 +88,13 @@ def render(tls: list[dict], width: int = 60) -> None:
                           "(in the whowaits set: whowaits profile VERSION)")
             continue
         console.print(f"  window {tl['duration_ns'] / 1e3:.1f} us, {len(tl['t_ns'])} samples every "
-                      f"{tl['interval_ns'] / 1e3:.2f} us; phases from {tl['activity']} "
-                      f"(steady level {tl['steady_level']:.1f})")
+                      f"{tl['interval_ns'] / 1e3:.2f} us"
+                      + (f"; phases from {tl['activity']} (steady level {tl['steady_level']:.1f})"
+                         if tl.get("phases") else ""))
+        if not tl.get("phases"):
+            for m in tl["missing"]:
+                console.print(f"  [dim]{m['field']}: {m.get('reason') or 'section ' + m['section']}[/dim]")
+            continue
         pt = Table(show_header=True, header_style="bold")
         for col in ("phase", "start us", "end us", "duration us", "share", "samples"):
             pt.add_column(col, justify="left" if col == "phase" else "right")
@@ -109,4 +114,4 @@ def render(tls: list[dict], width: int = 60) -> None:
             st_table.add_row(s, f"{max(values):.3g}", sparkline(values, width, 100.0 if pct else None))
         console.print(st_table)
         for m in tl["missing"]:
-            console.print(f"  [dim]missing: {m['field']} (section {m['section']})[/dim]")
+            console.print(f"  [dim]missing: {m['field']} ({m.get('reason') or 'section ' + m['section']})[/dim]")

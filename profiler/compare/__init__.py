@@ -21,7 +21,7 @@ from profiler.compare.diff import Diff, diff, top_waiter
 from profiler.compare.migration import Migration, migration
 from profiler.compare.series import Series, distinct_labels, is_series_file, load_series
 from profiler.compare.subjects import (SHAPE_RE, Profiled, Subject, known_versions, load, load_many, reports_dir,
-                                       resolve, resolve_all, version_info)
+                                       resolve, resolve_all, same_problem, version_info)
 
 __all__ = ["Diff", "Migration", "Profiled", "Series", "distinct_labels", "is_series_file", "load_series",
            "load_series_versions", "Subject", "confounds", "diff", "diff_versions", "known_versions",
@@ -56,6 +56,7 @@ def load_series_versions(path, kernels=None, only: list[str] | None = None) -> l
     for p, e in zip(out, series.versions):
         p.meta.update(e.meta())
         p.meta["series_title"] = series.title
+        p.meta["declared_series"] = True
     return out
 
 
@@ -103,7 +104,8 @@ def diff_versions(a: str, b: str, shape=None, kernels=None, reports=None, labels
         pa, pb = load_series_versions(series, kernels=kernels, only=[a, b])
     else:
         pa, pb = load_versions([a, b], shape=shape, kernels=kernels, reports=reports, labels=labels)
-    d = diff(pa.summary, pb.summary, pa.label, pb.label, warnings=confounds([pa, pb]), verbose=verbose)
+    d = diff(pa.summary, pb.summary, pa.label, pb.label, warnings=confounds([pa, pb]), verbose=verbose,
+             same_kernel=same_problem(pa, pb))
     d.notes[:0] = [n for p in (pa, pb) for n in (p.meta or {}).get("left_out", [])]
     return d
 

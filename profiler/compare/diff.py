@@ -46,7 +46,7 @@ class Diff:
     - ``metrics``: metric, a, b, ratio, significant: duration, TFLOPS, tensor pipe % (of the path's own
       peak), tensor roof % (of the GPU's dense tensor roof: one scale for both paths), compute roof, tensor path,
       FLOPs, bytes and intensity per level (L1, L2, DRAM and shared memory), LDSM conflict ways and
-      bank conflicts, stall cycles per issue, launch shape. Counters are one
+      bank conflicts, DRAM and L2 throughput as % of peak, stall cycles per issue, launch shape. Counters are one
       run each, so a change counts as significant beyond the run-to-run band
       (:data:`~profiler.compare.stats.DURATION_NOISE`, ±5%); None where a side is unknown.
     - ``regions``: region, source_a, source_b + :data:`SHARE_COLUMNS`: samples by source region (summary
@@ -99,14 +99,15 @@ class Diff:
 
 
 def records(df: pd.DataFrame) -> list[dict]:
-    """Frame rows as plain-Python dicts (numpy scalars unwrapped, NaN -> None)."""
+    """Frame rows as plain-Python dicts (numpy scalars unwrapped, NaN and ±inf -> None: no format prints a
+    non-finite number)."""
     out = []
     for row in df.to_dict(orient="records"):
         clean = {}
         for k, v in row.items():
             if isinstance(v, np.generic):
                 v = v.item()
-            if isinstance(v, float) and np.isnan(v):
+            if isinstance(v, float) and not np.isfinite(v):
                 v = None
             clean[k] = v
         out.append(clean)
@@ -141,19 +142,54 @@ def _share_frame(keys: list[str], rows_a: dict, rows_b: dict, n_a: int, n_b: int
     return df.iloc[order].reset_index(drop=True)
 
 
+#: A top waiter is named only from enough samples. With at least MIN_TOTAL_SAMPLES stall samples in the launch
+#: every share's Wilson 95% interval is at most ±10 points wide (±9.8 at a share of 50%), so "the top waiter
+#: holds 40%" is a statement about the kernel, not about the sampler; and the top cell itself needs at least
+#: MIN_TOP_SAMPLES samples (below 10 a count's Poisson 95% interval is wider than ±60% of it). A report of a
+#: 10 µs launch sampled at ncu's default interval has a few dozen samples: it gets no top waiter, and says why.
+MIN_TOTAL_SAMPLES = 100
+MIN_TOP_SAMPLES = 10
+#: Two cells are tied when their difference is within the 95% band of an even split of their pooled samples
+#: (|k1 - k2| <= TIE_Z * sqrt(k1 + k2): a two-sided test of k1 = k2 given k1 + k2, normal approximation).
+TIE_Z = 1.96
+
+
+def _waiting_rows(summary: dict) -> list[dict]:
+    return sorted((w for w in summary.get("who_waits") or [] if w.get("reason") not in NOT_WAITING and w.get("samples")),
+                  key=lambda r: (-r["samples"], r.get("class") or "", r.get("reason") or ""))
+
+
+def no_top_waiter(summary: dict) -> str | None:
+    """Why a summary has no top waiter (None when it has one): no samples, or too few
+    (:data:`MIN_TOTAL_SAMPLES`, :data:`MIN_TOP_SAMPLES`)."""
+    n = total_samples(summary)
+    rows = _waiting_rows(summary)
+    if not n or not rows:
+        return "no stall samples"
+    if n < MIN_TOTAL_SAMPLES:
+        return f"only {n} stall samples (a top waiter needs {MIN_TOTAL_SAMPLES})"
+    if rows[0]["samples"] < MIN_TOP_SAMPLES:
+        return f"the largest cell has {rows[0]['samples']} samples (a top waiter needs {MIN_TOP_SAMPLES})"
+    return None
+
+
 def top_waiter(summary: dict) -> dict | None:
     """The opcode class x reason with the most stall samples, ``selected``/``not_selected`` aside.
-    Returns ``{class, reason, samples, share, opcode, producer}`` (share of all samples; ``opcode``:
-    the opcode most of those samples sit on, where the summary says; ``producer``: the base opcode
-    of the instruction most of them wait on, for scoreboard stalls where the summary has
-    ``waits_on``, else None) or None without samples."""
-    n = total_samples(summary)
-    rows = [w for w in summary.get("who_waits") or [] if w.get("reason") not in NOT_WAITING and w.get("samples")]
-    if not rows or not n:
+    Returns ``{class, reason, samples, share, opcode, producer, tied_with}`` (share of all samples;
+    ``opcode``: the opcode most of those samples sit on, where the summary says; ``producer``: the base opcode
+    of the instruction most of them wait on, for scoreboard stalls where the summary has ``waits_on``, else
+    None; ``tied_with``: the ``CLASS·reason`` of every other cell within :data:`TIE_Z` of it, [] when none),
+    or None without enough samples (:func:`no_top_waiter` says why)."""
+    if no_top_waiter(summary) is not None:
         return None
-    w = max(rows, key=lambda r: r["samples"])
-    return {"class": w["class"], "reason": w["reason"], "samples": int(w["samples"]), "share": w["samples"] / n,
-            "opcode": w.get("top_opcode"), "producer": top_producer(summary, w["class"], w["reason"])}
+    n = total_samples(summary)
+    rows = _waiting_rows(summary)
+    w = rows[0]
+    k = w["samples"]
+    tied = [f"{r['class']}·{r['reason']}" for r in rows[1:] if k - r["samples"] <= TIE_Z * np.sqrt(k + r["samples"])]
+    return {"class": w["class"], "reason": w["reason"], "samples": int(k), "share": k / n,
+            "opcode": w.get("top_opcode"), "producer": top_producer(summary, w["class"], w["reason"]),
+            "tied_with": tied}
 
 
 def top_producer(summary: dict, cls: str, reason: str) -> str | None:
@@ -167,14 +203,17 @@ def top_producer(summary: dict, cls: str, reason: str) -> str | None:
 
 
 def waiter_name(w: dict | None, opcode: bool = False) -> str:
-    """``CLASS·reason`` (``CLASS·reason on OPCODE`` with ``opcode`` where the summary names it)."""
+    """``CLASS·reason`` (``CLASS·reason on OPCODE`` with ``opcode`` where the summary names it; ``, tied with
+    X·r`` when another cell is within noise of it)."""
     if not w:
-        return "nothing (no samples)"
+        return "nothing (too few samples)"
     name = f"{w['class']}·{w['reason']}"
     if opcode and w.get("opcode"):
         name = f"{name} on {w['opcode']}"
     if opcode and w.get("producer"):
         name = f"{name} ← {w['producer']}"
+    if w.get("tied_with"):
+        name = f"{name} (tied with {', '.join(w['tied_with'][:3])}{' …' if len(w['tied_with']) > 3 else ''})"
     return name
 
 
@@ -231,6 +270,9 @@ def _metrics(sa: Summary, sb: Summary) -> pd.DataFrame:
     for lv in LEVELS:
         rows.append((f"intensity_{lv}", (ra.get("intensity") or {}).get(lv), (rb.get("intensity") or {}).get(lv),
                      None, None))
+    ta, tb = sa.get("throughput") or {}, sb.get("throughput") or {}
+    for k in ("dram_pct_of_peak", "l2_pct_of_peak"):
+        rows.append((k, ta.get(k), tb.get(k), None, None))
     la_, lb_ = ((r.get("smem") or {}).get("ldsm") or {} for r in (ra, rb))
     rows.append(("ldsm_conflict_ways", la_.get("ways"), lb_.get("ways"), None, None))
     rows.append(("ldsm_bank_conflicts", la_.get("bank_conflicts"), lb_.get("bank_conflicts"), None, None))
@@ -303,6 +345,17 @@ def _phase_frame(a: dict, b: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=PHASE_COLUMNS)
 
 
+def debug_notes(labelled: list[tuple[str, dict]]) -> list[str]:
+    """One note per summary of a ``-G`` debug build (``build.debug``): its times are not an optimised build's."""
+    out = []
+    for label, s in labelled:
+        b = s.get("build") or {}
+        if b.get("debug"):
+            out.append(f"{label}: a -G debug build ({b.get('self_moves')} of {b.get('instructions')} instructions are "
+                       "MOV Rn, Rn self-moves): optimisations off, its times say little about the optimised kernel")
+    return out
+
+
 def region_sentence(label_b: str, regions: pd.DataFrame) -> str | None:
     """``v06: softmax 31% → 19% of samples``: the region whose share moved most, when that move is
     significant (and both sides have regions)."""
@@ -328,13 +381,29 @@ def phase_sentence(phases: pd.DataFrame) -> str | None:
     return " and ".join(parts) + " of the kernel's time" if parts else None
 
 
+def kernel_names(summary: dict) -> list[str]:
+    """The function names of a summary's kernel(s) (a merged summary joins several with `` + ``)."""
+    from profiler.compare.subjects import kernel_name  # noqa: PLC0415
+
+    return list(dict.fromkeys(kernel_name(k) for k in str(summary.get("kernel") or "?").split(" + ")))
+
+
+def same_kernel_names(a: dict, b: dict) -> bool:
+    """Whether two summaries share a kernel function name (``flash_fwd`` in every rung of the ladder)."""
+    return bool(set(kernel_names(a)) & set(kernel_names(b)))
+
+
 def verdict(label_a: str, label_b: str, sa: dict, sb: dict, top_a: dict | None, top_b: dict | None,
             waits: pd.DataFrame | None = None, regions: pd.DataFrame | None = None,
-            phases: pd.DataFrame | None = None) -> str:
-    """One sentence: the time change first, then where the top waiter went (with both shares)."""
+            phases: pd.DataFrame | None = None, same_kernel: bool = True) -> str:
+    """One sentence: the time change first, then where the top waiter went (with both shares). Different
+    kernels (``same_kernel`` False) are not compared as versions: the sentence says so instead of a speed-up."""
     dur = stats.duration_change(sa.get("duration_ns"), sb.get("duration_ns"))
     times = f"{fmt_ns(sa.get('duration_ns'))} → {fmt_ns(sb.get('duration_ns'))}"
-    if dur["ratio"] is None:
+    if not same_kernel:
+        head = (f"{label_b} and {label_a} are different kernels ({' + '.join(kernel_names(sb))} vs "
+                f"{' + '.join(kernel_names(sa))}; {times}): not compared as versions")
+    elif dur["ratio"] is None:
         head = f"{label_b} vs {label_a}: no duration to compare"
     elif not dur["significant"]:
         head = f"{label_b} runs as fast as {label_a} within noise (±{100 * stats.DURATION_NOISE:.0f}%, {times})"
@@ -353,7 +422,8 @@ def verdict(label_a: str, label_b: str, sa: dict, sb: dict, top_a: dict | None, 
         return 0.0
 
     if top_a is None or top_b is None:
-        tail = "no stall samples to say who waits"
+        why = [f"{lb}: {no_top_waiter(s)}" for lb, s, w in ((label_a, sa, top_a), (label_b, sb, top_b)) if w is None]
+        tail = "no top waiter to compare (" + "; ".join(why) + ")"
     elif (top_a["class"], top_a["reason"]) == (top_b["class"], top_b["reason"]):
         noise = ""
         if waits is not None and len(waits):
@@ -379,11 +449,15 @@ def verdict(label_a: str, label_b: str, sa: dict, sb: dict, top_a: dict | None, 
 
 
 def diff(a: Summary, b: Summary, label_a: str = "A", label_b: str = "B", warnings: list | None = None,
-         verbose: bool = False) -> Diff:
+         verbose: bool = False, same_kernel: bool | None = None) -> Diff:
     """Compare summary ``b`` against summary ``a`` (one launch each, or merged launches).
 
-    ``warnings`` (the confound guard's findings) are carried into the result untouched.
+    ``warnings`` (the confound guard's findings) are carried into the result untouched. ``same_kernel``: whether
+    A and B are versions of one kernel (None: when they share a kernel function name,
+    :func:`same_kernel_names`); when not, no speed-up is given and the verdict says they are different kernels.
     """
+    if same_kernel is None:
+        same_kernel = same_kernel_names(a, b)
     na, nb = total_samples(a), total_samples(b)
     notes = []
     if not na or not nb:
@@ -433,9 +507,10 @@ def diff(a: Summary, b: Summary, label_a: str = "A", label_b: str = "B", warning
     from profiler.compare.gaps import gap_lines  # noqa: PLC0415
 
     notes += gap_lines([(label_a, a), (label_b, b)], verbose=verbose)  # one line per report (issue 17)
+    notes += debug_notes([(label_a, a), (label_b, b)])
     return Diff(a=label_a, b=label_b, stalls=stalls, classes=classes, waits=waits, ssc=ssc, barriers=barriers,
                 metrics=metrics,
-                verdict=verdict(label_a, label_b, a, b, top_a, top_b, waits, regions, phases),
-                top_a=top_a, top_b=top_b, speedup=dur["speedup"], warnings=list(warnings or []), notes=notes,
+                verdict=verdict(label_a, label_b, a, b, top_a, top_b, waits, regions, phases, same_kernel),
+                top_a=top_a, top_b=top_b, speedup=dur["speedup"] if same_kernel else None, warnings=list(warnings or []), notes=notes,
                 waits_on=waits_on, regions=regions, phases=phases,
                 timeline_a=a.get("timeline"), timeline_b=b.get("timeline"))

@@ -61,8 +61,11 @@ def chip_lacks(field_name: str, cc: float | None) -> bool:
     last = field_name.rsplit(".", 1)[-1]
     if field_name.startswith(("stall_samples.", "stall_cycles_per_issue.", "stall_share.")):
         return last in HOPPER_ONLY_REASONS
+    if cc < 8.0 and field_name == "roofline.smem.bytes_by_op.ldgsts":  # cp.async came with sm_80
+        return True
+    # the section files ask for these only on CC 9.0 (their Filter { MinArch: CC_90 }): wgmma, clusters, stmatrix
     return (field_name == "launch.cluster" or last in ("tensor_hgmma", "gmma_inst_pct", "hgmma")
-            or field_name == "roofline.smem.bytes_by_op.gmma")
+            or field_name in ("roofline.smem.bytes_by_op.gmma", "roofline.smem.bytes_by_op.stsm"))
 
 
 def view_of(field_name: str) -> str:

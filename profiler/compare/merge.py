@@ -126,8 +126,9 @@ def _regions(L: list[dict]) -> list[dict]:
         first = x.get("kernel") not in seen
         seen.add(x.get("kernel"))
         for r in x.get("regions") or []:
-            key = (r["name"], r["source"])
-            a = acc.setdefault(key, {"name": r["name"], "source": r["source"], "stall_samples": {}, "samples": 0,
+            key = (r["name"], r["source"], r.get("vocabulary"))
+            a = acc.setdefault(key, {"name": r["name"], "source": r["source"],
+                                     "vocabulary": r.get("vocabulary") or "neutral", "stall_samples": {}, "samples": 0,
                                      "share": 0.0, "inst_executed": 0, "pcs": 0, "inherited_samples": 0})
             for k, v in (r.get("stall_samples") or {}).items():
                 a["stall_samples"][k] = a["stall_samples"].get(k, 0) + v
@@ -227,6 +228,18 @@ def merge_launches(launches: list[Summary]) -> Summary:
                             for r in _ints(_regroup([x.get("role_edges") for x in L],
                                                     ("waiter", "barrier", "releaser"), total))]
     merged["overlap"] = merge_sites([x.get("overlap") for x in L], total)
+    from profiler.analyze.summary import throughput  # noqa: PLC0415
+
+    merged["throughput"] = throughput(merged["roofline"], merged["duration_ns"])
+    builds, seen_b = [], set()
+    for x in L:  # a kernel's code counts once
+        if x.get("kernel") not in seen_b:
+            seen_b.add(x.get("kernel"))
+            builds.append(x.get("build") or {})
+    debug = [b.get("debug") for b in builds]
+    merged["build"] = {"debug": None if None in debug else any(debug),
+                       "self_moves": _sum([b.get("self_moves") for b in builds]),
+                       "instructions": _sum([b.get("instructions") for b in builds])}
     missing = {}
     for x in L:
         for m in x.get("missing") or []:

@@ -16,7 +16,8 @@ import pandas as pd
 
 from profiler.compare import stats
 from profiler.names import LEVELS, PATH_COUNTER, is_external
-from profiler.compare.diff import diff, records, top_waiter, total_samples
+from profiler.compare.diff import debug_notes, diff, no_top_waiter, records, top_waiter, total_samples
+from profiler.compare.subjects import same_problem
 
 
 
@@ -31,11 +32,14 @@ class Migration:
       speedup_first, top_class, top_reason, top_opcode (the opcode most of its samples sit on),
       top_producer (for a scoreboard stall: the base opcode of the instruction most of them wait on,
       e.g. LDSM; None otherwise),
-      top_share, top_lo, top_hi (Wilson interval), top_role_edge / top_role_share (the heaviest edge of
+      top_share, top_lo, top_hi (Wilson interval), top_tied_with (the other class·reason cells within noise of
+      the top one, comma-separated; None when it stands alone), top_note (why a version has no top waiter: no
+      or too few samples, :func:`profiler.compare.diff.no_top_waiter`; None when it has one), top_role_edge / top_role_share (the heaviest edge of
       ``whowaits roles``: waiter —[barrier]→ releaser, and its share of the samples),
       tensor_path, tensor_pipe_pct (% of the path's own peak), tensor_roof_pct (% of the GPU's dense
       tensor roof at the report's clock: one scale for every path), compute_roof_tflops (the roof of
-      the pipe carrying most FLOPs), ssc_share, intensity_l1, intensity_l2, intensity_dram, intensity_smem (total FLOPs / bytes),
+      the pipe carrying most FLOPs), ssc_share, dram_pct_of_peak / l2_pct_of_peak (the summary's ``throughput``),
+      debug_build (a -G build, from its SASS), intensity_l1, intensity_l2, intensity_dram, intensity_smem (total FLOPs / bytes),
       intensity_tensor_<level> (tensor FLOPs / bytes, as ncu's roofline takes them),
       title, change, expected_bottleneck (from the sidecar; empty for external subjects:
       the hypothesis to hold against top_class/top_reason), hypothesis and verdict (from a series
@@ -170,7 +174,9 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
     tops = []
     for i, p in enumerate(profiled):
         s = p.summary
-        prev = profiled[bases[i]].summary.get("duration_ns") if bases[i] is not None else None
+        prev = (profiled[bases[i]].summary.get("duration_ns")
+                if bases[i] is not None and same_problem(profiled[bases[i]], p) else None)
+        first_same = same_problem(profiled[0], p)
         n = total_samples(s)
         top = top_waiter(s)
         tops.append(top)
@@ -189,16 +195,21 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "tflops": tflops, "gbps": gbps, "tflops_counted": roof.get("achieved_tflops"),
             "speedup_prev": stats.duration_change(prev, dur)["speedup"] if prev else None,
             "vs": profiled[bases[i]].label if bases[i] is not None else None,
-            "speedup_first": stats.duration_change(first_dur, dur)["speedup"] if first_dur else None,
+            "speedup_first": stats.duration_change(first_dur, dur)["speedup"] if first_dur and first_same else None,
             "top_class": top["class"] if top else None, "top_reason": top["reason"] if top else None,
             "top_opcode": top.get("opcode") if top else None,
             "top_producer": top.get("producer") if top else None,
             "top_share": top["share"] if top else None, "top_lo": lo, "top_hi": hi,
+            "top_tied_with": ", ".join(top["tied_with"]) if top and top.get("tied_with") else None,
+            "top_note": no_top_waiter(s),
             "top_role_edge": _role_edge(s), "top_role_share": ((s.get("role_edges") or [{}])[0].get("share")),
             "tensor_path": s.get("tensor_path"), "tensor_pipe_pct": s.get("tensor_pipe_pct"),
             "tensor_roof_pct": s.get("tensor_roof_pct"),
             "compute_roof_tflops": ((roof.get("ceilings") or {}).get("compute_tflops")),
             "ssc_share": (ssc / n if ssc is not None and n else None),
+            "dram_pct_of_peak": (s.get("throughput") or {}).get("dram_pct_of_peak"),
+            "l2_pct_of_peak": (s.get("throughput") or {}).get("l2_pct_of_peak"),
+            "debug_build": (s.get("build") or {}).get("debug"),
             **{f"intensity_{lv}": inten.get(lv) for lv in LEVELS},
             **{f"intensity_tensor_{lv}": (roof.get("intensity_tensor") or {}).get(lv) for lv in LEVELS},
             "title": meta.get("title") or "", "change": meta.get("change") or "",
@@ -253,7 +264,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
     srows = []
     for i in range(1, len(profiled)):
         pa, pb = profiled[bases[i]], profiled[i]
-        d = diff(pa.summary, pb.summary, pa.label, pb.label)
+        d = diff(pa.summary, pb.summary, pa.label, pb.label, same_kernel=same_problem(pa, pb))
         ta, tb = d.top_a, d.top_b
         moved = bool(ta and tb and (ta["class"], ta["reason"]) != (tb["class"], tb["reason"]))
         srows.append({"step": i, "src": pa.label, "dst": pb.label, "speedup": d.speedup,
@@ -280,8 +291,9 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
     from profiler.compare.gaps import gap_lines  # noqa: PLC0415
 
     notes = (list(notes or []) + [n for p in profiled for n in (p.meta or {}).get("left_out", [])]
-             + gap_lines([(p.label, p.summary) for p in profiled], verbose=verbose))
-    table = pd.DataFrame(rows)
+             + gap_lines([(p.label, p.summary) for p in profiled], verbose=verbose)
+             + debug_notes([(p.label, p.summary) for p in profiled]))
+    table = _no_nan_text(pd.DataFrame(rows))
     table["step"] = [""] + list(steps["sentence"])
     return Migration(versions=labels, table=table, stall_shares=stall_shares, waiters=waiters,
                      steps=steps, roofline=roofline, roofs=roofs,
@@ -289,6 +301,16 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
                      warnings=list(warnings or []), notes=notes,
                      regions=pd.DataFrame(reg_rows, columns=["version", "region", "source", "samples", "share"]),
                      timelines=pd.DataFrame(tl_rows, columns=["version", "x", "series", "value"]))
+
+
+def _no_nan_text(df: pd.DataFrame) -> pd.DataFrame:
+    """Text columns with None where a value is unknown, never a float NaN (which every format would print as
+    ``nan``: a version without samples has no top waiter)."""
+    for c in df.columns:
+        if df[c].dtype == object or pd.api.types.is_string_dtype(df[c].dtype):
+            df[c] = pd.Series([None if isinstance(v, float) and v != v else v for v in df[c]], index=df.index,
+                              dtype=object)
+    return df
 
 
 def _external(p) -> bool:

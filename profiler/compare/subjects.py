@@ -47,6 +47,8 @@ class Profiled:
     launches: int = 1
     sidecar: dict | None = None
     meta: dict = field(default_factory=dict)
+    #: the summaries of the launches that ``summary`` merges (one per launch, report order)
+    parts: list = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -308,7 +310,84 @@ def _profiled(subject: Subject, kernel: str | None, launches: list[dict]) -> Pro
         launches = [la for la in launches if la.get("duration_ns") is not None]
     summary = merge_launches(launches)
     return Profiled(subject=subject, summary=summary, launches=len(launches),
-                    sidecar=_read_sidecar(subject.path), meta={"left_out": left_out} if left_out else {})
+                    sidecar=_read_sidecar(subject.path), meta={"left_out": left_out} if left_out else {},
+                    parts=list(launches))
+
+
+def kernel_name(kernel) -> str:
+    """The function name of a demangled kernel, namespaces, template arguments and parameters dropped
+    (``void whowaits::v07_tuned::flash_fwd<…>(…)`` -> ``flash_fwd``): what tells two versions of one kernel
+    from two different kernels."""
+    return _short(kernel)
+
+
+def launch_key(summary: dict) -> tuple[str, tuple]:
+    """(kernel function name, grid) of one launch's summary: how launches are matched across reports."""
+    grid = tuple((summary.get("launch") or {}).get("grid") or ())
+    return kernel_name(summary.get("kernel")), grid
+
+
+def _key_text(key: tuple[str, tuple]) -> str:
+    return f"{key[0]} grid {list(key[1])}" if key[1] else key[0]
+
+
+def match_launches(profiled: list[Profiled]) -> None:
+    """Compare like with like when a report holds several launches: keep, in every subject, the launches of
+    the kernel function names every subject has and, for a name launched with several grids, the grids every
+    subject has (a version may change its grid with its tile, so a name alone matches); say what was left out
+    (a note in ``meta['left_out']``). With no kernel name in common, nothing is left out. A subject that still
+    merges several launches says ``N launches summed`` with their names and grids."""
+    if len(profiled) > 1 and all(p.parts for p in profiled) and any(len(p.parts) > 1 for p in profiled):
+        names = set.intersection(*({kernel_name(s.get("kernel")) for s in p.parts} for p in profiled))
+        grids: dict[str, set] = {}
+        for n in names:
+            per = [{launch_key(s)[1] for s in p.parts if kernel_name(s.get("kernel")) == n} for p in profiled]
+            both = set.intersection(*per)
+            grids[n] = both if both and any(len(g) > 1 for g in per) else set().union(*per)
+        if names:
+            from profiler.compare.merge import merge_launches  # noqa: PLC0415
+
+            def kept(s: dict) -> bool:
+                name, grid = launch_key(s)
+                return name in names and grid in grids[name]
+
+            for p in profiled:
+                keep = [s for s in p.parts if kept(s)]
+                drop = [s for s in p.parts if not kept(s)]
+                if not drop:
+                    continue
+                gone = Counter(_key_text(launch_key(s)) for s in drop)
+                p.meta.setdefault("left_out", []).append(
+                    f"{p.label}: launches matched by kernel name and grid ({', '.join(sorted(names))}); "
+                    f"left out {', '.join(f'{n} ×{c}' for n, c in gone.items())}")
+                p.parts, p.summary, p.launches = keep, merge_launches(keep), len(keep)
+    for p in profiled:
+        _say_summed(p)
+
+
+def _say_summed(p: Profiled) -> None:
+    if p.launches > 1:
+        names = Counter(_key_text(launch_key(s)) for s in p.parts)
+        p.meta.setdefault("left_out", []).append(
+            f"{p.label}: {p.launches} launches summed ({', '.join(f'{n} ×{c}' for n, c in names.items())}); "
+            "pick one with --kernel")
+
+
+def same_problem(a: Profiled, b: Profiled) -> bool:
+    """Whether two subjects may be compared as versions of one kernel: a kernel function name in common, the
+    same shape key (our ladder and the SDPA backends at one problem size), the same problem FLOPs in their
+    sidecars or series file, or a series the user declared (a series file, or one --kernel per report)."""
+    if a.meta.get("declared_series") and b.meta.get("declared_series"):
+        return True
+    na = {kernel_name(s.get("kernel")) for s in a.parts} or {kernel_name(a.summary.get("kernel"))}
+    nb = {kernel_name(s.get("kernel")) for s in b.parts} or {kernel_name(b.summary.get("kernel"))}
+    if na & nb:
+        return True
+    if a.subject.shape and a.subject.shape == b.subject.shape:
+        return True
+    fa = (a.meta or {}).get("problem_flops") or (a.sidecar or {}).get("problem_flops")
+    fb = (b.meta or {}).get("problem_flops") or (b.sidecar or {}).get("problem_flops")
+    return bool(fa) and fa == fb
 
 
 def _short(kernel) -> str:
@@ -333,4 +412,9 @@ def load_many(subjects: list[Subject], kernels: list[str] | None = None) -> list
     else:
         raise WhowaitsError(f"give one --kernel for all reports or one per report ({len(subjects)}), not {len(kernels)}")
     found = summaries_many([(s.path, k) for s, k in zip(subjects, ks)])
-    return [_profiled(s, k, launches) for s, k, launches in zip(subjects, ks, found)]
+    out = [_profiled(s, k, launches) for s, k, launches in zip(subjects, ks, found)]
+    if len(out) > 1 and len(set(ks)) == len(ks) and None not in ks:  # one --kernel per report: a declared series
+        for p in out:
+            p.meta["declared_series"] = True
+    match_launches(out)
+    return out

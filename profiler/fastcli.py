@@ -19,8 +19,12 @@ should cost neither. So :func:`main` looks the command line up first, importing 
 
 Anything else (tables, csv, ``--html``, ``--help``, a series file, ``--from-store``, other commands) goes
 straight to the CLI. Entries live
-in ``<cache>/results/`` (:func:`profiler.paths.cache_dir`), written atomically; an unreadable entry is a
-miss. ``WHOWAITS_NO_RESULT_CACHE=1`` turns the replay off.
+in ``<cache>/results/`` (:func:`profiler.paths.cache_dir`), written atomically and sealed by
+:mod:`profiler.cachefile` for their key (sha256 over the key and the payload): an entry is replayed only
+when its seal *and* its key match and it holds the two texts; anything else at its path (a flipped bit,
+a truncated or foreign entry, a link, a FIFO, a folder) is deleted, computed again and rewritten, never
+replayed, and never waited on (the entry is opened without blocking). ``WHOWAITS_NO_RESULT_CACHE=1``
+turns the replay off.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ COMMANDS = ("show", "diff", "migration")
 #: the DuckDB store): never replayed
 _NOT_REPLAYED = ("--html", "--series", "--from-store", "--store")
 #: bump to drop every stored entry
-LAYOUT = 1
+LAYOUT = 2
 _SUFFIXES = (".ncu-rep", ".json")
 
 
@@ -139,25 +143,39 @@ def main(argv: list[str] | None = None) -> None:
 
         cli_main()
         return
-    path = _path(command_key(argv))
-    try:
-        entry = json.loads(path.read_text())
-        out, err = entry["stdout"], entry["stderr"]
-        if isinstance(out, str) and isinstance(err, str):
-            _write(err.encode(), out.encode())
-            return
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # a miss, or a damaged entry: computed again and rewritten
+    k = command_key(argv)
+    path = _path(k)
+    entry = _replay(path, k)
+    if entry is not None:
+        _write(entry[1].encode(), entry[0].encode())
+        return
     code, out, err = _captured()
     if code in (0, None):
-        try:
-            from profiler.io import write_atomic  # noqa: PLC0415
+        from profiler import cachefile  # noqa: PLC0415
 
-            write_atomic(path, json.dumps({"stdout": out, "stderr": err}))
-        except OSError:
-            pass  # a read-only cache folder costs speed, not correctness
+        # a read-only cache folder costs speed, not correctness
+        cachefile.write(path, json.dumps({"stdout": out, "stderr": err}).encode(), key=k)
     if code not in (0, None):
         sys.exit(code)
+
+
+def _replay(path: Path, k: str) -> tuple[str, str] | None:
+    """(stdout, stderr) of the entry at ``path`` when it is a regular file sealed for key ``k`` holding both
+    texts; else None, and whatever was there is deleted (to be computed again and rewritten)."""
+    from profiler import cachefile  # noqa: PLC0415
+
+    payload = cachefile.read(path, key=k)
+    if payload is None:
+        return None
+    try:
+        entry = json.loads(payload)
+        out, err = entry["stdout"], entry["stderr"]
+        if isinstance(out, str) and isinstance(err, str):
+            return out, err
+    except (ValueError, KeyError, TypeError):
+        pass
+    cachefile.discard(path)
+    return None
 
 
 def _captured() -> tuple[object, str, str]:

@@ -29,13 +29,44 @@ turns the replay off.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
+import signal
 import sys
-from functools import lru_cache
-from pathlib import Path
-from typing import Iterable
+
+
+class _Stop(BaseException):
+    """SIGINT/SIGTERM while this module (not yet the CLI) runs: raised so that ``finally`` blocks (a cache entry's
+    temporary file) run, and turned into one line and exit 130/143 by :func:`main`."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stopped_while_importing(signum, _frame) -> None:
+    """Ctrl-C or SIGTERM while this module's imports run: one line, nothing to undo."""
+    os.write(2, b"whowaits: interrupted\n" if signum == signal.SIGINT else b"whowaits: terminated\n")
+    os._exit(128 + signum)
+
+
+def _raise_stop(signum, _frame) -> None:
+    raise _Stop(signum)
+
+
+def _console_script() -> bool:
+    return os.path.basename(sys.argv[0] if sys.argv else "") == "whowaits" and "multiprocessing.spawn" not in sys.modules
+
+
+if _console_script():  # as early as the console script allows: Python's own handler would print a traceback
+    for _sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(_sig) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(_sig, _stopped_while_importing)
+
+import hashlib  # noqa: E402
+import json  # noqa: E402
+from functools import lru_cache  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Iterable  # noqa: E402
 
 #: commands whose ``--format json`` output is replayed
 COMMANDS = ("show", "diff", "migration")
@@ -136,7 +167,28 @@ def command_key(argv: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: a stored result when there is one, else :func:`profiler.cli.main`."""
+    """Console-script entry point: a stored result when there is one, else :func:`profiler.cli.main`. A
+    SIGINT/SIGTERM before the CLI takes its signals over is one line (``whowaits: interrupted`` /
+    ``terminated``) and exit 130/143, never a traceback."""
+    installed = _console_script() and all(signal.getsignal(s) is _stopped_while_importing
+                                          for s in (signal.SIGINT, signal.SIGTERM))
+    if installed:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, _raise_stop)
+    try:
+        _main(argv)
+    except _Stop as stop:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)  # the group's copy of the signal must not interrupt the line
+        try:
+            sys.stderr.write("whowaits: interrupted\n" if stop.signum == signal.SIGINT else "whowaits: terminated\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        sys.exit(128 + stop.signum)
+
+
+def _main(argv: list[str] | None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if not replayable(argv):
         from profiler.cli import main as cli_main  # noqa: PLC0415

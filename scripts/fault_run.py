@@ -179,6 +179,27 @@ def build_world(work: Path, timeout: float) -> World:
     if cp.returncode != 0:
         raise SystemExit(f"setup: diff failed: {cp.stderr}")
     w.answers["diff"] = cp.stdout
+    # the replay entries' names (the key holds the working folder: cache runs run in ``work`` too)
+    from profiler.fastcli import command_key  # noqa: PLC0415
+
+    here, saved = os.getcwd(), os.environ.get("WHOWAITS_CACHE_DIR")
+    os.chdir(work)
+    os.environ["WHOWAITS_CACHE_DIR"] = str(cache)
+    try:
+        from profiler.compare.cache import _disk_path  # noqa: PLC0415
+        from profiler.report import _cache_path  # noqa: PLC0415
+
+        for s in SUBJECTS:
+            w.answers[("key", s)] = command_key(["show", str(w.report(s)), "--format", "json"])
+            sha = sha256_file(w.report(s))
+            w.answers[("frames", s)] = _cache_path(sha).name  # the entries this code reads
+            w.answers[("summaries", s)] = _disk_path(sha, None).name
+    finally:
+        os.chdir(here)
+        if saved is None:
+            os.environ.pop("WHOWAITS_CACHE_DIR", None)
+        else:
+            os.environ["WHOWAITS_CACHE_DIR"] = saved
     cp = whowaits(["index", str(root), "--store", str(w.store)], env, work, 600)
     if cp.returncode != 0:
         raise SystemExit(f"setup: index failed: {cp.stderr}")
@@ -308,9 +329,6 @@ def run_sidecar(w: World, run: Path, rng: random.Random) -> Outcome:
 
 
 def run_cache(w: World, run: Path, rng: random.Random) -> Outcome:
-    from profiler.fastcli import command_key  # noqa: PLC0415
-    from profiler.provenance import sha256_file  # noqa: PLC0415
-
     paths = _copy_world(w, run, cache=True)
     cache = paths["cache"]
     layer = rng.choice(["replay", "frames", "summaries"])
@@ -322,37 +340,25 @@ def run_cache(w: World, run: Path, rng: random.Random) -> Outcome:
         args, want = ["show", str(w.report(a)), "--format", "json"], w.answers[("show", a)]
     env = {"WHOWAITS_CACHE_DIR": str(cache)}
     if layer == "replay":
-        old = os.environ.get("WHOWAITS_CACHE_DIR")
-        os.environ["WHOWAITS_CACHE_DIR"] = str(cache)
-        try:
-            mine = cache / "results" / f"{command_key(args)}.json"
-            theirs = cache / "results" / f"{command_key(['show', str(w.report(b)), '--format', 'json'])}.json"
-        finally:
-            if old is None:
-                os.environ.pop("WHOWAITS_CACHE_DIR", None)
-            else:
-                os.environ["WHOWAITS_CACHE_DIR"] = old
+        mine = cache / "results" / f"{w.answers[('key', a)]}.json"
+        theirs = cache / "results" / f"{w.answers[('key', b)]}.json"
     else:
         shutil.rmtree(cache / "results", ignore_errors=True)  # else the replay answers first
-        sha_a, sha_b = sha256_file(w.report(a)), sha256_file(w.report(b))
         folder = cache / "summaries" if layer == "summaries" else cache
-        pattern = "*.json" if layer == "summaries" else "*.frames"
-        mine_l = [p for p in folder.glob(pattern) if p.name.startswith(sha_a)]
-        theirs_l = [p for p in folder.glob(pattern) if p.name.startswith(sha_b)]
-        if not mine_l or not theirs_l:
-            return Outcome("cache", f"{layer}:{how}", False, "setup: no entry to damage")
-        mine, theirs = mine_l[0], theirs_l[0]
+        mine, theirs = folder / w.answers[(layer, a)], folder / w.answers[(layer, b)]
     if not mine.exists() or not theirs.exists():
         return Outcome("cache", f"{layer}:{how}", False, "setup: no entry to damage")
     damage_path(mine, how, rng, theirs)
-    cp = whowaits(args, env, run, w.timeout)
+    cp = whowaits(args, env, w.work, w.timeout)  # the folder the replay keys were made in
     why = contract(cp, ok_codes=(0,))
     if not why and cp.stderr.strip():
         why = f"stderr: {cp.stderr.strip()[:200]}"
     if not why and cp.stdout != want:
         why = "a different answer than the undamaged cache's"
+    if not why and not (mine.is_file() and not mine.is_symlink()):
+        why = "the entry was not rebuilt"
     if not why:  # and what is stored now is sound: the same answer again
-        again = whowaits(args, env, run, w.timeout)
+        again = whowaits(args, env, w.work, w.timeout)
         if again.returncode != 0 or again.stdout != want or again.stderr.strip():
             why = f"second run: exit {again.returncode}, {again.stderr.strip()[:200]}"
     return Outcome("cache", f"{layer}:{how}", not why, why, cp.returncode)
@@ -546,7 +552,12 @@ def run_signal(w: World, run: Path, rng: random.Random) -> Outcome:
         ncu = int(starts[0][2]) if starts else None
     lines = err.strip().splitlines()
     why = ""
-    if proc.returncode not in (0, 128 + sig):
+    if proc.returncode in (-sig, 1) and "profiler" not in err and ncu is None and \
+            (proc.returncode == -sig or "Fatal Python error: init_import_site" in err):
+        # killed before any of whowaits' code ran (the interpreter was still starting): Python's own handling,
+        # nothing started, nothing written; counted apart in the summary ("-2"/"-15")
+        case += ":before-start"
+    elif proc.returncode not in (0, 128 + sig):
         why = f"exit {proc.returncode}: {' | '.join(lines)[:200]}"
     elif "Traceback" in err or "Exception ignored" in err or len(lines) > 1:
         why = f"stderr: {' | '.join(lines)[:300]}"
@@ -583,13 +594,16 @@ RUNNERS = {"mutant": run_mutant, "sidecar": run_sidecar, "cache": run_cache, "st
            "policy": run_policy, "signal": run_signal}
 
 
-def plan(runs: int, rng: random.Random, fast: bool) -> list[str]:
+def plan(runs: int, rng: random.Random, fast: bool, only: list[str] | None = None) -> list[str]:
+    """The kind of each run, shuffled: ``runs`` split by :data:`WEIGHTS` (over ``only`` when given)."""
     if fast:
-        return ["mutant", "sidecar", "cache", "cache", "store", "sql", "sql", "policy", "signal"]
-    total = sum(WEIGHTS.values())
-    kinds = [k for k in KINDS for _ in range(max(1, round(runs * WEIGHTS[k] / total)))]
+        kinds = ["mutant", "sidecar", "cache", "cache", "store", "sql", "sql", "policy", "signal"]
+        return [k for k in kinds if not only or k in only]
+    weights = {k: v for k, v in WEIGHTS.items() if not only or k in only}
+    total = sum(weights.values())
+    kinds = [k for k in weights for _ in range(max(1, round(runs * weights[k] / total)))]
     rng.shuffle(kinds)
-    return kinds[:runs] if len(kinds) >= runs else kinds
+    return kinds[:runs]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -610,9 +624,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         w = build_world(work, args.timeout)
         setup_s = time.perf_counter() - t0
-        kinds = plan(args.runs, rng, args.fast)
-        if args.only:
-            kinds = [k for k in kinds if k in args.only] or list(args.only)
+        kinds = plan(args.runs, rng, args.fast, args.only)
         seeds = [rng.randrange(2**32) for _ in kinds]
         lock = threading.Lock()
         results: list[tuple[int, Outcome]] = []

@@ -750,5 +750,9 @@ def write(store: Path, changed: dict[tuple[str, str, str], list[dict]], gone: li
         steps = list(t)
         timings.update({k: round(t[k] - t[p], 3) for p, k in zip(steps, steps[1:])})
     data = {"stamp": stamp or _stamp(), "reports": state_reports}
+    if (store / STATE).is_symlink() or file_kind(store / STATE) not in (None, "missing"):
+        _remove(store / STATE)  # a folder, FIFO or link where the state belongs
+        if notes is not None:
+            notes.append(f"{store / STATE} was no regular file: rewritten")
     write_atomic(store / STATE, json.dumps(data, indent=1, sort_keys=True))
     return total

@@ -6,11 +6,17 @@ Both of whowaits' caches (the parsed frames of :mod:`profiler.report` and the su
 * **Key**: the report's sha256 plus a :func:`fingerprint` of everything that produced the entry:
   the bytes of the code and data files named (a file edited without any version bump changes
   the key) and the versions of the libraries that decoded the report or wrote the entry.
-* **Seal**: an entry is ``MAGIC + sha256(payload) + payload``. :func:`read` returns the payload
-  only when the digest matches, so a flipped byte anywhere in an entry (even a digit of a JSON
-  number, which would still decode) is caught; a damaged entry is deleted and the caller
-  rebuilds it. Decoding and validating the payload is the caller's job: on any failure there it
-  calls :func:`discard` and rebuilds, never trusting the entry.
+* **Seal**: an entry is ``MAGIC + sha256(key + payload) + payload``, where the key is the entry's
+  file name (which holds the report's sha256 and the fingerprint) unless the caller gives another.
+  :func:`read` returns the payload only when the digest matches, so a flipped byte anywhere in an
+  entry (even a digit of a JSON number, which would still decode) is caught, and so is a valid entry
+  of *another* key copied, renamed or linked into place (another report's summaries under this
+  report's name). A damaged or foreign entry is deleted and the caller rebuilds it. Decoding and
+  validating the payload is the caller's job: on any failure there it calls :func:`discard` and
+  rebuilds, never trusting the entry.
+* **File type**: an entry is opened without following a link and without blocking
+  (``O_NOFOLLOW | O_NONBLOCK``: a FIFO planted in its place cannot hang the reader), then checked
+  to be a regular file; anything else at its path (a link, a FIFO, a folder) is removed.
 * **Writes** are atomic (a temporary file in the same folder, then a rename), so readers never
   see half an entry; a read-only or full cache folder costs speed, not correctness.
 """
@@ -19,16 +25,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 
 from profiler.io import write_atomic
 
-__all__ = ["MAGIC", "fingerprint", "seal", "unseal", "read", "write", "discard"]
+__all__ = ["MAGIC", "fingerprint", "seal", "unseal", "read", "read_regular", "write", "discard"]
 
-MAGIC = b"WHOWAITS-CACHE-1\n"
+MAGIC = b"WHOWAITS-CACHE-2\n"
 _DIGEST = 32
 PACKAGE = Path(__file__).resolve().parent
 
@@ -44,6 +50,8 @@ def _files(spec: str) -> list[Path]:
 
 
 def _dist_version(name: str) -> str:
+    from importlib import metadata  # noqa: PLC0415 - only for a fingerprint: the replay cache never needs it
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -71,49 +79,91 @@ def fingerprint(files: tuple[str, ...], dists: tuple[str, ...] = (), exclude: tu
     return h.hexdigest()[:16]
 
 
-def seal(payload: bytes) -> bytes:
-    return MAGIC + hashlib.sha256(payload).digest() + payload
+def _digest(payload: bytes, key: str | bytes) -> bytes:
+    k = key.encode("utf-8", "surrogateescape") if isinstance(key, str) else key
+    h = hashlib.sha256(len(k).to_bytes(4, "big") + k)
+    h.update(payload)
+    return h.digest()
 
 
-def unseal(blob: bytes) -> bytes | None:
-    """The payload of a sealed entry, or None when the magic or the digest does not match."""
+def seal(payload: bytes, key: str | bytes = b"") -> bytes:
+    """``payload`` sealed for ``key``: only :func:`unseal` with the same key gives it back."""
+    return MAGIC + _digest(payload, key) + payload
+
+
+def unseal(blob: bytes, key: str | bytes = b"") -> bytes | None:
+    """The payload of an entry sealed for ``key``, or None when the magic or the digest does not match
+    (a damaged entry, or one sealed for another key)."""
     head = len(MAGIC) + _DIGEST
     if len(blob) < head or not blob.startswith(MAGIC):
         return None
     payload = blob[head:]
-    if hashlib.sha256(payload).digest() != blob[len(MAGIC):head]:
+    if _digest(payload, key) != blob[len(MAGIC):head]:
         return None
     return payload
 
 
-def read(path: Path) -> bytes | None:
-    """The verified payload of the entry at ``path``; None when there is none, or when it is not
-    a regular file or fails its seal (then it is deleted, to be rebuilt)."""
+def read_regular(path: Path) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file (opened without following a link and without
+    blocking on a FIFO); None when there is nothing there. Anything else at ``path`` (a link, a FIFO,
+    a socket, a folder) is removed and None returned."""
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        with open(path, "rb") as f:
-            blob = f.read()
-    except OSError:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
         return None
-    payload = unseal(blob)
+    except OSError:  # a link (ELOOP), a folder opened for reading fails on read instead; anything else
+        discard(path)
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            fd = -1
+            discard(path)
+            return None
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            return f.read()
+    except OSError:
+        discard(path)
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def read(path: Path, key: str | bytes | None = None) -> bytes | None:
+    """The verified payload of the entry at ``path`` for ``key`` (default: the file's name); None when
+    there is none, or when it is not a regular file or fails its seal (then it is deleted, to be
+    rebuilt)."""
+    path = Path(path)
+    blob = read_regular(path)
+    if blob is None:
+        return None
+    payload = unseal(blob, path.name if key is None else key)
     if payload is None:
         discard(path)
     return payload
 
 
-def write(path: Path, payload: bytes) -> None:
-    """Seal and write ``payload`` atomically; an unwritable cache folder is ignored."""
+def write(path: Path, payload: bytes, key: str | bytes | None = None) -> None:
+    """Seal ``payload`` for ``key`` (default: the file's name) and write it atomically; an unwritable
+    cache folder (or a folder in the entry's place that cannot be removed) is ignored."""
+    path = Path(path)
     try:
-        write_atomic(path, seal(payload))
+        if path.is_dir() and not path.is_symlink():
+            discard(path)
+        write_atomic(path, seal(payload, path.name if key is None else key))
     except OSError:
         pass
 
 
 def discard(path: Path) -> None:
-    """Remove a damaged entry (it is rebuilt by whoever asked for it)."""
+    """Remove a damaged or foreign entry, whatever it is (a file, a link, a FIFO, a folder): it is
+    rebuilt by whoever asked for it."""
     try:
-        os.unlink(path)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
     except OSError:
         pass

@@ -473,21 +473,64 @@ class SessionResult:
         return [r for r in self.results if not r.ok]
 
 
+#: seconds ncu (and the program it profiles) get to end once asked to stop, before the group is killed
+STOP_GRACE_S = 10.0
+
+
+def stop_group(proc: subprocess.Popen, signum: int, grace: float = STOP_GRACE_S) -> None:
+    """Stop ``proc``, started as the leader of its own process group (ncu and the program it profiles), with
+    ``signum`` sent to the whole group, and wait for it; what is still running after ``grace`` seconds (or
+    left in the group once its leader ended) is killed. Nothing of the group outlives this call."""
+    import signal as _signal
+
+    pgid = proc.pid
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(pgid, _signal.SIGKILL)  # the leader's stragglers (or the leader, past its grace)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
 def _stream(argv: list[str], cwd: Path, env: dict, on_line: Callable[[str], None] | None) -> tuple[int, str]:
-    """Run argv, merging stderr into stdout; feed each line to ``on_line``; return (exit code, all output)."""
+    """Run argv, merging stderr into stdout; feed each line to ``on_line``; return (exit code, all output).
+
+    ncu runs as the leader of a process group of its own, so a signal meant for whowaits alone (``kill PID``,
+    a supervisor's SIGTERM) cannot leave it profiling: when this process is interrupted or terminated while
+    ncu runs, the same signal goes to ncu's group and ncu is waited for (:func:`stop_group`) before the
+    interrupt goes on up. A Ctrl-C at the terminal reaches ncu the same way, through whowaits."""
+    import signal as _signal
+
     full_env = os.environ | env
     lines: list[str] = []
+    own_group = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, errors="replace", bufsize=1)
+                                text=True, errors="replace", bufsize=1, **own_group)
     except OSError as err:
         raise NcuFailed(f"could not start {argv[0]}: {err.strerror}") from None
     assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.append(line)
-        if on_line:
-            on_line(line.rstrip("\n"))
-    return proc.wait(), "".join(lines)
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if on_line:
+                on_line(line.rstrip("\n"))
+        return proc.wait(), "".join(lines)
+    except BaseException as exc:
+        signum = getattr(exc, "signum", None)
+        if not isinstance(signum, int):
+            signum = _signal.SIGINT if isinstance(exc, KeyboardInterrupt) else _signal.SIGTERM
+        stop_group(proc, signum)
+        raise
+    finally:
+        proc.stdout.close()
 
 
 def subject_provenance(target: Target, shape: str) -> dict:

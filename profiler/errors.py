@@ -4,6 +4,8 @@ class (``except ProgramFailed``), never on the message text.
 
     WhowaitsError
     ├── SectionError          a section file (or the section schema) does not parse
+    ├── QueryRefused          `whowaits query` got a statement that is not a read (COPY, ATTACH, SET …)
+    ├── StoreBusy             another process writes the store (its lock is held)
     └── NcuError              profiling under ncu failed
         ├── NcuNotFound       no ncu executable
         ├── NoGpu             no usable NVIDIA GPU (nvidia-smi or ncu says so)
@@ -25,7 +27,9 @@ __all__ = [
     "NoGpu",
     "NothingProfiled",
     "ProgramFailed",
+    "QueryRefused",
     "SectionError",
+    "StoreBusy",
     "WhowaitsError",
 ]
 
@@ -44,6 +48,14 @@ class WhowaitsError(Exception):
 
 class SectionError(WhowaitsError):
     """A ``sections/*.section`` file or ``section-schema.textproto`` cannot be read or parsed."""
+
+
+class QueryRefused(WhowaitsError):
+    """An SQL statement that is not a read of the store (a write, ATTACH, INSTALL/LOAD, SET, COPY …)."""
+
+
+class StoreBusy(WhowaitsError):
+    """Another process holds the store's lock (``whowaits index`` writing it) beyond the wait allowed."""
 
 
 class NcuError(WhowaitsError):

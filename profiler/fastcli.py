@@ -19,19 +19,54 @@ should cost neither. So :func:`main` looks the command line up first, importing 
 
 Anything else (tables, csv, ``--html``, ``--help``, a series file, ``--from-store``, other commands) goes
 straight to the CLI. Entries live
-in ``<cache>/results/`` (:func:`profiler.paths.cache_dir`), written atomically; an unreadable entry is a
-miss. ``WHOWAITS_NO_RESULT_CACHE=1`` turns the replay off.
+in ``<cache>/results/`` (:func:`profiler.paths.cache_dir`), written atomically and sealed by
+:mod:`profiler.cachefile` for their key (sha256 over the key and the payload): an entry is replayed only
+when its seal *and* its key match and it holds the two texts; anything else at its path (a flipped bit,
+a truncated or foreign entry, a link, a FIFO, a folder) is deleted, computed again and rewritten, never
+replayed, and never waited on (the entry is opened without blocking). ``WHOWAITS_NO_RESULT_CACHE=1``
+turns the replay off.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
+import signal
 import sys
-from functools import lru_cache
-from pathlib import Path
-from typing import Iterable
+
+
+class _Stop(BaseException):
+    """SIGINT/SIGTERM while this module (not yet the CLI) runs: raised so that ``finally`` blocks (a cache entry's
+    temporary file) run, and turned into one line and exit 130/143 by :func:`main`."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stopped_while_importing(signum, _frame) -> None:
+    """Ctrl-C or SIGTERM while this module's imports run: one line, nothing to undo."""
+    os.write(2, b"whowaits: interrupted\n" if signum == signal.SIGINT else b"whowaits: terminated\n")
+    os._exit(128 + signum)
+
+
+def _raise_stop(signum, _frame) -> None:
+    raise _Stop(signum)
+
+
+def _console_script() -> bool:
+    return os.path.basename(sys.argv[0] if sys.argv else "") == "whowaits" and "multiprocessing.spawn" not in sys.modules
+
+
+if _console_script():  # as early as the console script allows: Python's own handler would print a traceback
+    for _sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(_sig) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(_sig, _stopped_while_importing)
+
+import hashlib  # noqa: E402
+import json  # noqa: E402
+from functools import lru_cache  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Iterable  # noqa: E402
 
 from profiler import settings
 
@@ -41,7 +76,7 @@ COMMANDS = ("show", "diff", "migration")
 #: the DuckDB store): never replayed
 _NOT_REPLAYED = ("--html", "--series", "--from-store", "--store")
 #: bump to drop every stored entry
-LAYOUT = 1
+LAYOUT = 2
 _SUFFIXES = (".ncu-rep", ".json")
 
 
@@ -134,32 +169,67 @@ def command_key(argv: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: a stored result when there is one, else :func:`profiler.cli.main`."""
+    """Console-script entry point: a stored result when there is one, else :func:`profiler.cli.main`. A
+    SIGINT/SIGTERM before the CLI takes its signals over is one line (``whowaits: interrupted`` /
+    ``terminated``) and exit 130/143, never a traceback."""
+    installed = _console_script() and all(signal.getsignal(s) is _stopped_while_importing
+                                          for s in (signal.SIGINT, signal.SIGTERM))
+    if installed:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, _raise_stop)
+    try:
+        _main(argv)
+    except _Stop as stop:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)  # the group's copy of the signal must not interrupt the line
+        try:
+            sys.stderr.write("whowaits: interrupted\n" if stop.signum == signal.SIGINT else "whowaits: terminated\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        sys.exit(128 + stop.signum)
+
+
+def _main(argv: list[str] | None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if not replayable(argv):
         from profiler.cli import main as cli_main  # noqa: PLC0415
 
         cli_main()
         return
-    path = _path(command_key(argv))
-    try:
-        entry = json.loads(path.read_text())
-        out, err = entry["stdout"], entry["stderr"]
-        if isinstance(out, str) and isinstance(err, str):
-            _write(err.encode(), out.encode())
-            return
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # a miss, or a damaged entry: computed again and rewritten
+    k = command_key(argv)
+    path = _path(k)
+    entry = _replay(path, k)
+    if entry is not None:
+        _write(entry[1].encode(), entry[0].encode())
+        return
     code, out, err = _captured()
     if code in (0, None):
-        try:
-            from profiler.io import write_atomic  # noqa: PLC0415
+        from profiler import cachefile  # noqa: PLC0415
 
-            write_atomic(path, json.dumps({"stdout": out, "stderr": err}))
-        except OSError:
-            pass  # a read-only cache folder costs speed, not correctness
+        # a read-only cache folder costs speed, not correctness
+        cachefile.write(path, json.dumps({"stdout": out, "stderr": err}).encode(), key=k)
     if code not in (0, None):
         sys.exit(code)
+
+
+def _replay(path: Path, k: str) -> tuple[str, str] | None:
+    """(stdout, stderr) of the entry at ``path`` when it is a regular file sealed for key ``k`` holding both
+    texts; else None, and whatever was there is deleted (to be computed again and rewritten)."""
+    from profiler import cachefile  # noqa: PLC0415
+
+    payload = cachefile.read(path, key=k)
+    if payload is None:
+        return None
+    try:
+        entry = json.loads(payload)
+        out, err = entry["stdout"], entry["stderr"]
+        if isinstance(out, str) and isinstance(err, str):
+            return out, err
+    except (ValueError, KeyError, TypeError):
+        pass
+    cachefile.discard(path)
+    return None
 
 
 def _captured() -> tuple[object, str, str]:

@@ -137,21 +137,57 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+#: the type each sidecar value must have (or null): "str", "int", "number", "bool", "strs" (a list of str)
+_SIDECAR_TYPES: dict[str, str] = {
+    "ncu_command": "strs", "nvtx_include": "strs", "split_command": "strs", "git_dirty": "bool",
+    "launch_skip": "int", "launch_count": "int", "ladder_order": "int", "problem_flops": "number",
+    "problem_bytes": "number",
+}
+
+
+def _type_ok(kind: str, v) -> bool:
+    if v is None:
+        return True
+    if kind == "strs":
+        return isinstance(v, list) and all(isinstance(x, str) for x in v)
+    if kind == "bool":
+        return isinstance(v, bool)
+    if kind == "int":
+        return isinstance(v, int) and not isinstance(v, bool)
+    if kind == "number":
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+    return isinstance(v, str)
+
+
 def read_sidecar(report_path: str | os.PathLike) -> dict | None:
     """The sidecar of a report as a dict with every key of :data:`SIDECAR_KEYS`, or ``None`` if it has none.
 
-    Keys missing from an older sidecar come back as ``None``; a sidecar that is not a JSON object raises
-    :class:`WhowaitsError`.
+    Keys missing from an older sidecar come back as ``None``; a sidecar that cannot be read (no regular
+    file, not UTF-8, not a JSON object) or holds a value of the wrong type (``ladder_order: "x"``) raises
+    :class:`WhowaitsError` naming the file (and the key).
     """
     sp = sidecar_path(report_path)
-    if not sp.is_file():
+    if not (sp.exists() or sp.is_symlink()):
         return None
+    if not sp.is_file():
+        raise WhowaitsError(f"{sp}: the sidecar is not a regular file (a directory, FIFO or broken link)")
     try:
-        data = json.loads(sp.read_text())
+        with open(sp, "rb", opener=lambda f, fl: os.open(f, fl | os.O_NONBLOCK)) as f:
+            data = json.loads(f.read().decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise WhowaitsError(f"{sp}: the sidecar is not UTF-8 text (byte {err.start})") from None
     except json.JSONDecodeError as err:
         raise WhowaitsError(f"{sp}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    except (OSError, RecursionError) as err:
+        raise WhowaitsError(f"{sp}: cannot read the sidecar ({getattr(err, 'strerror', None) or err})") from None
     if not isinstance(data, dict):
         raise WhowaitsError(f"{sp}: expected a JSON object")
+    for k in (*SIDECAR_KEYS, *OPTIONAL_SIDECAR_KEYS):
+        kind = _SIDECAR_TYPES.get(k, "str")
+        if not _type_ok(kind, data.get(k)):
+            want = {"strs": "a list of strings", "bool": "true or false", "int": "an integer",
+                    "number": "a number", "str": "a string"}[kind]
+            raise WhowaitsError(f"{sp}: {k} must be {want} or null, got {json.dumps(data.get(k))[:60]}")
     return {k: data.get(k) for k in SIDECAR_KEYS} | {k: v for k, v in data.items() if k not in SIDECAR_KEYS}
 
 

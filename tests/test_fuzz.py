@@ -236,10 +236,11 @@ def test_a_damaged_frames_entry_is_rebuilt(tmp_path, where):
     assert entry.read_bytes() == good_bytes  # rebuilt, byte for byte
 
 
-def _sealed(payload: bytes) -> bytes:
+def _sealed(payload: bytes, key: str) -> bytes:
+    """``payload`` sealed for the entry's own name: it passes the seal, so only decoding can catch it."""
     from profiler import cachefile
 
-    return cachefile.seal(payload)
+    return cachefile.seal(payload, key)
 
 
 @pytest.mark.parametrize("damage", ["digit", "list_of_ints", "list_of_empty", "not_json", "unsealed"])
@@ -262,11 +263,11 @@ def test_a_damaged_summary_entry_is_rebuilt(tmp_path, damage):
             b[i] += 1
             e.write_bytes(bytes(b))
         elif damage == "list_of_ints":
-            e.write_bytes(_sealed(b"[1, 2]"))
+            e.write_bytes(_sealed(b"[1, 2]", e.name))
         elif damage == "list_of_empty":
-            e.write_bytes(_sealed(b"[{}]"))
+            e.write_bytes(_sealed(b"[{}]", e.name))
         elif damage == "not_json":
-            e.write_bytes(_sealed(b"\xff{not json"))
+            e.write_bytes(_sealed(b"\xff{not json", e.name))
         else:
             e.write_text(json.dumps(json.loads(first.stdout)))
     cache.clear_memo()

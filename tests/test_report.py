@@ -178,7 +178,7 @@ def test_corrupt_cache_entry_is_ignored_and_rebuilt(tmp_path, monkeypatch):
     (entry,) = sorted((tmp_path / "cache").glob("*.frames"))
     sealed = entry.read_bytes()
     for damage in (b"not parquet at all", sealed[:-1] + bytes([sealed[-1] ^ 1]),
-                   cachefile.seal(b"\0" * 8 + b"sealed, but no parquet")):
+                   cachefile.seal(b"\0" * 8 + b"sealed, but no parquet", entry.name)):
         entry.write_bytes(damage)
         again = load_report(path)
         pd.testing.assert_frame_equal(good.launches[0].sass, again.launches[0].sass)
@@ -216,7 +216,7 @@ def test_a_forged_frames_entry_cannot_run_code(tmp_path, monkeypatch):
         def __reduce__(self):
             return (os.mkdir, (str(marker),))
 
-    entry.write_bytes(cachefile.seal(R._FRAMES_MAGIC + pickle.dumps([Evil()], protocol=5)))
+    entry.write_bytes(cachefile.seal(R._FRAMES_MAGIC + pickle.dumps([Evil()], protocol=5), entry.name))
     again = load_report(path)
     assert not marker.exists()
     pd.testing.assert_frame_equal(good.launches[0].sass, again.launches[0].sass)

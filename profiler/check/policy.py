@@ -162,9 +162,9 @@ def find_policy(start: Path | None = None) -> Path:
         pp = d / "pyproject.toml"
         if pp.is_file():
             try:
-                if "check" in tomllib.loads(pp.read_text()).get("tool", {}).get("whowaits", {}):
+                if "check" in tomllib.loads(pp.read_text(encoding="utf-8-sig")).get("tool", {}).get("whowaits", {}):
                     return pp
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError, AttributeError):
                 pass
     raise WhowaitsError(f"no policy found: write {POLICY_FILE} (a [check] table) in {here} or a parent, "
                         "or pass --policy FILE")
@@ -255,12 +255,14 @@ def load_policy(path: str | Path | None = None) -> Policy:
     if not p.is_file():
         raise WhowaitsError(f"no such policy file: {p}")
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8-sig")  # a byte-order mark (some Windows editors write one) is no error
         data = tomllib.loads(text)
     except (OSError, UnicodeDecodeError) as err:
         raise WhowaitsError(f"{p}: cannot read ({err})") from None
     except tomllib.TOMLDecodeError as err:
         raise WhowaitsError(f"{p}: invalid toml: {err}") from None
+    except RecursionError:
+        raise WhowaitsError(f"{p}: invalid toml: arrays or tables nested too deeply") from None
     if p.name == "pyproject.toml":
         table, prefix = data.get("tool", {}).get("whowaits", {}).get("check"), "tool.whowaits.check"
     else:

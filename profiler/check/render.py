@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -32,6 +33,46 @@ def summary_line(report: CheckReport) -> str:
     return f"{head} ({c['pass']} passed, {c['fail']} failed, {c['error']} errors; policy {report.policy}{base})"
 
 
+#: characters XML 1.0 cannot hold at all (not even escaped): C0 controls but tab/newline/return, lone
+#: surrogates, U+FFFE/U+FFFF
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(s: object) -> str:
+    """``s`` as text an XML document can hold: each character XML forbids written as ``\\xNN`` /
+    ``\\uNNNN`` (a version folder named with a control character still gives well-formed XML)."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                        else f"\\u{ord(m.group()):04x}", str(s))
+
+
+def _clean(el: ET.Element) -> ET.Element:
+    for e in el.iter():
+        for k, v in list(e.attrib.items()):
+            e.set(k, xml_text(v))
+        if e.text is not None:
+            e.text = xml_text(e.text)
+    return el
+
+
+def _xml(root: ET.Element) -> str:
+    _clean(root)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode")
+
+
+def junit_error(message: str, policy: str | None = None) -> str:
+    """An input error (exit 2: a missing policy, bench file or report …) as JUnit XML: one suite with one
+    errored case carrying the message, so a CI system that reads the file shows why nothing was judged."""
+    suites = ET.Element("testsuites", name="whowaits check", tests="1", failures="0", errors="1")
+    suite = ET.SubElement(suites, "testsuite", name="whowaits check", tests="1", failures="0", errors="1",
+                          skipped="0")
+    case = ET.SubElement(suite, "testcase", classname="whowaits.check", name="input")
+    if policy:
+        case.set("file", policy)
+    ET.SubElement(case, "error", message=message, type="input error").text = message
+    return _xml(suites)
+
+
 def to_junit(report: CheckReport) -> str:
     """JUnit XML: one ``testsuite``, one ``testcase`` per result (``failure`` / ``error`` children)."""
     c = report.counts
@@ -54,8 +95,7 @@ def to_junit(report: CheckReport) -> str:
             ET.SubElement(case, "error", message=r.message, type=r.check).text = r.message
         else:
             ET.SubElement(case, "system-out").text = r.message
-    ET.indent(suites)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode")
+    return _xml(suites)
 
 
 def _escape_data(s: str) -> str:

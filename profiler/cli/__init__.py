@@ -90,17 +90,35 @@ def _stop(signum, _frame) -> None:
     raise Stopped(signum)
 
 
+def _unraisable(hook):
+    """``sys.unraisablehook`` that keeps quiet about a :class:`Stopped` raised where Python cannot
+    propagate it (a ``__del__``, a weakref callback): :func:`_signals` still stops the command."""
+
+    def quiet(u) -> None:
+        if isinstance(u.exc_value, Stopped):
+            return
+        hook(u)
+
+    return quiet
+
+
 @contextmanager
 def _signals():
-    """SIGINT and SIGTERM raise :class:`Stopped` while the block runs (main thread only)."""
+    """SIGINT and SIGTERM raise :class:`Stopped` while the block runs (main thread only). A stop raised
+    where Python swallows exceptions (a finalizer printing "Exception ignored") is not lost: the block's
+    end raises it again, so the command never completes with exit 0 after a signal."""
     try:
         saved = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
     except ValueError:  # not the main thread: leave the handlers alone
         yield
         return
     _STOPPING.clear()
+    hook = sys.unraisablehook
+    sys.unraisablehook = _unraisable(hook)
     try:
         yield
+        if _STOPPING:
+            raise Stopped(_STOPPING[0])
     except Stopped:
         # on the way out: further copies of the signal (the process group's and the supervisor's)
         # are ignored, so none can interrupt the one line said about the first
@@ -114,6 +132,8 @@ def _signals():
     else:
         for s, h in saved.items():
             signal.signal(s, h)
+    finally:
+        sys.unraisablehook = hook
 
 
 def _say(line: str) -> None:
@@ -237,19 +257,19 @@ def _supervised() -> int | None:
         return None
 
     stops = (signal.SIGINT, signal.SIGTERM)
-    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in stops}  # until each side has its own
+    # blocked (held pending, not lost) until each side has its handlers: a signal in between is then
+    # delivered to the child's handler or forwarded to it, never ignored
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     try:
         rfd, wfd = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
     except OSError:
-        for sig, h in saved.items():
-            signal.signal(sig, h)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
         return None
     if pid == 0:  # the child: the CLI itself, which then exits normally (finalizers run)
-        for sig, h in saved.items():
-            signal.signal(sig, h)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
         os.close(rfd)
         _note_fd_on_import(wfd)
         return _finish(run())
@@ -263,6 +283,7 @@ def _supervised() -> int | None:
 
     for sig in stops:
         signal.signal(sig, forward)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
     while True:
         try:
             _, status = os.waitpid(pid, 0)

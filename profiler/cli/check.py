@@ -43,6 +43,8 @@ def check_cmd(
     except WhowaitsError as err:
         if fmt == CheckFormat.github:  # the input error as an annotation too (the one stderr line follows)
             typer.echo(render.github_error(str(err)))
+        elif fmt == CheckFormat.junit:  # a JUnit file with the error, never an empty one (`> file || true`)
+            typer.echo(render.junit_error(str(err), policy))
         raise
     if fmt == CheckFormat.json:
         typer.echo(render.to_json(report))

@@ -171,9 +171,12 @@ def index_cmd(
         print(f"{r.store}: {len(r.added)} added, {len(r.updated)} updated, {len(r.removed)} removed, "
               f"{r.unchanged} unchanged, {len(r.failed)} failed; {r.total_rows} launches in the table "
               f"({r.seconds:.1f} s)")
+    for note in r.notes:
+        print(f"whowaits: warning: repaired: {' '.join(note.split())}", file=sys.stderr)
     for path, err in r.failed:
-        print(f"whowaits: warning: not indexed: {path}: {err}", file=sys.stderr)
+        print(f"whowaits: warning: not indexed: {path}: {' '.join(str(err).split())}", file=sys.stderr)
     if r.failed:
+        print(f"whowaits: error: {len(r.failed)} report(s) not indexed (the store holds the others)", file=sys.stderr)
         raise typer.Exit(1)
 
 
@@ -200,7 +203,7 @@ def query_cmd(
 
     if schema:
         df = pd.DataFrame(st.describe())
-    elif not sql:
+    elif sql is None or not sql.strip():
         raise WhowaitsError("give an SQL query (e.g. \"SELECT subject, top_waiter FROM launches\") or --schema")
     else:
         df = st.query(sql, store)

@@ -14,19 +14,32 @@ schema version and analysis fingerprint (:func:`profiler.compare.cache.fingerpri
 or changed report is summarised (through the summary cache, in parallel where several are new) and its part
 replaced; a report that is gone loses its part. Every file is written to a temporary name in its folder and
 renamed into place; the DuckDB table is updated in one transaction.
+
+The store heals: writers hold ``<store>/.lock`` (``fcntl.flock``: a second ``index`` waits for the first, up to
+``$WHOWAITS_STORE_LOCK_WAIT`` seconds, default 600, then stops in one line); every part's sha256 is kept in
+``index.json`` and checked, with the file's type and parquet's magic bytes, before a part is trusted; a
+damaged part (or a directory or link in its place) is re-summarised from its report, and a DuckDB file that
+does not open, fails its checks or holds other rows than the parts is rebuilt from the parts. What was
+repaired is said in one line each (:attr:`IndexResult.notes`, printed by the CLI as warnings). A DuckDB
+error is classified by its type and message: a lock held by another process is :class:`StoreBusy`, never
+"damage" (nothing is rebuilt under a writer), and damage is never "a lock".
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import shutil
+import stat as _stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from profiler import paths, settings
-from profiler.errors import WhowaitsError
+from profiler.errors import StoreBusy, WhowaitsError
 from profiler.io import write_atomic
 from profiler.store import schema
 
@@ -34,6 +47,8 @@ REPORT_SUFFIX = ".ncu-rep"
 DB_NAME = "launches.duckdb"
 PARTS = "launches"
 STATE = "index.json"
+LOCK = ".lock"
+_PARQUET_MAGIC = b"PAR1"
 
 
 def default_store() -> Path:
@@ -60,8 +75,25 @@ class ReportRef:
         return f"{self.gpu}/{self.subject}/{self.shape}"
 
 
-def scan(roots: list[Path]) -> list[ReportRef]:
-    """Every ``<gpu>/<subject>/<shape>.ncu-rep`` under the roots (hidden folders and files skipped)."""
+def file_kind(p: Path) -> str | None:
+    """None when ``p`` is a regular file (or a link to one); else what it is, in words."""
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        return "a broken symbolic link" if os.path.islink(p) else "missing"
+    except OSError as err:
+        return f"unreadable ({err.strerror})"
+    if _stat.S_ISREG(st.st_mode):
+        return None
+    return ("a directory" if _stat.S_ISDIR(st.st_mode) else "a FIFO" if _stat.S_ISFIFO(st.st_mode)
+            else "a socket" if _stat.S_ISSOCK(st.st_mode) else "a device" if _stat.S_ISCHR(st.st_mode)
+            or _stat.S_ISBLK(st.st_mode) else "not a regular file")
+
+
+def scan(roots: list[Path], bad: list[tuple[str, str]] | None = None) -> list[ReportRef]:
+    """Every ``<gpu>/<subject>/<shape>.ncu-rep`` under the roots (hidden folders and files skipped). A path
+    there that is no regular file (a directory, FIFO, broken link) is no report: it is appended to ``bad`` as
+    (path, reason) when given, never dropped silently."""
     found = []
     for root in roots:
         root = Path(root)
@@ -70,7 +102,12 @@ def scan(roots: list[Path]) -> list[ReportRef]:
         for p in sorted(root.glob(f"*/*/*{REPORT_SUFFIX}")):
             gpu, subject = p.parent.parent.name, p.parent.name
             shape = p.name[: -len(REPORT_SUFFIX)]
-            if any(s.startswith(".") for s in (gpu, subject, shape)) or not p.is_file():
+            if any(s.startswith(".") for s in (gpu, subject, shape)):
+                continue
+            kind = file_kind(p)
+            if kind is not None:
+                if bad is not None:
+                    bad.append((str(p), f"{kind}, not a report file"))
                 continue
             found.append(ReportRef(p, gpu, subject, shape))
     return found
@@ -87,11 +124,13 @@ class IndexResult:
     rows: int = 0  # rows written this run
     total_rows: int = 0  # rows in the table afterwards
     seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # what was repaired, one line each
 
     def as_dict(self) -> dict:
         return {"store": str(self.store), "added": self.added, "updated": self.updated, "removed": self.removed,
                 "unchanged": self.unchanged, "failed": [{"report": r, "error": e} for r, e in self.failed],
-                "rows_written": self.rows, "total_rows": self.total_rows, "seconds": round(self.seconds, 3)}
+                "rows_written": self.rows, "total_rows": self.total_rows, "seconds": round(self.seconds, 3),
+                "repaired": self.notes}
 
 
 def _stamp() -> str:
@@ -101,11 +140,96 @@ def _stamp() -> str:
 
 
 def _read_state(store: Path) -> dict:
+    """``index.json``, or {} when it is missing or damaged (every report is then summarised again)."""
+    if file_kind(store / STATE) is not None:
+        return {}
     try:
-        data = json.loads((store / STATE).read_text())
+        data = json.loads((store / STATE).read_bytes())
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) and isinstance(data.get("reports"), dict) else {}
+    if not (isinstance(data, dict) and isinstance(data.get("reports"), dict)):
+        return {}
+    data["reports"] = {k: v for k, v in data["reports"].items() if isinstance(k, str) and k.count("/") == 2
+                       and isinstance(v, dict)}
+    return data
+
+
+def _lock_wait() -> float:
+    try:
+        return max(0.0, float(os.environ.get("WHOWAITS_STORE_LOCK_WAIT", "600")))
+    except ValueError:
+        return 600.0
+
+
+@contextlib.contextmanager
+def locked(store: Path, wait: float | None = None) -> Iterator[None]:
+    """Hold the store's writer lock (``<store>/.lock``, ``fcntl.flock``) while the block runs: a second writer
+    waits up to ``wait`` seconds (default ``$WHOWAITS_STORE_LOCK_WAIT``, 600), then :class:`StoreBusy`. A store
+    folder where no lock file can be made (read-only) is used without one."""
+    import fcntl
+
+    wait = _lock_wait() if wait is None else wait
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+        if (store / LOCK).is_symlink() or ((store / LOCK).exists() and not (store / LOCK).is_file()):
+            _remove(store / LOCK)
+        fd = os.open(store / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise StoreBusy(f"the store {store} is being written by another process (whowaits index?); "
+                                    f"waited {wait:.0f} s: try again when it is done") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _remove(p: Path) -> None:
+    """Remove whatever is at ``p`` (a file, a link, a FIFO, a folder tree); nothing when there is nothing."""
+    try:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _sha_file(p: Path) -> str:
+    with open(p, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def part_problem(p: Path, sha: str | None = None) -> str | None:
+    """None when ``p`` is a sound part: a regular file (not a link), parquet's magic bytes at both ends and,
+    when ``sha`` is given, those bytes; else what is wrong, in a few words."""
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return "missing"
+    except OSError as err:
+        return f"unreadable ({err.strerror})"
+    if not _stat.S_ISREG(st.st_mode):
+        return "a symbolic link" if _stat.S_ISLNK(st.st_mode) else (file_kind(p) or "not a regular file")
+    try:
+        with open(p, "rb", opener=lambda f, fl: os.open(f, fl | os.O_NOFOLLOW | os.O_NONBLOCK)) as f:
+            data = f.read()
+    except OSError as err:
+        return f"unreadable ({err.strerror})"
+    if len(data) < 12 or data[:4] != _PARQUET_MAGIC or data[-4:] != _PARQUET_MAGIC:
+        return "not a parquet file (no magic bytes)" if data[:4] != _PARQUET_MAGIC or len(data) < 12 else "truncated"
+    if sha is not None and hashlib.sha256(data).hexdigest() != sha:
+        return "its bytes changed since it was written"
+    return None
 
 
 def part_path(store: Path, gpu: str, subject: str, shape: str) -> Path:
@@ -114,7 +238,7 @@ def part_path(store: Path, gpu: str, subject: str, shape: str) -> Path:
 
 def _remove_part(store: Path, key: tuple[str, str, str]) -> None:
     d = part_path(store, *key).parent
-    shutil.rmtree(d, ignore_errors=True)
+    _remove(d)
     for parent in (d.parent, d.parent.parent):  # drop empty subject=/gpu= folders
         try:
             parent.rmdir()
@@ -126,27 +250,56 @@ def _db_columns_sql() -> str:
     return ", ".join(f'"{n}"' for n, _, _ in schema.columns())
 
 
-def _parquet_source(store: Path) -> str:
-    glob = str(store / PARTS / "**" / "*.parquet").replace("'", "''")
-    return (f"read_parquet('{glob}', hive_partitioning = true, "
+def _parquet_source(store: Path, files: list[Path] | None = None) -> str:
+    """``read_parquet`` of the given part files (default: every ``part-0.parquet`` under the parts folder)."""
+    if files is None:
+        glob = str(store / PARTS / "**" / "*.parquet").replace("'", "''")
+        src = f"'{glob}'"
+    else:
+        src = "[" + ", ".join("'" + str(f).replace("'", "''") + "'" for f in files) + "]"
+    return (f"read_parquet({src}, hive_partitioning = true, "
             "hive_types = {'gpu': VARCHAR, 'subject': VARCHAR, 'shape': VARCHAR})")
 
 
-def connect(store: Path, read_only: bool = False):
+class DamagedDb(WhowaitsError):
+    """The store's DuckDB file does not open as a database (it is rebuilt from the parts)."""
+
+
+def _is_lock_error(err: Exception) -> bool:
+    """DuckDB's "another process holds the file" error: an IOException saying it could not set the lock
+    (never a corrupt file, whose message may hold "block")."""
     import duckdb
 
+    msg = str(err)
+    return isinstance(err, duckdb.IOException) and ("Could not set lock" in msg or "Conflicting lock" in msg)
+
+
+def connect(store: Path, read_only: bool = False, config: dict | None = None):
+    """A DuckDB connection to the store's database: :class:`StoreBusy` when another process holds it,
+    :class:`DamagedDb` when it does not open as a database (or is no regular file)."""
+    import duckdb
+
+    db = store / DB_NAME
+    kind = file_kind(db) if db.exists() or db.is_symlink() else None
+    if kind is not None:
+        raise DamagedDb(f"the store's database {db} is {kind}")
     try:
-        return duckdb.connect(str(store / DB_NAME), read_only=read_only)
+        return duckdb.connect(str(db), read_only=read_only, config=config or {})
     except duckdb.Error as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise WhowaitsError(f"cannot open the store's database {store / DB_NAME}: {first}") from None
+        if _is_lock_error(err):
+            raise StoreBusy(f"the store {store} is being written by another process (whowaits index?): "
+                            "try again when it is done") from None
+        raise DamagedDb(f"the store's database {db} is damaged: {first}") from None
 
 
-def _create_db(store: Path, rows=None) -> int:
-    """Create ``launches.duckdb`` beside the parts (from ``rows``, an Arrow table, or else from the parts) in a
-    temporary file renamed into place; returns the row count."""
+def _create_db(store: Path, rows=None, files: list[Path] | None = None) -> int:
+    """Create ``launches.duckdb`` beside the parts (from ``rows``, an Arrow table, or else from the part
+    ``files``, default every part) in a temporary file renamed into place; returns the row count."""
     import duckdb
 
+    if files is None and rows is None:
+        files = sorted((store / PARTS).glob("**/*.parquet"))
     db = store / DB_NAME
     tmp = store / f".{DB_NAME}.{os.getpid()}.tmp"
     tmp.unlink(missing_ok=True)
@@ -156,11 +309,14 @@ def _create_db(store: Path, rows=None) -> int:
         if rows is not None:
             con.register("_rows", rows)
             con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM _rows")
-        elif any((store / PARTS).glob("**/*.parquet")):
-            con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM {_parquet_source(store)}")
+        elif files:
+            con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM {_parquet_source(store, files)}")
         con.execute(f"CREATE OR REPLACE TABLE store_meta AS SELECT '{_stamp()}' AS stamp")
         n = con.execute("SELECT count(*) FROM launches").fetchone()[0]
         con.close()
+        if (db.exists() or db.is_symlink()) and file_kind(db) is not None or db.is_symlink():
+            _remove(db)  # a directory or link where the database belongs
+        Path(str(db) + ".wal").unlink(missing_ok=True)
         os.replace(tmp, db)
     finally:
         try:
@@ -172,9 +328,75 @@ def _create_db(store: Path, rows=None) -> int:
     return n
 
 
-def rebuild_db(store: Path) -> int:
-    """(Re)create ``launches.duckdb`` from the parquet parts; returns the row count."""
-    return _create_db(store)
+def sound_parts(store: Path, notes: list[str] | None = None, reports: dict | None = None) -> list[Path]:
+    """The part files that can be trusted: each under a ``gpu=/subject=/shape=`` folder, sound by
+    :func:`part_problem` and, where ``index.json`` knows its sha256, holding those bytes. Others are removed
+    (with their ``index.json`` entry, so the next ``whowaits index`` re-summarises them from their reports),
+    one note in ``notes`` saying which. ``reports``: the index state's entries in hand (a writer's, updated
+    in place; it writes them), else ``index.json``'s."""
+    state = _read_state(store) if reports is None else {}
+    if reports is None:
+        reports = state.get("reports", {})
+    good, bad = [], []
+    root = store / PARTS
+    if root.is_dir():
+        for d in sorted(root.glob("gpu=*/subject=*/shape=*")):
+            key = "/".join(x.name.split("=", 1)[1] for x in (d.parent.parent, d.parent, d))
+            if not d.is_dir() or d.is_symlink():
+                bad.append((key, "not a folder"))
+                _remove(d)
+                continue
+            p = d / "part-0.parquet"
+            if not (p.exists() or p.is_symlink()):
+                continue
+            why = part_problem(p, (reports.get(key) or {}).get("part_sha256"))
+            if why is None:
+                good.append(p)
+            else:
+                bad.append((key, why))
+                _remove(d)
+    if bad:
+        for k, _ in bad:
+            reports.pop(k, None)
+        if state:
+            try:
+                write_atomic(store / STATE, json.dumps(state, indent=1, sort_keys=True))
+            except OSError:
+                pass
+        if notes is not None:
+            keys = ", ".join(f"{k} ({why})" for k, why in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+            notes.append(f"{len(bad)} damaged part(s) of the store dropped: {keys}; `whowaits index` "
+                         "re-summarises them from their reports")
+    return good
+
+
+def rebuild_db(store: Path, notes: list[str] | None = None, reports: dict | None = None) -> int:
+    """(Re)create ``launches.duckdb`` from the sound parquet parts (:func:`sound_parts`); returns the row count."""
+    return _create_db(store, files=sound_parts(store, notes, reports))
+
+
+def ensure_db(store: Path, notes: list[str] | None = None) -> None:
+    """Make ``launches.duckdb`` usable for queries: rebuilt (under the writer lock) from the parts when it is
+    missing, damaged or of another layout; a damaged one is said in one line (to ``notes``, else to stderr).
+    Rows of an older analysis stay the store's rows until ``whowaits index`` replaces them."""
+    problem = _db_problem(store, stamp=False)
+    if problem is None:
+        return
+    said: list[str] = []
+    with locked(store):
+        problem = _db_problem(store, stamp=False)  # another process may have rebuilt it meanwhile
+        if problem is None:
+            return
+        n = rebuild_db(store, said)
+        if problem != "missing":
+            said.insert(0, f"the store's database was {problem}: rebuilt from its parts ({n} launches)")
+    if notes is not None:
+        notes.extend(said)
+    else:
+        import sys
+
+        for line in said:
+            print(f"whowaits: warning: {' '.join(line.split())}", file=sys.stderr)
 
 
 def _duck_type(t) -> str:
@@ -200,40 +422,57 @@ def _create_table_sql() -> str:
     return f"CREATE TABLE launches ({cols})"
 
 
-def _db_ok(store: Path, stamp: bool = True) -> bool:
-    """Whether ``launches.duckdb`` is usable: it opens and has the documented columns, and (with ``stamp``)
-    was written by this schema version and analysis code. Queries do not ask for the stamp: rows of an older
-    analysis are still the store's rows until ``whowaits index`` replaces them."""
-    if not (store / DB_NAME).is_file():
-        return False
+def _db_problem(store: Path, stamp: bool = True) -> str | None:
+    """None when ``launches.duckdb`` is usable: it opens and has the documented columns, and (with ``stamp``)
+    was written by this schema version and analysis code; else what is wrong ("missing", "stale", "damaged:
+    …"). A database another process holds raises :class:`StoreBusy` (never rebuilt under a writer)."""
+    import duckdb
+
+    db = store / DB_NAME
+    if not (db.exists() or db.is_symlink()):
+        return "missing"
     try:
         con = connect(store, read_only=True)
-    except WhowaitsError as err:
-        if "lock" in str(err).lower():  # another process writes it (whowaits index): never rebuild under it
-            raise WhowaitsError(f"the store {store} is being written by another process (whowaits index?): "
-                                "try again when it is done") from None
-        return False
+    except DamagedDb as err:
+        return "damaged (" + str(err).split(": ", 1)[-1] + ")" if ": " in str(err) else f"damaged ({err})"
     try:
         got = con.execute("SELECT stamp FROM store_meta").fetchone()[0]
         cols = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
                                           "WHERE table_name = 'launches' ORDER BY ordinal_position").fetchall()]
-        return (not stamp or got == _stamp()) and cols == [n for n, _, _ in schema.columns()]
-    except Exception:  # noqa: BLE001 - any damage: rebuild
-        return False
+        if cols != [n for n, _, _ in schema.columns()]:
+            return "of another layout"
+        if stamp and got != _stamp():
+            return "stale"
+        con.execute("SELECT count(*) FROM launches").fetchone()
+        return None
+    except duckdb.Error as err:
+        return f"damaged ({' '.join(str(err).split())[:160]})"
+    except (TypeError, IndexError):
+        return "damaged (no stamp)"
     finally:
         con.close()
 
 
+def _db_ok(store: Path, stamp: bool = True) -> bool:
+    return _db_problem(store, stamp) is None
+
+
 def _update_db(store: Path, changed: dict[tuple[str, str, str], list[dict]], rows, gone: list[tuple[str, str, str]],
-               keys_now: set[str] | None = None) -> int:
+               keys_now: set[str] | None = None, notes: list[str] | None = None, reports: dict | None = None) -> int:
     """Replace the changed partitions' rows and drop the gone ones, in one transaction. A missing or stale
-    database is rebuilt: from the rows in hand when they are the whole store, else from the parquet parts."""
+    database is rebuilt: from the rows in hand when they are the whole store, else from the parquet parts
+    (a damaged one is said in ``notes``)."""
     import pyarrow as pa
 
-    if not _db_ok(store):
+    problem = _db_problem(store)
+    if problem is not None:
         if keys_now is not None and keys_now == {"/".join(k) for k in changed}:
-            return _create_db(store, rows)
-        return rebuild_db(store)
+            n = _create_db(store, rows)
+        else:
+            n = rebuild_db(store, notes, reports)
+        if problem.startswith("damaged") and notes is not None:
+            notes.append(f"the store's database was {problem}: rebuilt from its parts ({n} launches)")
+        return n
     con = connect(store)
     try:
         keys = pa.Table.from_pylist([{"gpu": g, "subject": s, "shape": k} for g, s, k in list(changed) + gone],
@@ -271,14 +510,22 @@ def _summaries(refs: list[ReportRef], processes: int | None) -> dict[str, list[d
 
 def index(roots: list[Path] | None = None, store: Path | None = None, *, full: bool = False,
           processes: int | None = None) -> IndexResult:
-    """Index every report under ``roots`` into ``store`` (incremental unless ``full``); see the module docstring."""
+    """Index every report under ``roots`` into ``store`` (incremental unless ``full``); see the module docstring.
+    Holds the store's writer lock (:func:`locked`) throughout."""
+    roots = [Path(os.path.abspath(r)) for r in (roots or default_roots())]  # one report, one key, however named
+    store = Path(store or default_store())
+    with locked(store):
+        return _index(roots, store, full, processes)
+
+
+def _index(roots: list[Path], store: Path, full: bool, processes: int | None) -> IndexResult:
     from profiler.provenance import read_sidecar, sha256_file
 
     t0 = time.perf_counter()
-    roots = [Path(r) for r in (roots or default_roots())]
-    store = Path(store or default_store())
-    found = scan(roots)
+    bad: list[tuple[str, str]] = []
+    found = scan(roots, bad)
     res = IndexResult(store)
+    res.failed.extend(bad)
     seen: dict[str, ReportRef] = {}
     for r in found:
         if r.key in seen:
@@ -289,17 +536,25 @@ def index(roots: list[Path] | None = None, store: Path | None = None, *, full: b
     stamp = _stamp()
     old = state.get("reports", {}) if state.get("stamp") == stamp and not full else {}
     if (state.get("stamp") != stamp or full) and (store / PARTS).exists():
-        shutil.rmtree(store / PARTS)  # another schema or analysis: every part is rebuilt
+        _remove(store / PARTS)  # another schema or analysis: every part is rebuilt
     todo, new_state = [], {}
+    damaged: list[str] = []
     for key, r in seen.items():
         st = r.path.stat()
         prev = old.get(key)
         if prev and prev.get("path") == str(r.path) and prev.get("size") == st.st_size \
-                and prev.get("mtime_ns") == st.st_mtime_ns and part_path(store, r.gpu, r.subject, r.shape).is_file():
-            new_state[key] = prev
-            res.unchanged += 1
-        else:
-            todo.append(r)
+                and prev.get("mtime_ns") == st.st_mtime_ns:
+            why = part_problem(part_path(store, r.gpu, r.subject, r.shape), prev.get("part_sha256"))
+            if why is None:
+                new_state[key] = prev
+                res.unchanged += 1
+                continue
+            if why != "missing":
+                damaged.append(f"{key} ({why})")
+        todo.append(r)
+    if damaged:
+        res.notes.append(f"{len(damaged)} damaged part(s) re-summarised from their reports: "
+                         + ", ".join(damaged[:3]) + (f" and {len(damaged) - 3} more" if len(damaged) > 3 else ""))
     got = _summaries(todo, processes)
     changed: dict[tuple[str, str, str], list[dict]] = {}
     for r in todo:
@@ -312,13 +567,16 @@ def index(roots: list[Path] | None = None, store: Path | None = None, *, full: b
             continue
         try:
             side = read_sidecar(r.path)
+            st = r.path.stat()
+            sha = sha256_file(r.path)
+            rows = [schema.launch_row(s, side, gpu=r.gpu, subject=r.subject, shape=r.shape, report=str(r.path),
+                                      report_sha256=sha) for s in launches]
         except WhowaitsError as err:
             res.failed.append((str(r.path), str(err)))
             continue
-        st = r.path.stat()
-        sha = sha256_file(r.path)
-        rows = [schema.launch_row(s, side, gpu=r.gpu, subject=r.subject, shape=r.shape, report=str(r.path),
-                                  report_sha256=sha) for s in launches]
+        except OSError as err:
+            res.failed.append((str(r.path), f"cannot read it ({err.strerror})"))
+            continue
         changed[(r.gpu, r.subject, r.shape)] = rows
         (res.updated if r.key in old else res.added).append(r.key)
         new_state[r.key] = {"path": str(r.path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha,
@@ -328,7 +586,7 @@ def index(roots: list[Path] | None = None, store: Path | None = None, *, full: b
                    for p, _ in res.failed}
     gone += [tuple(k.split("/", 2)) for k in old if k in failed_keys]  # a report that went bad loses its rows
     res.removed = sorted({"/".join(k) for k in gone if "/".join(k) not in failed_keys})
-    res.total_rows = write(store, changed, gone, new_state, stamp)
+    res.total_rows = write(store, changed, gone, new_state, stamp, notes=res.notes)
     res.rows = sum(len(v) for v in changed.values())
     res.seconds = time.perf_counter() - t0
     return res
@@ -367,8 +625,11 @@ def _write_slices(store: Path, table, spans) -> None:
         dest = str(part_path(store, *key))
         folder = os.path.dirname(dest)
         if folder not in made:
+            _clear_way(store / PARTS, Path(folder))
             os.makedirs(folder, exist_ok=True)
             made.add(folder)
+        if os.path.isdir(dest) and not os.path.islink(dest):
+            shutil.rmtree(dest, ignore_errors=True)  # a folder where the part belongs: os.replace cannot
         tmp = os.path.join(folder, f".part-0.parquet.{os.getpid()}.tmp")
         try:
             with open(tmp, "wb") as f:
@@ -377,6 +638,17 @@ def _write_slices(store: Path, table, spans) -> None:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+
+
+def _clear_way(top: Path, folder: Path) -> None:
+    """Remove anything that is not a real folder (a file, a link, a FIFO) on the way from ``top`` down to
+    ``folder``, so the part's folders can be made."""
+    parts = folder.relative_to(top.parent).parts
+    at = top.parent
+    for name in parts:
+        at = at / name
+        if at.is_symlink() or (at.exists() and not at.is_dir()):
+            _remove(at)
 
 
 def write_parts(store: Path, table, spans, processes: int | None = None) -> None:
@@ -441,9 +713,11 @@ def _worker_main() -> None:
 
 def write(store: Path, changed: dict[tuple[str, str, str], list[dict]], gone: list[tuple[str, str, str]],
           state_reports: dict, stamp: str | None = None, processes: int | None = None,
-          timings: dict | None = None) -> int:
+          timings: dict | None = None, notes: list[str] | None = None) -> int:
     """Write the changed partitions' parts, drop the gone ones, update the DuckDB table and the index state;
-    returns the table's row count afterwards. ``timings`` (if given) gets the seconds of each step."""
+    returns the table's row count afterwards. ``timings`` (if given) gets the seconds of each step; ``notes``
+    what was repaired. A table whose row count is not the parts' (rows deleted behind the store's back) is
+    rebuilt from the parts."""
     t = {"start": time.perf_counter()}
     store.mkdir(parents=True, exist_ok=True)
     table, spans = _rows_table(changed)
@@ -453,11 +727,28 @@ def write(store: Path, changed: dict[tuple[str, str, str], list[dict]], gone: li
     for key in gone:
         if key not in changed:
             _remove_part(store, key)
-    total = _update_db(store, changed, table, [k for k in gone if k not in changed], set(state_reports))
+    for key in changed:
+        entry = state_reports.get("/".join(key))
+        if entry is not None:
+            entry["part_sha256"] = _sha_file(part_path(store, *key))
+    total = _update_db(store, changed, table, [k for k in gone if k not in changed], set(state_reports), notes,
+                       state_reports)
+    expected = sum(int(e.get("launches") or 0) for e in state_reports.values())
+    if total != expected and all(isinstance(e.get("launches"), int) for e in state_reports.values()):
+        # rows lost or added behind the store's back: the parts are the store of record
+        was = total
+        total = rebuild_db(store, notes, state_reports)
+        if notes is not None:
+            notes.append(f"the store's database held {was} launches, its parts {expected}: rebuilt from the parts "
+                         f"({total} launches)")
     t["duckdb"] = time.perf_counter()
     if timings is not None:
         steps = list(t)
         timings.update({k: round(t[k] - t[p], 3) for p, k in zip(steps, steps[1:])})
     data = {"stamp": stamp or _stamp(), "reports": state_reports}
+    if (store / STATE).is_symlink() or file_kind(store / STATE) not in (None, "missing"):
+        _remove(store / STATE)  # a folder, FIFO or link where the state belongs
+        if notes is not None:
+            notes.append(f"{store / STATE} was no regular file: rewritten")
     write_atomic(store / STATE, json.dumps(data, indent=1, sort_keys=True))
     return total

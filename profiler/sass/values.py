@@ -92,7 +92,7 @@ class Resolver:
         from_entry = False
         seen: set[int] = set()
         todo = [p for p, _ in preds[i]]
-        if not todo:
+        if i == 0:
             from_entry = True
         while todo:
             j = todo.pop()
@@ -105,8 +105,8 @@ class Resolver:
                 if p.guard is None or p.guard.endswith("PT"):
                     continue  # an unconditional definition kills the paths behind it
             pj = preds[j]
-            if not pj:
-                from_entry = True
+            if j == 0:
+                from_entry = True  # instruction 0 is the kernel's only entry
             todo.extend(q for q, _ in pj if q not in seen)
         out = None if from_entry else tuple(sorted(found))
         self._defs[key] = out

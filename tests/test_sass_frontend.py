@@ -48,8 +48,8 @@ def _launches(path: Path):
 def _cfg_of(la, texts=None):
     sf = la.sass
     texts = [str(t) for t in sf["sass"]] if texts is None else texts
-    bases = [parse(t).base for t in texts]
-    return build_cfg([int(a) for a in sf["address"]], texts, bases), bases
+    ins = [parse(t) for t in texts]
+    return build_cfg([int(a) for a in sf["address"]], texts, [p.base for p in ins]), ins
 
 
 def _name(p: Path) -> str:
@@ -63,10 +63,10 @@ def test_executed_code_is_reachable_and_counts_are_conserved(path):
     for la in _launches(path):
         n += 1
         ex = la.sass["inst_executed"].fillna(0).astype(int).tolist()
-        cfg, bases = _cfg_of(la)
+        cfg, ins = _cfg_of(la)
         offs = la.sass["offset"].tolist()
         assert unreachable_executed(cfg, ex) == [], f"launch {la.index}: executed but unreachable"
-        bad = flow_violations(cfg, ex, bases)
+        bad = flow_violations(cfg, ex, ins)
         assert bad == [], [(v.kind, hex(offs[v.start]), v.count, v.bound) for v in bad[:5]]
     if n == 0:
         pytest.skip("no per-PC executed counts in this report")
@@ -141,10 +141,10 @@ def test_operand_form_branches_give_the_same_cfg(path):
     moved = [_operand_form(t) for t in texts]
     assert sum(a != b for a, b in zip(texts, moved)) > 20
     a, _ = _cfg_of(la, texts)
-    b, bases = _cfg_of(la, moved)
+    b, ins = _cfg_of(la, moved)
     assert a.preds == b.preds and a.back_edges == b.back_edges
     ex = la.sass["inst_executed"].fillna(0).astype(int).tolist()
-    assert flow_violations(b, ex, bases) == []
+    assert flow_violations(b, ex, ins) == []
 
 
 @pytest.mark.parametrize("path", FORM_SUBJECTS[:1], ids=_name)
@@ -153,7 +153,44 @@ def test_a_dropped_fall_through_is_caught(path):
     with ``BRA !P0, T``): executed code loses its inflow and becomes unreachable."""
     la = next(_launches(path))
     texts = [re.sub(r"^@!?U?P[0-6]\s+(BRA)", r"\1", str(t).strip()) for t in la.sass["sass"]]
-    cfg, bases = _cfg_of(la, texts)
+    cfg, ins = _cfg_of(la, texts)
     ex = la.sass["inst_executed"].fillna(0).astype(int).tolist()
     assert len(unreachable_executed(cfg, ex)) > 100
-    assert any(v.kind == "inflow" for v in flow_violations(cfg, ex, bases))
+    assert any(v.kind == "inflow" for v in flow_violations(cfg, ex, ins))
+
+
+def test_collective_sends_the_other_lanes_to_its_target():
+    """CUTLASS 3 (zoo grouped mm) 0xb1c0 ``WARPSYNC.COLLECTIVE R3, T`` with T = 0xb200 ``BSYNC B1``:
+    ncu counts 1,984 executions of the BSYNC and 992 of the ``ELECT`` … ``ENDCOLLECTIVE`` before it,
+    so the lanes outside the collective reach the BSYNC by the collective's own edge."""
+    p = parse("WARPSYNC.COLLECTIVE R3, 0x7f4fbd7b2500")
+    assert p.target == 0x7f4fbd7b2500 and not p.writes and "R3" in p.reads
+    assert parse("WARPSYNC.ALL").target is None
+    cfg = build_cfg([0, 16, 32, 48, 64], ["WARPSYNC.COLLECTIVE R3, 0x30", "ELECT P0, UR62, PT",
+                                          "ENDCOLLECTIVE", "BSYNC B1", "EXIT"])
+    assert cfg.succs[0] == [1, 3]
+
+
+NVJET = ROOT / "reports/h200/zoo/cublas-gemm-fp16/m8192_n8192_k8192_fp16.ncu-rep"
+
+
+@pytest.mark.skipif(not NVJET.exists(), reason="the zoo's cuBLAS report is not in this checkout")
+def test_nvjet_branch_forms():
+    """cuBLAS nvjet_sm90 (torch.matmul 8192² fp16, zoo): 1,408 instructions, 72 branches, 40 with a
+    predicate operand (``BRA !P0, T``, ``BRA.U !UP2, T``, ``@!P2 BRA.U !UP2, T``). Read as
+    unconditional (the old front end), only 80 instructions are reachable; read as conditional,
+    1,404 are (4 are padding after the final ``BRA`` to itself) and every one of the 1,040
+    executed ones is."""
+    la = next(_launches(NVJET))
+    texts = [str(t) for t in la.sass["sass"]]
+    ins = [parse(t) for t in texts]
+    assert (len(ins), sum(p.base == "BRA" for p in ins)) == (1408, 72)
+    assert sum(p.base == "BRA" and p.cond is not None for p in ins) == 40
+    from profiler.sass.flow import reachable
+
+    addrs = [int(a) for a in la.sass["address"]]
+    old = [re.sub(r"^(\s*(?:@!?U?P\w+\s+)?BRA(?:\.\w+)*)\s+!?U?P[0-6T],", r"\1", t) for t in texts]
+    assert len(reachable(build_cfg(addrs, old))) == 80
+    assert len(reachable(build_cfg(addrs, texts))) == 1404
+    ex = la.sass["inst_executed"].fillna(0).astype(int).tolist()
+    assert sum(e > 0 for e in ex) == 1040

@@ -6,7 +6,8 @@ conditional when it is guarded (``@!P0 BRA``) or names a predicate operand (``BR
 ``BRA.U UP1, T``, ``@!P0 BRA P1, T``: cuBLAS' and other compilers' form; ``BRA !PT, T`` is never
 taken); ``BRA.DIV`` (taken only when the warp diverged) falls through too; an ``EXIT``/``RET``
 with a guard falls through. A ``CALL`` goes to its target and returns to the next instruction
-(its ``RET`` ends the callee's block). Instruction 0 is the only entry: code that no edge reaches
+(its ``RET`` ends the callee's block). ``WARPSYNC.COLLECTIVE R3, T`` (CUTLASS around an
+``ELECT``) sends the lanes outside the collective to ``T`` and the others on: both edges. Instruction 0 is the only entry: code that no edge reaches
 from it is unreachable (a reaching-definitions walk never starts there). A back-edge is a branch to an instruction at or before
 itself (compilers lay loops out so that the loop's latch branches backwards to its head, which is
 then a loop head); an edge into a loop head from an earlier instruction is a loop entry.
@@ -27,7 +28,7 @@ __all__ = ["Block", "CFG", "build_cfg"]
 
 _UNCOND_END = ("EXIT", "RET", "BRX", "JMX", "KILL")
 _TARGETED = frozenset(("BRA", "JMP", "CALL"))
-_CONTROL = frozenset(_TARGETED | set(_UNCOND_END))
+_CONTROL = frozenset(_TARGETED | set(_UNCOND_END) | {"WARPSYNC"})
 
 
 @dataclass(frozen=True)
@@ -122,15 +123,17 @@ def build_cfg(addresses, texts, bases=None) -> CFG:
     for j, (t, b) in enumerate(zip(texts, bases)):
         if b not in _CONTROL:
             continue
+        p = parse(t)
+        if b == "WARPSYNC" and p.target is None:
+            continue  # WARPSYNC.ALL, WARPSYNC mask: no control flow
         control.append(j)
         if index is None:
             index = {int(a): i for i, a in enumerate(addresses)}
-        p = parse(t)
-        if b in _TARGETED:
+        if b in _TARGETED or b == "WARPSYNC":
             never = p.cond == "!PT"
             if p.target is not None and p.target in index and not never:
                 targets.append((j, index[p.target]))
-            if b != "CALL" and not p.conditional and "DIV" not in p.modifiers:
+            if b in ("BRA", "JMP") and not p.conditional and "DIV" not in p.modifiers:
                 unguarded_end[j] = True
         elif p.guard is None:
             unguarded_end[j] = True

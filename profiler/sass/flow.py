@@ -12,7 +12,12 @@ inequalities exact:
   executes it once, then the warp goes on as one, so the block is cut after it and its count is
   the parts' (cuDNN 0x4970 ``BSYNC B0``: 1,024 executions, 512 before and after);
 * **inflow**: a block's count is at most the sum of its predecessors' counts (a diverged warp's
-  two halves each execute their own predecessor and reconverge into one execution of the join);
+  two halves each execute their own predecessor and reconverge into one execution of the join).
+  Where a predecessor ends in a branch that can diverge (a per-thread predicate), parts of a warp
+  that never reconverge each execute the block, so the bound is 32× (a warp has 32 lanes) and
+  what it still catches is a block with no executed predecessor: cuBLAS nvjet 0x50f0 ``BRA`` to the
+  exit runs 396 times after 266 executions of its two predecessors, both lane-dependent branches
+  (lanes 0-2 poll one mbarrier each, the others skip);
 * **outflow**: a block's count is at most the sum of its successors' counts, unless it ends in an
   ``EXIT``/``RET``/``KILL`` (warps leave) or a reconvergence — a divergent branch sends parts of one
   warp both ways;
@@ -33,10 +38,12 @@ from functools import lru_cache
 
 from profiler import metrics as M
 from profiler.sass.cfg import CFG
+from profiler.sass.instruction import Instruction
 
 __all__ = ["FlowViolation", "flow_violations", "reachable", "unreachable_executed"]
 
 _LEAVE = ("EXIT", "RET", "KILL", "BRX", "JMX")
+_LANES = 32
 
 
 @dataclass(frozen=True)
@@ -95,13 +102,27 @@ def _pieces(cfg: CFG, bases: Sequence[str], reconverge: frozenset) -> list[tuple
     return [(a, e, su, pr) for a, e, su, pr in pieces]
 
 
-def flow_violations(cfg: CFG, executed: Sequence[int], bases: Sequence[str]) -> list[FlowViolation]:
+def _divergent(p: Instruction) -> bool:
+    """Whether a control instruction can send the lanes of one warp different ways: a branch on a
+    per-thread predicate (not a uniform ``UPn``, not ``BRA.U``), ``BRA.DIV``, a collective."""
+    if p.base not in ("BRA", "JMP", "WARPSYNC", "EXIT"):
+        return False
+    if "COLLECTIVE" in p.modifiers or "DIV" in p.modifiers:
+        return True
+    if "U" in p.modifiers:
+        return False
+    return any(not reg.startswith("UP") and reg != "!PT" for reg, _ in p.decided_by())
+
+
+def flow_violations(cfg: CFG, executed: Sequence[int], ins: Sequence[Instruction]) -> list[FlowViolation]:
     """Every block where ``executed`` (warp-level counts per instruction) breaks a rule of the module
     docstring; [] for a CFG that agrees with the counts."""
     conv = reconverging()
+    bases = [p.base for p in ins]
     out: list[FlowViolation] = []
     pieces = _pieces(cfg, bases, conv)
     cnt = [int(executed[a]) for a, _, _, _ in pieces]
+    diverges = [_divergent(ins[e]) for _, e, _, _ in pieces]
     for k, (a, e, succ, pred) in enumerate(pieces):
         c = cnt[k]
         body = [i for i in range(a, e + 1) if bases[i] not in conv]
@@ -110,8 +131,9 @@ def flow_violations(cfg: CFG, executed: Sequence[int], bases: Sequence[str]) -> 
             if int(executed[i]) != ref:
                 out.append(FlowViolation("block", a, int(executed[i]), ref))
                 break
-        if a and c > sum(cnt[p] for p in pred):
-            out.append(FlowViolation("inflow", a, c, sum(cnt[p] for p in pred)))
+        inflow = sum(cnt[p] for p in pred)
+        if a and c > inflow * (_LANES if any(diverges[p] for p in pred) else 1):
+            out.append(FlowViolation("inflow", a, c, inflow))
         ends = bases[e] in _LEAVE or bases[e] in conv
         if not ends and ref > sum(cnt[s] for s in succ):
             out.append(FlowViolation("outflow", a, ref, sum(cnt[s] for s in succ)))

@@ -380,7 +380,7 @@ def parse(sass: str) -> Instruction:
     for o in srcs:
         reads += o.regs
     target = None
-    if base in _TARGET_OPS:
+    if base in _TARGET_OPS or (base == "WARPSYNC" and "COLLECTIVE" in modifiers):
         hexes = _HEX.findall(parts[1]) if len(parts) > 1 else []
         target = int(hexes[-1], 16) if hexes else None
     sb = cfg["scoreboard"].get(base)

@@ -101,6 +101,13 @@ def _in_loop(cfg: CFG) -> set[int]:
     return out
 
 
+def _defining(rules: dict) -> dict[str, frozenset]:
+    n = rules["names"]
+    return {"MMA consumer": frozenset(n["mma"]), "TMA producer": frozenset(n["load"]),
+            "copy producer": frozenset(n["load"]), "tile scheduler": frozenset(n["scheduler"]),
+            "epilogue": frozenset(n["store"])}
+
+
 def _by_warps(ins, cfg, res, block_dim, addr_index, rules) -> RoleSplit | None:
     wr = warp_reach(ins, cfg, res, block_dim, addr_index)
     if wr is None:
@@ -121,30 +128,61 @@ def _by_warps(ins, cfg, res, block_dim, addr_index, rules) -> RoleSplit | None:
                      key=lambda k: min(groups[k]))
     if not any(own[a] and own[b] for a in working for b in working if a is not b):
         return None  # no two working groups each with code of their own: not warp-specialised
-    # idle groups join a working group of their warpgroup
-    members: dict[frozenset, list[int]] = {k: list(groups[k]) for k in working}
-    reach: dict[frozenset, set[int]] = {k: set(k) for k in working}
-    idle_groups = [k for k in keys if k not in working]
+    # what each group does: its code beyond what every group runs
+    common = frozenset.intersection(*keys)
+    kind = {k: _does({bases[i] for i in k - common}, rules) for k in keys}
+    defining = _defining(rules)
+    # groups of one kind that run the same defining instructions (MMAs, TMA loads, atomics, stores)
+    # are one role: cooperative consumer warpgroups whose leader warps differ by a few instructions
+    parent = {k: k for k in keys}
+
+    def find(k: frozenset) -> frozenset:
+        while parent[k] is not k:
+            k = parent[k]
+        return k
+
+    order = sorted(keys, key=lambda k: min(groups[k]))
+    for x, a in enumerate(order):
+        for b in order[x + 1:]:
+            if kind[a] == kind[b] and kind[a] not in ("exit", "other"):
+                ops = defining.get(kind[a], frozenset())
+                if any(bases[i] in ops for i in a & b - common):
+                    parent[find(b)] = find(a)
+    members: dict[frozenset, list[int]] = {}
+    reach: dict[frozenset, set[int]] = {}
+    fold = ("exit", "other")  # warps that do nothing a role is named for
+    if all(kind[k] in fold for k in order):
+        return None
+    for k in order:
+        if kind[k] in fold:
+            continue
+        r = find(k)
+        members.setdefault(r, []).extend(groups[k])
+        reach.setdefault(r, set()).update(k)
+    # idle groups (and groups whose code is no role's kind) join a role of their warpgroup
+    # (setmaxnreg is per warpgroup), else are "exit"
     exit_warps: list[int] = []
     exit_reach: set[int] = set()
-    for k in idle_groups:
+    for k in order:
+        if kind[k] not in fold:
+            continue
         for w in groups[k]:
-            host = next((h for h in working if any(x // 4 == w // 4 for x in groups[h])), None)
+            host = next((h for h in members if any(x // 4 == w // 4 for x in members[h])), None)
             if host is None:
                 exit_warps.append(w)
                 exit_reach |= k
             else:
                 members[host].append(w)
                 reach[host] |= k
-    order = sorted(working, key=lambda k: min(groups[k]))
-    does = {k: _does({bases[i] for i in own[k]}, rules) for k in order}
+    heads = sorted(members, key=lambda k: min(members[k]))
+    does = {k: kind[k] for k in heads}
     names: dict[frozenset, str] = {}
-    for kind in dict.fromkeys(does.values()):
-        ks = [k for k in order if does[k] == kind]
-        base = _NAME[kind]
+    for what in dict.fromkeys(does.values()):
+        ks = [k for k in heads if does[k] == what]
+        base = _NAME[what]
         for j, k in enumerate(ks):
             names[k] = base if len(ks) == 1 and base != "role" else f"{base}{j}"
-    roles = [(names[k], does[k], reach[k], sorted(members[k])) for k in order]
+    roles = [(names[k], does[k], reach[k], sorted(members[k])) for k in heads]
     if exit_warps:
         roles.append(("exit", "exit", exit_reach, sorted(exit_warps)))
     n = len(ins)
@@ -159,7 +197,10 @@ def _by_warps(ins, cfg, res, block_dim, addr_index, rules) -> RoleSplit | None:
         idx = [i for i in range(n) if owner[i] == name]
         entry = next((i for i in idx if i not in loops), idx[0] if idx else None)
         ew = sum(1 for w in ws if entry is not None and entry in wr.reach[w])
-        out[name] = SplitRole(name, what, tuple(ws), _setmaxnreg(ins, idx, rules), entry, ew)
+        smr = _setmaxnreg(ins, idx, rules)
+        if smr is None:  # executed before a further split of its warpgroup: shared with a sibling role
+            smr = _setmaxnreg(ins, [i for i in rch if owner[i] != "common"], rules)
+        out[name] = SplitRole(name, what, tuple(ws), smr, entry, ew)
     return RoleSplit(owner, out, "warps", wr.warps)
 
 

@@ -262,12 +262,15 @@ class _MbarIndex:
         self.R = Resolver(ins, cfg, offsets)
         self.vals: dict[int, tuple[Value, bool]] = {}
         inits: dict[int, int | None] = {}
+        self.indexed_inits: list[int] = []
         for i, p in enumerate(ins):
             if p.base == "SYNCS" or _match(p.opcode, rules["release"]["tma_load"]):
                 v = self._resolve(i)
                 if v is None:
                     continue
                 self.vals[i] = v
+                if _match(p.opcode, rules["release"]["mbarrier_init"]) and v[1] and not v[0].exact:
+                    self.indexed_inits.append(v[0].const)  # a barrier per warp or lane: base + index
                 if _match(p.opcode, rules["release"]["mbarrier_init"]) and v[1] and v[0].exact:
                     data = [o.text for o in p.srcs if o.kind == "reg"]
                     word = self.R.operand(i, data[-1]) if data else None
@@ -284,6 +287,7 @@ class _MbarIndex:
                 a += _MBAR_SIZE
             self.rings[b] = members
         self.ring_of = {a: b for b, ms in self.rings.items() for a in ms}
+        self.pointer_rings = _pointer_rings([v for v, a in self.vals.values() if a and v.ring])
 
     def _resolve(self, i: int) -> tuple[Value, bool] | None:
         p = self.ins[i]
@@ -312,6 +316,13 @@ class _MbarIndex:
         if not anchored:
             why = "; ".join(v.runtime) or "no register defines a base address"
             return _Mbar(None, f"address at {pc:#x} does not resolve to a base ({why})")
+        if v.ring:
+            lo, stride, stages = self.pointer_rings[(v.ring, v.const)]
+            if self.inits and not self.indexed_inits and \
+                    not any(lo + k * stride in self.inits for k in range(max(stages, 1))):
+                return _Mbar(None, f"ring {lo:#x}+{stride:#x} at {pc:#x} holds no mbarrier the kernel initialises")
+            n = f"×{stages}" if stages else "[i]"
+            return _Mbar(f"mbarrier@{lo:#x}+{stride:#x}{n}", "", v.assumed)
         if v.exact:
             a = v.const
             if self.inits and a not in self.inits:
@@ -322,6 +333,27 @@ class _MbarIndex:
         if self.inits and b not in self.inits:
             return _Mbar(None, f"ring base {b:#x} at {pc:#x} is no mbarrier the kernel initialises")
         return _Mbar(self._ring_label(b), "", v.assumed)
+
+
+def _pointer_rings(vals: list[Value]) -> dict[tuple, tuple[int, int, int]]:
+    """Ring pointers (:attr:`profiler.sass.values.Value.ring`) named as one ring: the same stride and
+    stage count, addresses in the same residue class, overlapping extents (nvjet's producer starts
+    its pointer one stage later than the consumer's). (ring, base) -> (lowest base, stride, stages)."""
+    out: dict[tuple, tuple[int, int, int]] = {}
+    by: dict[tuple, list[int]] = {}
+    for v in vals:
+        assert v.ring is not None
+        stride, stages = v.ring
+        by.setdefault((stride, stages, v.const % stride), []).append(v.const)
+    for (stride, stages, _), consts in by.items():
+        span = stride * max(stages - 1, 0)
+        lo = hi = None
+        for c in sorted(set(consts)):
+            if lo is None or hi is None or c > hi:
+                lo = c
+            hi = max(hi or c, c + span)
+            out[((stride, stages), c)] = (lo, stride, stages)
+    return out
 
 
 # --- wait sites ----------------------------------------------------------------------------------

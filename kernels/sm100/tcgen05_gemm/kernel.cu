@@ -39,7 +39,7 @@ struct alignas(1024) Smem {
     uint64_t tmem_full;       // MMA -> epilogue: the accumulator is final
     uint32_t tmem_base;       // written by tcgen05.alloc
 };
-constexpr int kSmemBytes = sizeof(Smem) + 1024;  // + slack to align the dynamic window
+constexpr int kSmemBytes = sizeof(Smem);
 static_assert(kSmemBytes <= 227 * 1024, "one CTA per SM: at most 227 KB of shared memory");
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -137,8 +137,8 @@ using namespace whowaits_sm100;
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 tcgen05_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
              __half* __restrict__ c, int M, int N, int K) {
-    extern __shared__ uint8_t smem_raw[];
-    Smem& s = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    extern __shared__ __align__(1024) uint8_t smem_raw[];  // the dynamic window starts 1024-aligned (no static smem)
+    Smem& s = *reinterpret_cast<Smem*>(smem_raw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
     const int k_tiles = K / kBK;

@@ -253,7 +253,7 @@ class _MbarIndex:
         inits: dict[int, int | None] = {}
         self.indexed_inits: list[int] = []
         for i, p in enumerate(ins):
-            if p.base == "SYNCS" or _match(p.opcode, rules["release"]["tma_load"]):
+            if p.base == "SYNCS" or _is_commit(p) or _match(p.opcode, rules["release"]["tma_load"]):
                 v = self._resolve(i)
                 if v is None:
                     continue
@@ -283,7 +283,7 @@ class _MbarIndex:
         inner = _mem_operand(p.text)
         if inner is None:
             return None
-        if p.base == "SYNCS":
+        if p.base == "SYNCS" or _is_commit(p):
             return self.R.address(i, inner)
         m = re.match(r"^UR(\d+)$", inner.strip())  # UTMALDG [URn]: URn+1 holds the mbarrier address
         if not m:
@@ -355,6 +355,12 @@ def _pointer_rings(vals: list[Value]) -> dict[tuple, tuple[int, int, int]]:
 
 
 # --- wait sites ----------------------------------------------------------------------------------
+
+
+def _is_commit(p) -> bool:
+    """A tcgen05.commit (``UTCBAR [UR6], URZ``): an mbarrier arrive issued by the tensor core once the
+    thread's earlier tcgen05 operations completed; its memory operand is the barrier."""
+    return p.base != "SYNCS" and any(b.kind == "mbarrier" for b in p.barriers)
 
 
 def _tma_barrier_offsets(ins, i: int) -> set[int]:
@@ -438,7 +444,7 @@ def _releasers(ins, roles, bases, mb: _MbarIndex | None = None, notes: dict | No
             if off is None:
                 continue
             regs_ = [o for o in p.srcs if o.kind == "reg"]
-            tx = bool(regs_) and regs_[-1].text not in ("RZ", "URZ")
+            tx = p.base == "SYNCS" and bool(regs_) and regs_[-1].text not in ("RZ", "URZ")
             arrives.setdefault(off, {}).setdefault(roles[i], set()).add("expect_tx" if tx else "arrive")
         elif _match(p.opcode, r["tma_load"]):
             if mb is None:
@@ -486,9 +492,9 @@ def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
         for ro in plain:
             if ro not in issuers:
                 parts.append(ro)
-                ev.append(f"SYNCS.ARRIVE at {at} in {ro}")
+                ev.append(f"arrive (SYNCS.ARRIVE / tcgen05 commit) at {at} in {ro}")
         if not parts:
-            return None, not rel["resolved"], f"no SYNCS.ARRIVE or TMA load on {site.barrier} in the SASS"
+            return None, not rel["resolved"], f"no SYNCS.ARRIVE, tcgen05 commit or TMA load on {site.barrier} in the SASS"
         if not rel["resolved"]:
             return " + ".join(parts), True, "; ".join(ev) + " (matched by displacement: no address resolved)"
         assumed = sorted(notes.get(("assumed", off), ()))

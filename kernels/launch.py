@@ -249,10 +249,10 @@ def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | 
 
 def _forward_full(q, k, v, causal, version, config, out, pkey):
     """forward's full path: validate, build or look up the cubin, launch; record a plan under ``pkey``."""
+    ver = registry.get(version)
+    b, h, s, d, dtype = problem_of(q, k, v)  # WhowaitsError without torch or a GPU, before importing torch
     import torch
 
-    ver = registry.get(version)
-    b, h, s, d, dtype = problem_of(q, k, v)
     ver.check_supports(d, dtype, causal)
     if config is None:
         config = ver.config_for(d, dtype, causal)

@@ -37,11 +37,11 @@ REPORT_SUFFIX = ".ncu-rep"
 SUMMARY_SUFFIX = ".summary.json"
 
 
-@dataclass
 CUDNN_BEST = "cudnn-best"  # the name a rule uses for the faster of CUDNN_ROWS (Bench.row)
 CUDNN_ROWS = ("sdpa-cudnn", "sdpa-auto")
 
 
+@dataclass
 class Bench:
     """One bench result file: its rows by implementation, its shape and provenance."""
 

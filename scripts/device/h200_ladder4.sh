@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One device call for a ladder IV rung: RUNG=v20_three_consumers (default) against v18 (and BASE rungs).
-# Hypothesis of the rung: its version.toml, written before the call. In order, each step under `timeout`, no new step
+# One device call for ladder IV rungs: RUNGS="v21_causal_pairs v22_d64_stages4" (default: v20_three_consumers) against
+# BASE rungs (default v18). Hypothesis of each rung: its version.toml, written before the call. In order, each step under `timeout`, no new step
 # after $BUDGET s, everything into $OUT/results.tgz:
 #   1. correctness: python -m kernels.check RUNG (the default shapes: d64 with 192-row tiles, causal tails, S a
 #      multiple of no tile, more tiles than SMs) and again with the persistent grid capped at 1 CTA; beside it, in the
@@ -21,17 +21,17 @@
 #   2. here: tar xzf results.tgz; bench files -> reports/h200/bench/, reports -> reports/h200/<rung>/, host_us.json ->
 #      reports/h200/host/, verdict into the rung's version.toml.
 set -u
-RUNG=${RUNG:-v20_three_consumers}
+RUNGS=${RUNGS:-${RUNG:-v20_three_consumers}}
 BASE=${BASE:-v18_desc_iterator_o}
+PROFILES=${PROFILES:-"$(echo $RUNGS | awk '{print $NF}'):b1_h64_s1024_d128_fp16 $(echo $RUNGS | awk '{print $NF}'):b4_h32_s4096_d64_fp16"}
 SHAPES=${SHAPES:-"b1_h64_s1024_d128_fp16 b4_h16_s4096_d128_fp16 b4_h16_s4096_d128_bf16 b4_h16_s4096_d128_fp16_causal b4_h32_s4096_d64_fp16 b1_h16_s16384_d128_fp16 b4_h16_s4096_d128_bf16_causal"}
-PROFILE_SHAPES=${PROFILE_SHAPES:-"b1_h64_s1024_d128_fp16 b4_h32_s4096_d64_fp16"}
-SAN_SHAPES=${SAN_SHAPES:-"b1_h3_s320_d128_fp16 b1_h3_s450_d64_fp16_causal"}
+SAN_SHAPES=${SAN_SHAPES:-"b1_h3_s320_d128_fp16_causal b1_h3_s450_d64_fp16_causal"}
 if [ "${1:-}" = "--prebuild" ]; then
   set -e
   REPO=$(git rev-parse --show-toplevel); PY=${PYTHON:-/work/main/.venv/bin/python}
   CARRY="$REPO/.cache/whowaits/build-carry"; rm -rf "$CARRY"; mkdir -p "$CARRY"
   cd "$REPO"
-  WHOWAITS_CARRY_DIR="$CARRY" RUNGS="$BASE $RUNG" SHAPES="$SHAPES $SAN_SHAPES" PYTHONPATH="$REPO" "$PY" - <<'EOF'
+  WHOWAITS_CARRY_DIR="$CARRY" RUNGS="$BASE $RUNGS" SHAPES="$SHAPES $SAN_SHAPES" PYTHONPATH="$REPO" "$PY" - <<'EOF'
 import os, shutil
 from pathlib import Path
 from kernels import build, registry
@@ -73,40 +73,50 @@ stamp install
 timeout -k 5 90 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$R/pip.txt" 2>&1; echo "pip rc=$?"
 
 stamp sanitize-start
-n=${RUNG%%_*}
-for s in $SAN_SHAPES; do
-  for tool in synccheck racecheck; do
-    ( WHOWAITS_MAX_CTAS=2 timeout -k 5 100 compute-sanitizer --tool $tool python3 -m kernels.runner $RUNG \
-        --shape $s --warmup 0 > "$R/$tool-$n-$s.txt" 2>&1; echo "rc=$?" >> "$R/$tool-$n-$s.txt" ) &
+for v in $RUNGS; do
+  n=${v%%_*}
+  for s in $SAN_SHAPES; do
+    for tool in synccheck racecheck; do
+      ( WHOWAITS_MAX_CTAS=2 timeout -k 5 120 compute-sanitizer --tool $tool python3 -m kernels.runner $v \
+          --shape $s --warmup 0 > "$R/$tool-$n-$s.txt" 2>&1; echo "rc=$?" >> "$R/$tool-$n-$s.txt" ) &
+    done
   done
 done
-stamp "check $n"
-timeout -k 5 90 python3 -m kernels.check $RUNG > "$R/check-$n.txt" 2>&1; rc=$?
-echo "check $n rc=$rc"; grep -E "FAIL|ok /" "$R/check-$n.txt" | cut -c1-160
-WHOWAITS_MAX_CTAS=1 timeout -k 5 60 python3 -m kernels.check $RUNG --shapes b2_h3_s200_d128_fp16 \
-  b2_h2_s333_d128_fp16_causal b1_h3_s190_d64_bf16_causal b2_h5_s1000_d64_fp16_causal b3_h4_s577_d64_bf16 \
-  > "$R/check-1cta-$n.txt" 2>&1; rc1=$?
-echo "check $n 1 CTA rc=$rc1"; grep -E "FAIL|ok /" "$R/check-1cta-$n.txt" | cut -c1-160
+OK=
+for v in $RUNGS; do
+  n=${v%%_*}
+  stamp "check $n"
+  timeout -k 5 90 python3 -m kernels.check $v > "$R/check-$n.txt" 2>&1; rc=$?
+  echo "check $n rc=$rc"; grep -E "FAIL|ok /" "$R/check-$n.txt" | cut -c1-160
+  WHOWAITS_MAX_CTAS=1 timeout -k 5 60 python3 -m kernels.check $v --shapes b2_h3_s200_d128_fp16 \
+    b2_h2_s333_d128_fp16_causal b1_h3_s190_d64_bf16_causal b2_h5_s1000_d64_fp16_causal b3_h4_s577_d64_bf16 \
+    > "$R/check-1cta-$n.txt" 2>&1; rc1=$?
+  echo "check $n 1 CTA rc=$rc1"; grep -E "FAIL|ok /" "$R/check-1cta-$n.txt" | cut -c1-160
+  [ $rc = 0 ] && [ $rc1 = 0 ] && OK="$OK $v"
+done
 stamp sanitize-wait
 wait
 for f in "$R"/synccheck-*.txt "$R"/racecheck-*.txt; do echo "$(basename "$f"): $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|rc=" "$f" | tr '\n' ' ')"; done
 
-stamp host_us
-timeout -k 5 120 python3 scripts/device/host_us.py "$R/host_us.json" > "$R/host_us.txt" 2>&1; echo "host_us rc=$?"
-cat "$R/host_us.txt" | cut -c1-120
+if [ "${HOST:-1}" = 1 ]; then
+  stamp host_us
+  timeout -k 5 120 python3 scripts/device/host_us.py "$R/host_us.json" > "$R/host_us.txt" 2>&1; echo "host_us rc=$?"
+  cut -c1-120 "$R/host_us.txt"
+fi
 
-if [ $rc = 0 ] && [ $rc1 = 0 ]; then BENCH="$BASE $RUNG"; else BENCH="$BASE"; echo "$RUNG failed a check: bench without it"; fi
+echo "passed both checks:${OK:- none}"
 stamp bench
 ARGS=""; for s in $SHAPES; do ARGS="$ARGS --shape $s"; done
-timeout -k 5 $(( $(left) - 60 )) whowaits bench $BENCH sdpa-cudnn sdpa-auto sdpa-flash flex-attention --no-baselines \
+timeout -k 5 $(( $(left) - 60 )) whowaits bench $BASE $OK sdpa-cudnn sdpa-auto sdpa-flash flex-attention --no-baselines \
   --repeat ${REPEAT:-3} $ARGS --out "$R/bench" --format csv > "$R/bench.txt" 2>&1
 echo "bench rc=$?"; grep -E "^bench |best version" "$R/bench.txt" | cut -c1-240
 
-for s in $PROFILE_SHAPES; do
+for vs in $PROFILES; do  # VERSION[,VERSION...]:SHAPE, the versions in one ncu session
   [ "$(left)" -lt 30 ] && break
-  stamp "profile $s"
-  WHOWAITS_BUILD_DIR=/tmp/whowaits-devbuild timeout -k 5 $(( $(left) - 5 )) whowaits profile $RUNG \
-    --shape $s --out "$R/reports" --gpu h200 > "$R/profile-$s.txt" 2>&1
-  echo "profile $RUNG $s rc=$?"; tail -2 "$R/profile-$s.txt" | cut -c1-200
+  vers=${vs%%:*}; s=${vs#*:}
+  stamp "profile $vers $s"
+  WHOWAITS_BUILD_DIR=/tmp/whowaits-devbuild timeout -k 5 $(( $(left) - 5 )) whowaits profile ${vers//,/ } \
+    --shape $s --out "$R/reports" --gpu h200 > "$R/profile-${vers//,/-}-$s.txt" 2>&1
+  echo "profile $vers $s rc=$?"; tail -3 "$R/profile-${vers//,/-}-$s.txt" | cut -c1-200
 done
 finish

@@ -19,6 +19,13 @@ Method (also stored in every result file's provenance):
 - Ratio to our best version: ``best_vs`` of a row = the TFLOPS of the fastest ladder version in the run
   divided by the row's (≥ 1: our best is that much faster); ``summary`` in each file names that version
   and its ratios to the baselines and its percentage of the dense GEMM rate.
+- cuDNN at its best: on the H200 ``sdpa-auto`` dispatches to the same cuDNN kernel as ``sdpa-cudnn``, so the
+  run times one kernel twice, and the two rows have differed by up to 13% (2026-12-01, b4: 498 and 561
+  TFLOPS) when one of them met a slow stretch of the card. ``summary.cudnn_best`` names the faster of the two
+  rows (``CUDNN_ROWS``) and ``summary.best_vs_cudnn`` is our best version over it, so a slow cuDNN row never
+  flatters a ratio; the gate's rules name it ``cudnn-best``. Rounds guard the rest: with ``--repeat N`` each
+  row's time pools N interleaved rounds, each starting at another row (below), so a drift of the card's
+  clock lands on every row alike instead of on whichever row ran during it.
 - Timing: ``warmup`` untimed calls (default 5), then ``reps`` (default 50, at least 30) timed calls; before
   each timed call a 256 MB device buffer is overwritten (``zero_()``), which flushes the 60 MB L2, then
   CUDA events are recorded around the call alone on the current stream, after a GPU-side spin
@@ -63,6 +70,7 @@ BASELINES = ("sdpa-auto", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-ma
 BASELINES_BEFORE_FLEX = BASELINES[:6]  # what result files written before flex-attention joined hold
 OPTIONAL_BASELINES = ("flashinfer",)  # added only when importable (module docstring)
 GEMM_N = 8192  # the dense fp16 GEMM's M = N = K
+CUDNN_ROWS = ("sdpa-cudnn", "sdpa-auto")  # one cuDNN kernel on the H200, timed as two rows (module docstring)
 REPO = Path(__file__).resolve().parent.parent
 METHOD = (
     "same process and inputs for all rows; randn inputs; warm-up then median of timed reps; CUDA events around "
@@ -349,6 +357,11 @@ def summarize(rows: list[BenchRow], gemm: dict | None) -> dict:
                      "best_pct_gemm": best.pct_gemm if best else None,
                      "best_vs": {r.implementation: r.best_vs for r in timed
                                  if best is not None and not is_ladder(r.implementation)}}
+    cudnn = [r for r in timed if r.implementation in CUDNN_ROWS]
+    if cudnn:
+        fastest = max(cudnn, key=lambda r: r.tflops)
+        summary["cudnn_best"] = {"implementation": fastest.implementation, "tflops": fastest.tflops}
+        summary["best_vs_cudnn"] = best.tflops / fastest.tflops if best is not None else None
     return summary
 
 
@@ -472,7 +485,9 @@ def run(names: list[str] | None, shapes: list[str], *, baselines: bool = True, r
         if summary["best_version"]:
             log(f"  best version {summary['best_version']}: {summary['best_tflops']:.1f} TFLOPS"
                 + (f", {summary['best_pct_gemm']:.1f}% of the dense GEMM" if dense else "")
-                + "".join(f", {v:.3f}x {k}" for k, v in summary["best_vs"].items() if k in ("sdpa-cudnn", "flex-attention", "flashinfer")))
+                + "".join(f", {v:.3f}x {k}" for k, v in summary["best_vs"].items() if k in ("sdpa-cudnn", "flex-attention", "flashinfer"))
+                + (f", {summary['best_vs_cudnn']:.3f}x cuDNN at its best ({summary['cudnn_best']['implementation']})"
+                   if summary.get("best_vs_cudnn") else ""))
         extra = {"summary": _finite_deep(summary)}
         if dense:
             extra = {"dense_gemm": dense, **extra}

@@ -34,6 +34,13 @@ DEFAULT_SHAPES = (
     # of 8 key blocks; and 480 causal ragged tiles (S = 700: 6 query blocks per head, the last one partial)
     "b1_h64_s1024_d128_fp16",
     "b2_h40_s700_d64_bf16_causal",
+    # head_dim 64 with v20's 192-row tiles: S a multiple of neither 128 nor 192 (1000 = 5 x 192 + 40 rows, the
+    # last query block 40 rows: consumers 1 and 2 of that tile hold no row; 577 = 3 x 192 + 1), causal tails, and
+    # 396 tiles of 11 query blocks over 132 SMs (2000 = 10 x 192 + 80)
+    "b2_h5_s1000_d64_fp16_causal",
+    "b3_h4_s577_d64_bf16",
+    "b1_h36_s2000_d64_fp16",
+    "b1_h36_s2000_d64_fp16_causal",
 )
 
 

@@ -8,6 +8,17 @@ needs more than 48 KB, and launches it with ``cuLaunchKernel`` on torch's curren
 the first three arguments are: device pointers (``pointers``) or TMA tensor maps (``tensor_maps``), encoded
 here with ``cuTensorMapEncodeTiled`` (see :func:`tensor_map`) and passed by value (``__grid_constant__``).
 
+Launch plans (host cost): a call whose problem was seen before skips the validation, the registry, the build
+lookup and the argument packing. ``_plans`` maps a problem key (:func:`problem_key`: version, config, causal and
+each of q, k, v, out's shape, strides, dtype and device, plus the two environment knobs that change a launch) to
+a :class:`LaunchPlan` (CUfunction, grid, block, shared memory, scalars); each plan keeps the packed
+``kernelParams`` of the last few pointer sets (q, k, v, o data pointers: :func:`pointer_key`), with the tensor
+maps they point into, so a new pointer set builds new maps and arguments and a seen one reuses them. A first
+call of a problem takes the full path below (which raises every WhowaitsError) and records the plan. The launch
+itself goes through libcuda's ``cuLaunchKernel`` with ctypes (argument types declared once), falling back to
+cuda.bindings where libcuda cannot be opened. ``WHOWAITS_LAUNCH_CACHE=0`` (read at import) or
+``LAUNCH_CACHE = False`` turns plans off: every call then takes the full path, the launcher as it was before plans.
+
 torch and cuda.bindings are imported lazily: importing this module needs neither.
 """
 
@@ -31,6 +42,62 @@ _modules: list[object] = []  # keep modules alive
 _built: dict[tuple[str, FwdConfig], BuildResult] = {}  # per process: no source re-hash on every launch
 _tmaps: dict[tuple, object] = {}  # per process: encoded tensor maps by (pointer, shape, dtype, box rows)
 TMA_BOX_COLS = 64  # 64 16-bit elements = 128 bytes, the widest inner box the 128-byte swizzle allows
+LAUNCH_CACHE = os.environ.get("WHOWAITS_LAUNCH_CACHE", "1").strip() != "0"  # module docstring
+PLANS_MAX = 64  # problems kept per process (oldest dropped first)
+POINTER_SETS_MAX = 8  # pointer sets kept per problem (each holds up to four encoded tensor maps)
+ENV_KNOBS = ("WHOWAITS_MAX_CTAS", "WHOWAITS_TRACED_BUILD")  # environment that changes what a launch does
+
+
+class LaunchPlan:
+    """What a launch of one problem needs besides the data pointers (module docstring)."""
+
+    __slots__ = ("fn", "handle", "grid", "threads", "smem", "seqlen", "scale", "num_bh", "box_rows", "args")
+
+    def __init__(self, fn, grid, threads, smem, seqlen, scale, num_bh, box_rows):
+        self.fn = fn
+        self.handle = _handle(fn)
+        self.grid, self.threads, self.smem = grid, threads, smem
+        self.seqlen, self.scale, self.num_bh = seqlen, scale, num_bh
+        self.box_rows = box_rows  # rows of the q, k, v[, o] map boxes; () for the pointer ABI
+        self.args: dict[tuple[int, int, int, int], tuple] = {}  # pointer_key -> (kernelParams, what it points into)
+
+
+_plans: dict[tuple, LaunchPlan] = {}
+
+
+def problem_key(q, k, v, out, causal, version, config) -> tuple:
+    """Everything a launch plan depends on except the data pointers: two calls with equal keys pass the same
+    validation and launch the same function on the same grid. ``out`` is None (forward allocates it like q) or
+    the caller's tensor. Raises AttributeError/TypeError on something that is not a tensor (forward then
+    takes the full path, which names the problem)."""
+    env = os.environ
+    return (version, config, bool(causal),
+            q.shape, q.stride(), q.dtype, q.get_device(),
+            k.shape, k.stride(), k.dtype, k.get_device(),
+            v.shape, v.stride(), v.dtype, v.get_device(),
+            None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()),
+            env.get(ENV_KNOBS[0]), env.get(ENV_KNOBS[1]))
+
+
+def pointer_key(q, k, v, out) -> tuple[int, int, int, int]:
+    """The data pointers a plan's packed arguments were built for."""
+    return (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr())
+
+
+def remember(table: dict, key, value, limit: int):
+    """table[key] = value, dropping the oldest entries beyond ``limit`` (insertion order)."""
+    while len(table) >= limit:
+        table.pop(next(iter(table)))
+    table[key] = value
+    return value
+
+
+def _handle(fn) -> int:
+    """The raw CUfunction pointer of a cuda.bindings CUfunction (what libcuda's cuLaunchKernel takes)."""
+    try:
+        return int(fn)
+    except TypeError:
+        return 0
 
 
 def require_cuda_torch():
@@ -149,10 +216,31 @@ def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | 
     ``built`` launches that build of the version and config instead of its own (a diagnostic build with the
     same kernel signature, chosen by the caller: e.g. ``kernels.tracebuild.diagnostic_build``).
     """
+    if LAUNCH_CACHE:
+        try:
+            pkey = problem_key(q, k, v, out, causal, version, config)
+            plan = _plans.get(pkey)
+        except (AttributeError, TypeError):
+            pkey = plan = None
+        if plan is not None:
+            if out is None:
+                out = q.new_empty(q.shape)
+            args = plan.args.get(pointer_key(q, k, v, out))
+            if args is None:
+                args = _pack(plan, q, k, v, out)
+            _launch_packed(plan, args[0], q.get_device())
+            return out
+    else:
+        pkey = None
+    return _forward_full(q, k, v, causal, version, config, out, pkey)
+
+
+def _forward_full(q, k, v, causal, version, config, out, pkey):
+    """forward's full path: validate, build or look up the cubin, launch; record a plan under ``pkey``."""
+    ver = registry.get(version)
+    b, h, s, d, dtype = problem_of(q, k, v)  # WhowaitsError without torch or a GPU, before importing torch
     import torch
 
-    ver = registry.get(version)
-    b, h, s, d, dtype = problem_of(q, k, v)
     ver.check_supports(d, dtype, causal)
     if config is None:
         config = ver.config_for(d, dtype, causal)
@@ -170,8 +258,8 @@ def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | 
         result = _built.setdefault((ver.id, config), build(ver, config))
     fn = load_function(result, q.device.index if q.device.index is not None else torch.cuda.current_device())
     grid = (math.ceil(s / config.block_m), h, b)
+    num_bh = None
     if ver.abi in registry.TMA_ABIS:
-        num_bh = None
         if ver.abi in registry.PERSISTENT_ABIS:
             # one CTA per SM (at most one per tile); the kernel walks tiles blockIdx.x, + gridDim.x, ... of the
             # ceil(S / block_m) x (B·H) tiles, so it gets B·H as an extra argument
@@ -181,7 +269,74 @@ def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | 
                    s, 1.0 / math.sqrt(d), num_bh)
     else:
         launch_raw(fn, grid, config.threads, result.smem_dynamic_bytes, q, k, v, out, s, 1.0 / math.sqrt(d))
+    if pkey is not None and _launcher() is not None and _handle(fn):
+        box_rows: tuple[int, ...] = ()
+        if ver.abi in registry.TMA_ABIS:
+            box_rows = (config.block_m, config.block_n, config.block_n)
+            if registry.TENSOR_MAPS[ver.abi] == 4:
+                box_rows += (64,)
+        remember(_plans, pkey, LaunchPlan(fn, grid, config.threads, result.smem_dynamic_bytes, s, 1.0 / math.sqrt(d),
+                                          num_bh, box_rows), PLANS_MAX)
     return out
+
+
+def _pack(plan: LaunchPlan, q, k, v, out) -> tuple:
+    """Build (and keep, under the pointer set) the kernelParams array of a plan for new data pointers: the tensor
+    maps (``tensor_map``, itself cached by pointer) or the raw pointers, then o, seqlen, scale[, num_bh]."""
+    if any(t.data_ptr() % 16 for t in (q, k, v, out)):
+        raise WhowaitsError("q, k, v and out must be 16-byte aligned")
+    if plan.box_rows:
+        tensors = (q, k, v, out)[: len(plan.box_rows)]
+        keep: list = [tensor_map(t, rows) for t, rows in zip(tensors, plan.box_rows)]
+        addrs = [int(m.getPtr()) for m in keep]
+    else:
+        keep = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v)]
+        addrs = [ctypes.addressof(a) for a in keep]
+    scalars = [ctypes.c_void_p(out.data_ptr()), ctypes.c_int(plan.seqlen), ctypes.c_float(plan.scale)]
+    if plan.num_bh is not None:
+        scalars.append(ctypes.c_int(plan.num_bh))
+    addrs += [ctypes.addressof(a) for a in scalars]
+    params = (ctypes.c_void_p * len(addrs))(*addrs)
+    return remember(plan.args, pointer_key(q, k, v, out), (params, keep, scalars), POINTER_SETS_MAX)
+
+
+_libcuda_launch: list = []  # [cuLaunchKernel through ctypes, or None where libcuda cannot be opened]
+
+
+def _launcher():
+    """libcuda's cuLaunchKernel with its argument types declared (ctypes), or None (then no plans are kept)."""
+    if not _libcuda_launch:
+        fn = None
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+            fn = lib.cuLaunchKernel
+            u32 = ctypes.c_uint
+            fn.argtypes = [ctypes.c_void_p, u32, u32, u32, u32, u32, u32, u32, ctypes.c_void_p, ctypes.c_void_p,
+                           ctypes.c_void_p]
+            fn.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            fn = None
+        _libcuda_launch.append(fn)
+    return _libcuda_launch[0]
+
+
+def _current_stream(device_index: int) -> int:
+    """The raw handle of torch's current stream on a device."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device_index)
+    return torch.cuda.current_stream(device_index).cuda_stream
+
+
+def _launch_packed(plan: LaunchPlan, params, device_index: int) -> None:
+    """cuLaunchKernel of a plan with a packed kernelParams array on torch's current stream."""
+    g = plan.grid
+    rc = _launcher()(plan.handle, g[0], g[1], g[2], plan.threads, 1, 1, plan.smem, _current_stream(device_index),
+                     ctypes.addressof(params), None)
+    if rc:
+        _call(_driver().CUresult(rc), "cuLaunchKernel")
 
 
 def tensor_maps(ver, config, q, k, v, out) -> tuple:

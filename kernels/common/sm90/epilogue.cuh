@@ -1,0 +1,71 @@
+// The TMA-store epilogue of one consumer warpgroup (v17's protocol, shared from v20 on): its finished 64 x kHeadDim
+// O tile, scaled by 1/l per row and packed to 16 bits, goes into the warpgroup's own staging buffer in
+// tma.cuh's 128-byte-swizzled layout (for a quad's column pair the 8 rows g land in 8 different 16-byte chunks, so
+// each st.shared.b32 of a warp is conflict-free), the writes are fenced for the async proxy, the warpgroup syncs
+// on its store barrier, and one thread issues the box store(s) (rows past seqlen are clipped by the map) and
+// everyone moves on; O restarts from zero. The buffer is written again only after the issuer has seen the previous
+// store's shared-memory reads finish (tma_store_wait_read) and the same barrier. Before the CTA exits the issuer
+// calls drain() so the buffer stays valid until the last store is done.
+#pragma once
+#include <cstdint>
+#include <cuda.h>
+
+#include "common/sm80/softmax_math.cuh"
+#include "common/sm90/named_barrier.cuh"
+#include "common/sm90/tma.cuh"
+#include "common/sm90/tma_store.cuh"
+
+namespace whowaits { namespace sm90 {
+
+// @region inherit
+
+// 1/l of the warp's two rows (g, g + 8) from the per-thread partial row sums (0 for a row with no key).
+__device__ __forceinline__ void finish_row_sums(const float (&row_sum)[2], float (&inv_l)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const float l = whowaits::common::quad_sum(row_sum[h]);
+        inv_l[h] = l > 0.f ? __fdividef(1.f, l) : 0.f;
+    }
+}
+
+template <typename Element, int kHeadDim>
+struct TmaStoreEpilogue {
+    static constexpr int kDTiles = kHeadDim / 8;
+    Element* so;         // this warpgroup's [64][kHeadDim] staging tile (1024-byte aligned)
+    uint32_t so_addr;
+    uint32_t bar_id;     // this warpgroup's store barrier (128 threads)
+    bool issuer;         // warp 0, lane 0 of the warpgroup
+
+    // acc_o[j][e]: row warp_in_wg * 16 + g + 8 (e >> 1), column 8 j + 2 t + (e & 1) of the warpgroup's 64 rows.
+    // row0 = the warpgroup's first global query row (the tile's row0 + 64 c), bh = the tile's batch · head.
+    __device__ __forceinline__ void store(float (&acc_o)[kDTiles][4], const float (&inv_l)[2],
+                                          const CUtensorMap* tmap_o, int row0, int bh, int seqlen, int warp_in_wg,
+                                          int lane) const {
+        if (issuer) tma_store_wait_read<0>();  // the previous tile's store has read the staging tile
+        named_bar_sync(bar_id, 128);
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = warp_in_wg * 16 + g + 8 * h;
+#pragma unroll
+            for (int j = 0; j < kDTiles; ++j)
+                st_shared_b32(so_addr + 2 * sw128_offset<64>(r, 8 * j + 2 * t),
+                              whowaits::common::pack2<Element>(acc_o[j][2 * h] * inv_l[h],
+                                                               acc_o[j][2 * h + 1] * inv_l[h]));
+        }
+        fence_proxy_async_smem();  // the st.shared above, before the async proxy reads them
+        named_bar_sync(bar_id, 128);
+        if (issuer && row0 < seqlen) tma_store_tile<64, kHeadDim>(so, tmap_o, row0, bh);
+#pragma unroll
+        for (int j = 0; j < kDTiles; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_o[j][e] = 0.f;
+    }
+
+    // Before the CTA exits: the last store has finished reading (and writing) through the staging tile.
+    __device__ __forceinline__ void drain() const {
+        if (issuer) tma_store_wait_all<0>();
+    }
+};
+
+}}  // namespace whowaits::sm90

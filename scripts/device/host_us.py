@@ -1,0 +1,113 @@
+"""Host time of one attention call with the GPU kept busy: ``python3 scripts/device/host_us.py OUT.json``.
+
+Method: per implementation and shape, 10 untimed warm-up calls (build, module load, first plan), then ROUNDS
+rounds of: synchronize; ``torch.cuda._sleep(SPIN_CYCLES)`` (the GPU spins ~50 ms, so no call below waits for
+the GPU and the launch queue never fills); ``time.perf_counter`` around CALLS back-to-back calls; synchronize.
+``host_us`` = the median over the rounds of (elapsed / CALLS) in microseconds; ``rounds_us`` holds every round.
+Rows:
+- ``<version>``: ``kernels.launch.forward`` as a model would call it (out allocated by forward, the same q, k, v
+  every call: the launch plan and its packed arguments are reused);
+- ``<version> no-plan``: the same with ``kernels.launch.LAUNCH_CACHE = False`` (the full path every call: the
+  launcher before plans);
+- ``<version> 2-sets``: calls alternate between two input sets (a plan with two pointer sets);
+- ``<version> new-ptrs``: every call gets a new q (a slice of a larger buffer at a new offset): the plan is
+  reused, the tensor maps and arguments are built anew each call;
+- ``sdpa-auto``: ``F.scaled_dot_product_attention`` (cuDNN on the H200); ``sdpa-cudnn``: the same inside
+  ``sdpa_kernel([CUDNN_ATTENTION])`` (the bench's row, context manager included).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+CALLS = 200
+ROUNDS = 7
+SPIN_CYCLES = 100_000_000  # ~50 ms at 1.98 GHz: longer than CALLS x ~70 us of host time
+SHAPES = {"b1_h64_s1024_d128_fp16": ("v18_desc_iterator_o", "v20_three_consumers"),
+          "b4_h32_s4096_d64_fp16": ("v18_desc_iterator_o", "v20_three_consumers")}
+
+
+def host_us(fn, make_args) -> tuple[float, list[float]]:
+    import torch
+
+    for i in range(10):
+        fn(*make_args(i))
+    torch.cuda.synchronize()
+    rounds = []
+    for _ in range(ROUNDS):
+        arg_list = [make_args(i) for i in range(CALLS)]  # built before timing
+        torch.cuda.synchronize()
+        torch.cuda._sleep(SPIN_CYCLES)
+        t0 = time.perf_counter()
+        for a in arg_list:
+            fn(*a)
+        dt = time.perf_counter() - t0
+        torch.cuda.synchronize()
+        rounds.append(dt / CALLS * 1e6)
+    return statistics.median(rounds), rounds
+
+
+def main(out_path: str) -> int:
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from kernels import launch
+    from kernels.config import Shape
+    from kernels.reference import random_qkv
+    from profiler.io import write_atomic
+
+    results: dict = {"method": __doc__.split("\n\n", 1)[1].strip(), "calls": CALLS, "rounds": ROUNDS,
+                     "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "shapes": {}}
+    for key, versions in SHAPES.items():
+        shape = Shape.parse(key)
+        q, k, v = random_qkv(shape, seed=1)
+        q2, k2, v2 = random_qkv(shape, seed=2)
+        big = torch.randn((q.numel() + 64 * 256,), device=q.device).to(q.dtype)
+        rows: dict = {}
+
+        def same(i):
+            return (q, k, v, shape.causal)
+
+        def two(i):
+            return (q, k, v, shape.causal) if i % 2 else (q2, k2, v2, shape.causal)
+
+        def fresh(i):
+            off = 64 * (i % 256)  # a new 128-byte aligned offset each call (256 distinct > the plan's 8 sets)
+            return (big[off:off + q.numel()].view(q.shape), k, v, shape.causal)
+
+        for vid in versions:
+            def call(q_, k_, v_, causal, vid=vid):
+                return launch.forward(q_, k_, v_, causal, version=vid)
+            for label, make, cache in ((vid, same, True), (f"{vid} no-plan", same, False),
+                                       (f"{vid} 2-sets", two, True), (f"{vid} new-ptrs", fresh, True)):
+                launch.LAUNCH_CACHE = cache
+                try:
+                    med, rs = host_us(call, make)
+                    rows[label] = {"host_us": round(med, 2), "rounds_us": [round(r, 2) for r in rs]}
+                except Exception as exc:  # a rung that does not build or run here: say so, go on
+                    rows[label] = {"host_us": None, "note": f"{type(exc).__name__}: {str(exc)[:200]}"}
+                launch.LAUNCH_CACHE = True
+                print(f"{key} {label:36s} {rows[label]['host_us']}", flush=True)
+
+        def auto(q_, k_, v_, causal):
+            return F.scaled_dot_product_attention(q_, k_, v_, is_causal=causal)
+
+        def cudnn(q_, k_, v_, causal):
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                return F.scaled_dot_product_attention(q_, k_, v_, is_causal=causal)
+
+        for label, fn in (("sdpa-auto", auto), ("sdpa-cudnn", cudnn)):
+            med, rs = host_us(fn, same)
+            rows[label] = {"host_us": round(med, 2), "rounds_us": [round(r, 2) for r in rs]}
+            print(f"{key} {label:36s} {rows[label]['host_us']}", flush=True)
+        results["shapes"][key] = rows
+    write_atomic(out_path, json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

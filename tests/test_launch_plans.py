@@ -1,0 +1,137 @@
+"""The launcher's plans without a GPU: what a cached launch is keyed on, so that a plan is reused only for a problem
+that would pass the same validation and launch the same function, and new data pointers get new arguments.
+
+torch is not installed on the CPU machines that run this suite, so the tensors here are stand-ins that expose the
+five attributes the keys read (the real launch path runs in the device scripts: scripts/device/host_us.py times
+it, kernels.check checks its results, including calls whose pointers change)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+from kernels import bench, launch
+from profiler.check.inputs import CUDNN_BEST, read_bench
+from profiler.errors import WhowaitsError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class FakeTensor:
+    """Shape, strides, dtype, device and data pointer: what problem_key and pointer_key read."""
+
+    def __init__(self, ptr=0x7F0000000000, shape=(1, 64, 1024, 128), dtype="torch.float16", device=0, stride=None):
+        self.ptr, self.shape, self.dtype, self.device = ptr, tuple(shape), dtype, device
+        b, h, s, d = shape
+        self._stride = stride or (h * s * d, s * d, d, 1)
+
+    def data_ptr(self):
+        return self.ptr
+
+    def stride(self):
+        return self._stride
+
+    def get_device(self):
+        return self.device
+
+
+def qkv(**kw):
+    return [FakeTensor(ptr=0x7F0000000000 + i * 0x10000000, **kw) for i in range(3)]
+
+
+def key(q, k, v, out=None, causal=False, version="v18_desc_iterator_o", config=None):
+    return launch.problem_key(q, k, v, out, causal, version, config)
+
+
+def test_equal_problems_share_a_key_whatever_the_pointers():
+    a, b = qkv(), [FakeTensor(ptr=0x7E0000000000 + i * 0x10000000) for i in range(3)]
+    assert key(*a) == key(*b)
+    assert launch.pointer_key(*a, a[0]) != launch.pointer_key(*b, b[0])
+
+
+# every field a launch depends on: one change each must give another problem key
+CHANGES = {
+    "shape": dict(shape=(1, 64, 1000, 128)),
+    "head_dim": dict(shape=(1, 64, 1024, 64)),
+    "dtype": dict(dtype="torch.bfloat16"),
+    "device": dict(device=1),
+    "strides": dict(stride=(64 * 1024 * 128, 128, 64 * 128, 1)),  # (B, S, H, D) memory seen as (B, H, S, D)
+}
+
+
+@pytest.mark.parametrize("which,change", list(itertools.product(range(3), CHANGES)),
+                         ids=[f"{'qkv'[i]}-{c}" for i, c in itertools.product(range(3), CHANGES)])
+def test_any_tensor_field_changes_the_key(which, change):
+    base = qkv()
+    other = list(base)
+    other[which] = FakeTensor(ptr=base[which].ptr, **CHANGES[change])
+    assert key(*base) != key(*other)
+
+
+def test_causal_version_config_out_and_environment_change_the_key(monkeypatch):
+    q, k, v = qkv()
+    base = key(q, k, v)
+    assert key(q, k, v, causal=True) != base
+    assert key(q, k, v, version="v20_three_consumers") != base
+    assert key(q, k, v, config=("another", "config")) != base
+    assert key(q, k, v, out=FakeTensor()) != base  # the caller's out is validated once, then part of the key
+    assert key(q, k, v, out=FakeTensor()) != key(q, k, v, out=FakeTensor(dtype="torch.bfloat16"))
+    for knob in launch.ENV_KNOBS:
+        monkeypatch.setenv(knob, "1")
+        assert key(q, k, v) != base, knob
+        monkeypatch.delenv(knob)
+    assert key(q, k, v) == base
+
+
+def test_remember_keeps_the_newest_entries():
+    table: dict = {}
+    for i in range(10):
+        launch.remember(table, i, str(i), 4)
+    assert list(table) == [6, 7, 8, 9]
+
+
+def test_non_tensor_inputs_take_the_full_path_and_fail_in_one_line():
+    # problem_key raises AttributeError on a str; forward must then validate and raise WhowaitsError, not crash
+    with pytest.raises(AttributeError):
+        launch.problem_key("q", "k", "v", None, False, "v18", None)
+    with pytest.raises(WhowaitsError):
+        launch.forward("q", "k", "v", version="v18_desc_iterator_o")
+
+
+def test_plans_can_be_switched_off_by_environment():
+    text = (REPO / "kernels" / "launch.py").read_text()
+    assert 'os.environ.get("WHOWAITS_LAUNCH_CACHE", "1")' in text  # read once at import (module docstring)
+
+
+# --- cuDNN at its best (kernels.bench summary, the gate's cudnn-best row) ---------------------------------------
+
+def _row(name, tflops):
+    return bench.BenchRow(name, "b4_h16_s4096_d128_fp16", 1.0, tflops, 1e-3, 60.0)
+
+
+def test_summary_takes_the_faster_cudnn_row():
+    rows = [_row("v18_desc_iterator_o", 630.0), _row("sdpa-cudnn", 560.0), _row("sdpa-auto", 600.0),
+            _row("flex-attention", 470.0)]
+    s = bench.summarize(rows, None)
+    assert s["cudnn_best"] == {"implementation": "sdpa-auto", "tflops": 600.0}
+    assert s["best_vs_cudnn"] == pytest.approx(630.0 / 600.0)
+    assert s["best_vs"]["sdpa-cudnn"] == pytest.approx(630.0 / 560.0)  # the per-row ratios stay as they were
+    rows[1].tflops = 610.0
+    assert bench.summarize(rows, None)["cudnn_best"]["implementation"] == "sdpa-cudnn"
+    assert "cudnn_best" not in bench.summarize([_row("v18_desc_iterator_o", 630.0)], None)
+
+
+BENCH_WITH_BOTH = [p for p in sorted((REPO / "reports" / "h200" / "bench").glob("*.json"))
+                   if {"sdpa-cudnn", "sdpa-auto"} <= {r["implementation"] for r in json.loads(p.read_text())["rows"]
+                                                      if r.get("tflops")}]
+
+
+@pytest.mark.parametrize("path", BENCH_WITH_BOTH, ids=[p.name for p in BENCH_WITH_BOTH])
+def test_gate_cudnn_best_is_the_faster_of_the_two_rows(path):
+    b = read_bench(path)
+    best = b.row(CUDNN_BEST)
+    assert best["tflops"] == max(b.row("sdpa-cudnn")["tflops"], b.row("sdpa-auto")["tflops"])
+    assert best["implementation"] in bench.CUDNN_ROWS

@@ -308,3 +308,43 @@ def test_opcode_classes_name_every_zoo_opcode(name):
     assert bases <= listed, sorted(bases - listed)
     other = set(launch(name).sass.loc[launch(name).sass["opcode_class"] == "OTHER", "base"])
     assert other <= {"NOP", "USETMAXREG"}
+
+
+# ------------------------------------------------------------------------------------------------
+# the subject script's CPU side (the subjects themselves need torch and a GPU)
+def _script(*args: str):
+    import subprocess
+
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "zoo_subjects.py"), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_plan_is_what_the_device_script_reads():
+    """`--plan`: one tab-separated line per subject, six fields (name, shape, regex, NVTX range, FLOPs,
+    bytes) that `whowaits profile --cmd` accepts: a plain shape key, a valid regex, a positive number or '-'."""
+    from profiler.collect import plan_command
+
+    proc = _script("--plan")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [ln.split("\t")[0] for ln in lines] == NAMES
+    for ln in lines:
+        name, shape, regex, nvtx, flops, nbytes = ln.split("\t")
+        assert nvtx == "whowaits:zoo-" + name
+        assert flops != "-" or nbytes != "-"
+        for x in (flops, nbytes):
+            assert x == "-" or float(x) > 0
+        session = plan_command(f"python3 scripts/zoo_subjects.py {name}", regex, name, shape, nvtx_range=nvtx)
+        argv = session.ncu_argv("ncu", "out")
+        assert argv[argv.index("--nvtx-include") + 1] == nvtx + "/" and session.shape == shape
+    device = (ROOT / "scripts" / "device" / "h200_zoo.sh").read_text()
+    assert "read -r name shape regex nvtx flops bytes" in device and "zoo_subjects.py --plan" in device
+
+
+def test_script_refuses_bad_arguments_in_one_line():
+    assert _script("--list").returncode == 0
+    for args in ((), ("no-such-subject",), ("cublas-gemm-fp16", "--warmup", "0")):
+        proc = _script(*args)
+        assert proc.returncode == 2, args
+        assert "Traceback" not in proc.stderr
+        assert proc.stderr.strip().splitlines()[-1].startswith("zoo_subjects.py: error: ")

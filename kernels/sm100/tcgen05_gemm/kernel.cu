@@ -349,3 +349,27 @@ tcgen05_pair(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__
         asm volatile("tcgen05.dealloc.cta_group::2.sync.aligned.b32 %0, %1;" ::"r"(tmem_d), "r"(kPairCols));
     }
 }
+
+// One tcgen05.mma of each kind, for the opcode each becomes (not a computation: operands are arguments):
+// kind::f8f6f4 and kind::mxf8f6f4.block_scale -> UTCQMMA, kind::i8 -> UTCIMMA (sm_100a only: sm_103a has
+// no integer MMA), kind::mxf4.block_scale -> UTCOMMA, .ws (weight stationary) kind::f16 -> UTCHMMA.WS.
+extern "C" __global__ void tcgen05_kinds(uint64_t adesc, uint64_t bdesc, uint32_t tmem_d, uint32_t idesc,
+                                         uint32_t tmem_sfa, uint32_t tmem_sfb) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n"
+                 "tcgen05.mma.cta_group::1.kind::f8f6f4 [%0], %1, %2, %3, p;\n}\n"
+                 ::"r"(tmem_d), "l"(adesc), "l"(bdesc), "r"(idesc), "r"(1));
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ != 1030
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n"
+                 "tcgen05.mma.cta_group::1.kind::i8 [%0], %1, %2, %3, p;\n}\n"
+                 ::"r"(tmem_d), "l"(adesc), "l"(bdesc), "r"(idesc), "r"(1));
+#endif
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n"
+                 "tcgen05.mma.cta_group::1.kind::mxf4.block_scale [%0], %1, %2, %3, [%5], [%6], p;\n}\n"
+                 ::"r"(tmem_d), "l"(adesc), "l"(bdesc), "r"(idesc), "r"(1), "r"(tmem_sfa), "r"(tmem_sfb));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n"
+                 "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale [%0], %1, %2, %3, [%5], [%6], p;\n}\n"
+                 ::"r"(tmem_d), "l"(adesc), "l"(bdesc), "r"(idesc), "r"(1), "r"(tmem_sfa), "r"(tmem_sfb));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n"
+                 "tcgen05.mma.ws.cta_group::1.kind::f16 [%0], %1, %2, %3, p;\n}\n"
+                 ::"r"(tmem_d), "l"(adesc), "l"(bdesc), "r"(idesc), "r"(1));
+}

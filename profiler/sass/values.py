@@ -168,9 +168,6 @@ class Resolver:
             ring = self._ring(i, reg, defs, vals)
             if ring is not None:
                 return ring
-            if all(v.exact for v in vals):  # a step chosen by a branch (nvjet: MOV R8, 0x8 / @P2 MOV R8, -0x10)
-                return Value(0, (f"{reg} at {pc:#x}: one of {', '.join(sorted({hex(v.const) for v in vals}))}",),
-                             tuple(a for v in vals for a in v.assumed))
         gi = _guard(self.ins[i])
         j = self._nearest(i, reg)
         if gi is not None and j is not None:
@@ -185,6 +182,10 @@ class Resolver:
                     f"{self.offsets[j]:#x} (@{'!' if gj[1] else ''}{gj[0]})")
         if defs is None:
             return _unknown(f"{reg} at {pc:#x}: undefined on a path from the kernel's entry")
+        vals = [self._eval(d, reg, depth + 1) for d in defs]
+        if vals and all(v.exact for v in vals):  # a step chosen by a branch (nvjet: MOV R8, 0x8 / @P2 MOV R8, -0x10)
+            return Value(0, (f"{reg} at {pc:#x}: one of {', '.join(sorted({hex(v.const) for v in vals}))}",),
+                         tuple(a for v in vals for a in v.assumed))
         return _unknown(f"{reg} at {pc:#x}: {len(defs)} reaching definitions "
                         f"({', '.join(f'{self.offsets[d]:#x}' for d in defs)})")
 
@@ -245,11 +246,32 @@ class Resolver:
                     return None
                 srcs[d] = src
                 todo.extend(src)
-        bumps = [self._step(d)[1] for d in group if d in srcs and srcs[d] <= group]  # type: ignore[index]
+        def carried(d: int) -> bool:  # d's sources lead back to d: a loop-carried bump
+            seen: set[int] = set()
+            todo = list(srcs.get(d, ()))
+            while todo:
+                k = todo.pop()
+                if k == d:
+                    return True
+                if k not in seen:
+                    seen.add(k)
+                    todo.extend(srcs.get(k, ()))
+            return False
+
+        loop = {d for d in srcs if carried(d)}
+        if not loop:
+            return None
+        bumps = [self._step(d)[1] for d in loop]  # type: ignore[index]
+        pointer = set(defs)  # the pointer's own definitions: what reaches the use, and the bumps' sources
+        todo = [d for d in pointer if d in loop]
+        while todo:
+            for k in srcs[todo.pop()]:
+                if k not in pointer:
+                    pointer.add(k)
+                    if k in loop:
+                        todo.append(k)
         bases: list[Value] = []
-        for d in sorted(group):
-            if d in srcs and srcs[d] <= group:
-                continue
+        for d in sorted(pointer - loop):
             dst = [o.text for o in self.ins[d].dsts if o.kind == "reg"]
             v = self._eval(d, dst[0], 1) if dst else _unknown("no register")
             if v.const == 0:

@@ -384,8 +384,9 @@ class Resolver:
 
     def _permute(self, d: int, a: str, sel: int, b: str, depth: int) -> Value:
         """``PRMT d, a, sel, b`` (byte ``k`` of the result is byte ``sel`` nibble ``k`` of {b:a}): exact
-        when both are. The shared-window idiom ``PRMT R4, R4, 0x4210, R_rank`` keeps a's low three
-        bytes and puts the CTA rank in the top byte: the address is a's (the rank is the window)."""
+        when both are. The shared-window idioms ``PRMT R4, R4, 0x4210, R_rank`` (nvjet) and
+        ``PRMT R16, R_rank, 0x654, R16`` (CUTLASS) keep an address's low three bytes and put a CTA
+        rank in the top byte: the value is the address (the rank is the window)."""
         va, vb = self.operand(d, a, depth), self.operand(d, b, depth)
         nib = [(sel >> (4 * k)) & 0x7 for k in range(4)]
         if va.exact and vb.exact and nib[3] < 4:
@@ -394,4 +395,6 @@ class Resolver:
             return Value(out, (), va.assumed + vb.assumed)
         if nib[:3] == [0, 1, 2] and nib[3] >= 4:
             return va  # a's low 24 bits (a shared address) under a CTA rank's window byte (own or peer)
+        if nib[:3] == [4, 5, 6] and nib[3] < 4:
+            return vb  # CUTLASS' cluster arrive: PRMT R16, R_rank, 0x654, R_addr (b's low bytes, rank on top)
         return _unknown(f"PRMT {a}, {sel:#x}, {b} at {self.offsets[d]:#x}: not a window byte on an address")

@@ -33,6 +33,8 @@ __all__ = ["Resolver", "Value"]
 
 _IMM = re.compile(r"^-?0x[0-9a-fA-F]+$|^-?\d+$")
 _ZERO = ("RZ", "URZ")
+_INDEX = "index: "  # a runtime term that is a small index (a stage or phase), not an address
+_INDEX_MAX = 0xFF
 _WINDOW = "SR_CgaCtaId"  # the CTA's id within its cluster: the window bits of a shared address
 
 
@@ -212,8 +214,14 @@ class Resolver:
         return out
 
     def _step(self, d: int) -> tuple[str, int] | None:
-        """(register, immediate) of a definition ``X = Y + imm`` (a pointer bump), else None."""
+        """(register, immediate) of a definition ``X = Y + imm`` (a pointer bump), else None; a skip
+        by a runtime number of stages ``X = n * stride + Y`` (``UIMAD.U32 UR7, UR23, 0x10, UR7``)
+        gives (Y, 0)."""
         p = self.ins[d]
+        srcs = [o.text for o in p.srcs]
+        if p.base in ("IMAD", "UIMAD") and len(srcs) == 3 and not ({"X", "HI", "WIDE"} & set(p.modifiers)) \
+                and _IMM.match(srcs[1]) and re.match(r"^U?R\d+$", srcs[2]):
+            return srcs[2], 0
         if p.base not in ("IADD3", "UIADD3", "VIADD", "IADD") or "X" in p.modifiers:
             return None
         regs = [o.text for o in p.srcs if o.kind == "reg" and o.text not in _ZERO]
@@ -261,7 +269,7 @@ class Resolver:
         loop = {d for d in srcs if carried(d)}
         if not loop:
             return None
-        bumps = [self._step(d)[1] for d in loop]  # type: ignore[index]
+        bumps = [b for b in (self._step(d)[1] for d in loop) if b]  # type: ignore[index]
         pointer = set(defs)  # the pointer's own definitions: what reaches the use, and the bumps' sources
         todo = [d for d in pointer if d in loop]
         while todo:
@@ -279,9 +287,10 @@ class Resolver:
             bases.append(v)
         ups = sorted({b for b in bumps if b > 0})
         downs = sorted({b for b in bumps if b < 0})
-        if not bases or len({b.const for b in bases}) != 1 or len(ups) != 1:
-            return None
+        if not bases or len(ups) != 1 or len({b.const % ups[0] for b in bases}) != 1:
+            return None  # the bases must be stages of one ring (nvjet skinny: UR7 and UR7 + 0x10)
         stride = ups[0]
+        bases.sort(key=lambda b: b.const)
         stages = (-downs[0] // stride + 1) if len(downs) == 1 and -downs[0] % stride == 0 else 0
         why = (f"{reg} at {self.offsets[i]:#x}: ring pointer from {bases[0].const:#x}, +{stride:#x}"
                + (f", wraps {downs[0]:#x} ({stages} stages)" if stages else ""))
@@ -315,7 +324,8 @@ class Resolver:
                 disp += int(tok, 0)
             else:
                 regs = regs + self.operand(i, tok)
-        anchored = regs.const != 0 or (regs.exact and disp != 0)  # [URZ+0x2e498], [UR39+0x2e498] (UR39 the window)
+        # [URZ+0x2e498], [UR39+0x2e498] (UR39 the window); [UR22+0x344e8] with UR22 an index (^ 8)
+        anchored = regs.const != 0 or (disp != 0 and all(r.startswith(_INDEX) for r in regs.runtime))
         return Value(regs.const + disp, regs.runtime, regs.assumed, regs.ring), anchored
 
     def _eval(self, d: int, reg: str, depth: int) -> Value:
@@ -343,6 +353,10 @@ class Resolver:
             return self._product(d, srcs[0], srcs[1], depth) + self.operand(d, srcs[2], depth)
         if base in ("IMUL", "UIMUL") and len(srcs) == 2 and not ({"HI", "WIDE"} & mods):
             return self._product(d, srcs[0], srcs[1], depth)
+        if base in ("LOP3", "ULOP3") and len(srcs) >= 4 and any(_IMM.match(x) for x in srcs[:3]):
+            k = max(int(x, 0) for x in srcs[:3] if _IMM.match(x))
+            if 0 < k <= _INDEX_MAX:  # a small index or phase bit (ULOP3.LUT UR22, UR21, 0x8, URZ, 0x3c: ^ 8)
+                return Value(0, (f"{_INDEX}{reg} at {pc:#x}: {p.opcode} with {k:#x}",))
         if base in ("PRMT", "UPRMT") and len(srcs) == 3 and _IMM.match(srcs[1]):
             return self._permute(d, srcs[0], int(srcs[1], 0), srcs[2], depth)
         if base in ("IADD3", "UIADD3", "VIADD", "IADD", "UIADD") and "X" not in mods:
@@ -380,6 +394,9 @@ class Resolver:
             return Value(va.const * vb.const, (), va.assumed + vb.assumed)
         if (va.exact and va.const == 0) or (vb.exact and vb.const == 0):
             return Value(0, (), va.assumed + vb.assumed)
+        k = va.const if va.exact else vb.const if vb.exact else 0
+        if 0 < abs(k) <= _INDEX_MAX:  # a stage or warpgroup index times a barrier's size
+            return Value(0, (f"{_INDEX}{a} * {b} at {pc:#x}",), va.assumed + vb.assumed)
         return Value(0, va.runtime + vb.runtime + (f"{a} * {b} at {pc:#x}",), va.assumed + vb.assumed)
 
     def _permute(self, d: int, a: str, sel: int, b: str, depth: int) -> Value:

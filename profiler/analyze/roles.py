@@ -491,7 +491,7 @@ def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
                 ev.append(f"UTMALDG signals {at} in {'+'.join(sorted(tma_roles))}")
         for ro in plain:
             if ro not in issuers:
-                parts.append(ro)
+                parts.append(f"{ro} (its other warps)" if ro == site.role else ro)
                 ev.append(f"arrive (SYNCS.ARRIVE / tcgen05 commit) at {at} in {ro}")
         if not parts:
             return None, not rel["resolved"], f"no SYNCS.ARRIVE, tcgen05 commit or TMA load on {site.barrier} in the SASS"

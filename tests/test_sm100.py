@@ -229,6 +229,7 @@ def test_barrier_families_pair_commits_with_their_waiters(arch):
     assert {0x740, 0x8F0, 0xA90, 0xC30} <= set(empty.pcs)
     assert empty.barrier.startswith("mbarrier@0x20420×")
     assert 0x1170 in tmem_full.pcs
+    assert "UTCBAR (tcgen05 commit) at" in empty.evidence and "UTCBAR (tcgen05 commit) at" in tmem_full.evidence
     assert not any(e.waiter == "consumer" and e.releaser == "consumer" for e in g.edges)
 
 

@@ -27,7 +27,7 @@ instruction for instruction):
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pandas as pd
@@ -41,7 +41,7 @@ ARCHS = sm100.ARCHS
 KERNELS = ("tcgen05_gemm", "tmem_roundtrip", "tcgen05_pair", "tcgen05_kinds")
 
 
-@lru_cache(maxsize=None)
+@cache
 def sass(arch: str) -> dict[str, list[tuple[int, str]]]:
     return sm100.functions(sm100.build("tcgen05_gemm", arch))
 
@@ -73,7 +73,7 @@ def _static_launch(name: str, ins: list[tuple[int, str]]):
     return Launch("static", 0, name, metrics, frame)
 
 
-@lru_cache(maxsize=None)
+@cache
 def graph(arch: str, name: str):
     from profiler.analyze.roles import role_graph
 

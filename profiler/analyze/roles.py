@@ -431,7 +431,7 @@ def _releasers(ins, roles, bases, mb: _MbarIndex | None = None, notes: dict | No
     notes = {} if notes is None else notes
     r = rules["release"]
     names = rules["names"]
-    arrives: dict[int, dict[str, set]] = {}   # offset -> role -> {"arrive", "expect_tx"}
+    arrives: dict[int, dict[str, set]] = {}   # offset -> role -> {"arrive", "expect_tx", "commit"}
     tma: dict[int, set] = {}                 # offset -> roles whose UTMALDG signals it
     bar_arv: dict[int, set] = {}             # named barrier id -> roles arriving
     bar_sync: dict[int, set] = {}
@@ -445,7 +445,8 @@ def _releasers(ins, roles, bases, mb: _MbarIndex | None = None, notes: dict | No
                 continue
             regs_ = [o for o in p.srcs if o.kind == "reg"]
             tx = p.base == "SYNCS" and bool(regs_) and regs_[-1].text not in ("RZ", "URZ")
-            arrives.setdefault(off, {}).setdefault(roles[i], set()).add("expect_tx" if tx else "arrive")
+            kind = "expect_tx" if tx else ("commit" if _is_commit(p) else "arrive")
+            arrives.setdefault(off, {}).setdefault(roles[i], set()).add(kind)
         elif _match(p.opcode, r["tma_load"]):
             if mb is None:
                 labels = {_label(o) for o in _tma_barrier_offsets(ins, i)}
@@ -479,7 +480,7 @@ def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
         by_role = rel["arrives"].get(off, {})
         tma_roles = rel["tma"].get(off, set())
         tx_roles = sorted(ro for ro, kinds in by_role.items() if "expect_tx" in kinds)
-        plain = sorted(ro for ro, kinds in by_role.items() if "arrive" in kinds)
+        plain = sorted(ro for ro, kinds in by_role.items() if kinds & {"arrive", "commit"})
         parts = []
         ev = []
         issuers = sorted(set(tx_roles) | tma_roles)
@@ -491,8 +492,9 @@ def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
                 ev.append(f"UTMALDG signals {at} in {'+'.join(sorted(tma_roles))}")
         for ro in plain:
             if ro not in issuers:
-                parts.append(ro)
-                ev.append(f"arrive (SYNCS.ARRIVE / tcgen05 commit) at {at} in {ro}")
+                parts.append(f"{ro} (its other warps)" if ro == site.role else ro)
+                what = "SYNCS.ARRIVE" if "arrive" in by_role[ro] else "UTCBAR (tcgen05 commit)"
+                ev.append(f"{what} at {at} in {ro}")
         if not parts:
             return None, not rel["resolved"], f"no SYNCS.ARRIVE, tcgen05 commit or TMA load on {site.barrier} in the SASS"
         if not rel["resolved"]:

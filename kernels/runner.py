@@ -15,7 +15,7 @@ Under Nsight Compute catch exactly that launch with::
 
 (or a kernel-name regex with ``--launch-skip N --launch-count 1`` where N = warmup). Inputs are fresh
 random normal q, k, v of the shape (seed ``--seed``, default 0, so runs are repeatable); the output
-of each measured launch is checked against nothing here (``kernels.check`` does correctness).
+of each measured launch is checked against nothing here (``kernels.correctness`` does correctness).
 Prints one line per implementation: name, the NVTX range, the kernel it runs. Exit 2 on a usage error.
 """
 

@@ -25,9 +25,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from profiler import paths, settings
 from profiler.errors import WhowaitsError
 from profiler.io import write_atomic
+from profiler import paths, settings
 from profiler.store import schema
 
 REPORT_SUFFIX = ".ncu-rep"

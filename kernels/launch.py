@@ -207,14 +207,23 @@ def problem_of(q, k, v) -> tuple[int, int, int, int, str]:
     return b, h, s, d, dtype
 
 
-def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | None = None, out=None,
-            built: BuildResult | None = None):
+def use_build(version_id: str, config: FwdConfig, result: BuildResult) -> None:
+    """From now on in this process, launch ``result`` for (``version_id``, ``config``) instead of the rung's own
+    build: a diagnostic build with the same kernel signature, chosen outside :func:`forward` by its caller
+    (``kernels.runner`` for ``WHOWAITS_TRACED_BUILD``, with ``kernels.tracebuild.diagnostic_build``)."""
+    _built[(version_id, config)] = result
+
+
+def _build_for_launch(ver, config) -> BuildResult:
+    """The rung's own build (what :func:`use_build` put in ``_built`` is found before this is called)."""
+    return build(ver, config)
+
+
+def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | None = None, out=None):
     """o = softmax(q kᵀ / sqrt(D) [+ causal mask]) v computed by ladder version ``version``.
 
     ``config`` overrides the version's default (its head_dim/dtype/causal must match the problem);
     ``out`` is an optional preallocated output (same shape and dtype, contiguous) that is fully overwritten.
-    ``built`` launches that build of the version and config instead of its own (a diagnostic build with the
-    same kernel signature, chosen by the caller: e.g. ``kernels.tracebuild.diagnostic_build``).
     """
     if LAUNCH_CACHE:
         try:
@@ -253,9 +262,9 @@ def _forward_full(q, k, v, causal, version, config, out, pkey):
     elif out.shape != q.shape or out.dtype != q.dtype or not out.is_contiguous() or out.device != q.device:
         raise WhowaitsError("out must be a contiguous tensor of q's shape, dtype and device")
 
-    result = built or _built.get((ver.id, config))  # build() re-hashes the sources (~0.2 ms host time per
-    if result is None:  # call), which a timed call would count when the GPU runs ahead of the host
-        result = _built.setdefault((ver.id, config), build(ver, config))
+    result = _built.get((ver.id, config))  # build() re-hashes the sources (~0.2 ms host time per call),
+    if result is None:  # which a timed call would count when the GPU runs ahead of the host
+        result = _built.setdefault((ver.id, config), _build_for_launch(ver, config))
     fn = load_function(result, q.device.index if q.device.index is not None else torch.cuda.current_device())
     grid = (math.ceil(s / config.block_m), h, b)
     num_bh = None

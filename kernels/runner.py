@@ -15,7 +15,7 @@ Under Nsight Compute catch exactly that launch with::
 
 (or a kernel-name regex with ``--launch-skip N --launch-count 1`` where N = warmup). Inputs are fresh
 random normal q, k, v of the shape (seed ``--seed``, default 0, so runs are repeatable); the output
-of each measured launch is checked against nothing here (``kernels.check`` does correctness).
+of each measured launch is checked against nothing here (``kernels.correctness`` does correctness).
 Prints one line per implementation: name, the NVTX range, the kernel it runs. Exit 2 on a usage error.
 """
 
@@ -66,7 +66,7 @@ def implementation(name: str):
     spec = settings.text("WHOWAITS_TRACED_BUILD")
     if not spec:
         return ver.id, lambda q, k, v, causal: forward(q, k, v, causal, version=ver.id)
-    from kernels.launch import problem_of
+    from kernels.launch import problem_of, use_build
     from kernels.tracebuild import check_diagnostic, diagnostic_build
 
     check_diagnostic(ver, spec)  # a bad spec fails before any GPU work
@@ -74,7 +74,8 @@ def implementation(name: str):
     def run_diagnostic(q, k, v, causal):
         _, _, _, d, dtype = problem_of(q, k, v)
         config = ver.config_for(d, dtype, causal)
-        return forward(q, k, v, causal, version=ver.id, config=config, built=diagnostic_build(ver, config, spec))
+        use_build(ver.id, config, diagnostic_build(ver, config, spec))
+        return forward(q, k, v, causal, version=ver.id, config=config)
 
     return ver.id, run_diagnostic
 

@@ -118,7 +118,8 @@ _diagnostic: dict = {}
 def diagnostic_build(ver, config, spec: str):
     """The build ``WHOWAITS_TRACED_BUILD=spec`` asks the runner to launch in place of the rung's own:
     ``waits[:CLASS]``, a warp-specialised rung's wait-log build with no buffer set (the same instructions, no
-    record stored), so ncu can profile the traced binary itself. Built once per (rung, config, spec)."""
+    record stored), so ncu can profile the traced binary itself (the runner hands it to
+    ``kernels.launch.use_build``). Built once per (rung, config, spec)."""
     classes = check_diagnostic(ver, spec)
     key = (ver.id, config, spec)
     if key not in _diagnostic:

@@ -136,6 +136,7 @@ class Launch:
         """The value of ncu metric ``name`` (float, or str for string metrics); None if absent."""
         if self._scalars is None:
             self._build_lookup()
+        assert self._scalars is not None
         v = self._scalars.get(name)
         if isinstance(v, float) and np.isnan(v):
             return None
@@ -145,12 +146,14 @@ class Launch:
         """Whether the report holds ncu metric ``name``."""
         if self._scalars is None:
             self._build_lookup()
+        assert self._scalars is not None
         return name in self._scalars
 
     def instances(self, name: str) -> dict[str, float]:
         """Instance key -> value of a metric instanced by string (e.g. per opcode); {} if absent."""
         if self._instanced is None:
             self._build_lookup()
+        assert self._instanced is not None
         return dict(self._instanced.get(name, {}))
 
     def get(self, canonical: str):
@@ -468,7 +471,9 @@ def _timeline_frame(action, index: int, pm_metrics: dict, f: dict) -> pd.DataFra
     if not pm_metrics:
         return _empty_timeline()
     timelines = action.timelines()
-    names, times, values = [], [], []
+    names: list[str] = []
+    times: list = []
+    values: list = []
     as_uint64, as_double, num_instances = f["as_uint64"], f["as_double"], f["num_instances"]
     for name in sorted(pm_metrics):
         aligned = timelines.aligned_metric(pm_metrics[name])
@@ -522,7 +527,7 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.D
         # inst_executed (the entry instruction always executes), which must be the first PC named
         executed = columns.get("inst_executed", ([], []))[0]
         at_start = bool(mangled) and bool(executed) and min(executed) == known[0]
-        cached = sasscache.lookup(modules, mangled, known[0], step) if at_start else None
+        cached = sasscache.lookup(modules, mangled, known[0], step) if at_start and mangled is not None else None
         if cached is not None and len(cached) * step > known[-1] - known[0]:
             texts = cached
             all_pcs = list(range(known[0], known[0] + len(cached) * step, step))
@@ -537,7 +542,7 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.D
                 texts.append(text)
                 all_pcs.append(pc)
                 pc += step
-            if at_start:
+            if at_start and mangled is not None:
                 opcodes = [M.full_opcode(t) for t in texts]
                 sasscache.store(modules, mangled, known[0], step, texts, opcodes)
     else:
@@ -570,7 +575,8 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.D
         idx = [pos[pc] for pc in pcs]
         arr[idx] = vals
         data[col] = arr
-    files, lines = [], []
+    files: list = []
+    lines: list = []
     for pc in all_pcs:
         si = action.source_info(pc)
         if si is None:

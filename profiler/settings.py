@@ -66,6 +66,9 @@ SETTINGS: tuple[Setting, ...] = (
             "(same instructions, nothing stored), so ncu can profile the traced binary.", "device"),
     Setting("WHOWAITS_CARRY_DIR", "path", "unset",
             "Folder a device script copies builds into for the trip back (scripts/device/h200_wip.sh).", "device"),
+    Setting("WHOWAITS_TEST_FRESH_CACHE", "flag", "off (on in CI)",
+            "The test session starts from an empty ingestion cache in a temporary folder instead of the "
+            "checkout's .cache/whowaits/tests (kept between runs).", "test"),
     Setting("WHOWAITS_FUZZ_N", "int", "the fuzz test's own count (~10 s)",
             "How many mutated reports tests/test_fuzz.py feeds the reader.", "test"),
 )

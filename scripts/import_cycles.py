@@ -62,10 +62,7 @@ def components(graph: grimp.ImportGraph) -> list[list[str]]:
 
 def main() -> int:
     graph = grimp.build_graph("profiler", "kernels", include_external_packages=False)
-    # a package's __init__ importing its own submodules is not a cycle of the design
-    found = []
-    for comp in components(graph):
-        found.append(comp)
+    found = components(graph)
     for comp in found:
         print("cycle: " + " <-> ".join(comp))
     print(f"{len(found)} import cycle(s) among {len(graph.modules)} modules")

@@ -8,7 +8,7 @@ Measured on the H200 (2026-11-30, one small kernel, ncu 2025.3.1): the full whow
 opcode counters (sass modifiers, sm__sass_inst_executed_op_*, smsp__inst_executed_op_*) 2, issue/eligible 1,
 PC sampling 1; warp-latency ratios, FP counters, roofline bytes, per-PC thread counts and per-opcode counts 0.
 Each step below drops more of what no analysis reads (profiler/data/metrics.toml); every candidate still
-covers metrics.toml. scripts/h200_final_profile.sh (in git history; scripts/h200_profile_dataset.sh now re-profiles
+covers metrics.toml. scripts/h200_final_profile.sh (in git history; scripts/device/h200_profile_dataset.sh now re-profiles
 the data set with the committed set) measured them and keeps the first with <= 15 passes
 (<= 0.4 x 38). Run on the 20-pass set of commit d0ae0ca it gave c1 14, c2 14, c3-c5 13 passes on the H200;
 c1 became sections/ (so running it again now trims the trimmed set).

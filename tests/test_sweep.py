@@ -233,7 +233,7 @@ def test_lock_held_by_another_process_is_waited_for(tmp_path):
 
 
 def test_bench_and_check_jobs_fail_alone_without_torch(tmp_path):
-    """bench and check jobs run `whowaits bench` / `python -m kernels.check` pinned to a GPU; on this machine
+    """bench and check jobs run `whowaits bench` / `python -m kernels.correctness` pinned to a GPU; on this machine
     (no torch, no GPU) they fail with those tools' own one-line error, and the profile job beside them is done."""
     (tmp_path / "sweep.toml").write_text(MANIFEST.replace('versions = ["v01", "v02", "v03"]', 'versions = ["v01"]')
                                          .replace("[[subjects.cmd]]", "[[subjects.nocmd]]").replace(
@@ -403,8 +403,8 @@ def test_git_commit_from_the_environment_wins_and_travels_with_the_job(monkeypat
     assert J.commit_env() == {"WHOWAITS_GIT_COMMIT": "c" * 40, "WHOWAITS_GIT_DIRTY": "0"}
     monkeypatch.delenv("WHOWAITS_GIT_COMMIT")
     assert git_state(REPO)[0] != "c" * 40
-    for script in ("kernels/h200_run.sh", "kernels/h200_ladder3.sh", "kernels/h200_v13.sh", "scripts/h200_profile_dataset.sh",
-                   "scripts/h200_sweep.sh", "scripts/h200_recollect.py"):
+    for script in ("scripts/device/h200_run.sh", "scripts/device/h200_ladder3.sh", "scripts/device/h200_v13.sh", "scripts/device/h200_profile_dataset.sh",
+                   "scripts/device/h200_sweep.sh", "scripts/device/h200_recollect.py"):
         text = (REPO / script).read_text()
         assert "WHOWAITS_GIT_COMMIT:?" in text or 'settings.text("WHOWAITS_GIT_COMMIT")' in text, script
 

@@ -318,10 +318,10 @@ def test_trace_and_static_graph_name_the_same_edges(version):
 
 # --- trace format 2, measured (reports/h200/traces-format2/<version>/) ----------------------------------------
 # H200 runs, b1_h64_s1024_d128_fp16: at commit c1c9c6e (2026-12-01, ~23:10 UTC) v10-v14 from
-# `WHOWAITS_GIT_COMMIT=c1c9c6e BUDGET=170 bash kernels/h200_trace.sh`, the then-wip rungs v15/v16 from the trace
-# step of the kernels/h200_v15.sh call at the same commit (renamed kernels/h200_wip.sh since); at commit dbc67b3
+# `WHOWAITS_GIT_COMMIT=c1c9c6e BUDGET=170 bash scripts/device/h200_trace.sh`, the then-wip rungs v15/v16 from the trace
+# step of the kernels/h200_v15.sh call at the same commit (renamed scripts/device/h200_wip.sh since); at commit dbc67b3
 # (23:31 UTC) v17-v19 from the trace step of `RUNGS="v17_tma_store_o v18_desc_iterator_o v19_lazy_rescale"
-# WHOWAITS_GIT_COMMIT=dbc67b3 BUDGET=480 bash kernels/h200_wip.sh`, the call that took their committed reports.
+# WHOWAITS_GIT_COMMIT=dbc67b3 BUDGET=480 bash scripts/device/h200_wip.sh`, the call that took their committed reports.
 # The raw events are the device's; the summaries and Perfetto files were re-analysed here (`whowaits trace
 # <version> --raw <npz>`: the static graph's labels, heaviest_agrees, the park bound); the device's printed
 # output is reports/h200/traces-format2/run-2026-12-01.txt. The format-1 tests above stay as they are.
@@ -698,7 +698,7 @@ def test_format2_tma_store_rungs_wgmma_waits_do_not_block_once_traced(version):
 
 
 OVERHEAD_HYPOTHESIS = pytest.mark.xfail(strict=True, reason=(
-    "the hypothesis written before the run (kernels/h200_trace.sh, +10-40%) held for v10 only: v11-v16 ran "
+    "the hypothesis written before the run (scripts/device/h200_trace.sh, +10-40%) held for v10 only: v11-v16 ran "
     "+46.2/+52.4/+48.8/+53.9/+50.2/+52.5% longer traced (v17-v19, measured later with no hypothesis of their "
     "own, +70.0/+68.5/+65.1%: the same stamps over a 62-63 us kernel); the parked stamps moved the work to the "
     "flush (wait_group 0's end, 58-65 instructions, one dependent LDS -> STG per parked event) and it costs more "

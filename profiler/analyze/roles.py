@@ -46,7 +46,6 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 import numpy as np
-import pandas as pd
 
 from profiler import metrics as M
 from profiler.analyze._common import shared_cfg
@@ -643,15 +642,6 @@ def mbarrier_labels(launch) -> dict[int, str]:
         if anchored and v.exact:
             out.setdefault(v.const, f"mbarrier@{v.const:#x}")
     return out
-
-
-def edges_frame(graphs: list[RoleGraph]) -> pd.DataFrame:
-    """Long frame of edges: launch, kernel, waiter, barrier, releaser, samples, share, inferred."""
-    rows = [{"launch": g.launch_index, "kernel": g.kernel, "waiter": e.waiter, "barrier": e.barrier,
-             "releaser": e.releaser, "samples": e.samples, "share": e.share, "inferred": e.inferred}
-            for g in graphs for e in g.edges]
-    return pd.DataFrame(rows, columns=["launch", "kernel", "waiter", "barrier", "releaser", "samples",
-                                       "share", "inferred"])
 
 
 def role_edges_json(launch) -> list[dict]:

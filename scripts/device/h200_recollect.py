@@ -1,6 +1,6 @@
 """Re-collect the committed data set with the extended `whowaits` set (PM sampling) in ONE device call.
 
-    OUT=$OUT WHOWAITS_GIT_COMMIT=<commit> WHOWAITS_GIT_DIRTY=0 python3 scripts/h200_recollect.py [--budget S]
+    OUT=$OUT WHOWAITS_GIT_COMMIT=<commit> WHOWAITS_GIT_DIRTY=0 python3 scripts/device/h200_recollect.py [--budget S]
 
 Run on the GPU machine from the repository root, with the cubins built beforehand at the same path (so the
 sources ncu imports, `--import-source yes`, are found: a cubin's line table names absolute paths).
@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from profiler import collect, settings  # noqa: E402

@@ -62,7 +62,7 @@ def test_a_signal_to_whowaits_alone_stops_ncu(tmp_path, sig):
     proc, ncu = _start_profile(tmp_path)
     assert _alive(ncu)
     os.kill(proc.pid, sig)  # the process alone, not its group
-    out, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, err
     assert err.strip() == ("whowaits: interrupted" if sig == signal.SIGINT else "whowaits: terminated"), err
     assert not _alive(ncu), "ncu outlived whowaits"

@@ -117,7 +117,7 @@ OUTSIDE = ["SELECT * FROM read_csv('/etc/passwd')", "SELECT * FROM read_text('/e
 def test_query_refuses_every_write_and_every_file_outside_the_store(fresh, tmp_path):
     """Each statement of the issue's list is refused with one line and exit 2, and afterwards no file changed
     anywhere the query could reach: a tmp HOME, another store, the output folder, the store itself."""
-    root, s = fresh
+    _, s = fresh
     home, out, other = tmp_path / "home", tmp_path / "out", tmp_path / "other"
     home.mkdir()
     out.mkdir()
@@ -218,9 +218,9 @@ def test_a_database_another_process_writes_is_busy_not_damaged(fresh):
     from profiler.errors import StoreBusy
     from profiler.store import build
 
-    root, s = fresh
-    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
-                               "print('held', flush=True); time.sleep(30)", str(s / "launches.duckdb")],
+    _, s = fresh
+    hold = "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True); time.sleep(30)"
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(s / "launches.duckdb")],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

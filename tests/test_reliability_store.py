@@ -366,3 +366,21 @@ def test_relative_and_absolute_roots_are_one_index(fresh):
     assert cp.returncode == 0 and "3 unchanged" in cp.stdout, (cp.stdout, cp.stderr)
     cp = cli("index", str(root), "--store", str(s))
     assert cp.returncode == 0 and "3 unchanged" in cp.stdout, (cp.stdout, cp.stderr)
+
+
+def test_a_part_whose_footer_is_damaged_is_dropped_even_without_its_recorded_sha(fresh):
+    """Magic bytes intact, the footer's metadata garbage, and no index.json to hold its sha256: DuckDB's own
+    read of the part fails ("TProtocolException"); the rebuild drops that part alone and says so."""
+    root, s = fresh
+    (s / "launches.duckdb").unlink()
+    (s / "index.json").unlink()
+    p = _part(s)
+    b = bytearray(p.read_bytes())
+    b[-60:-8] = b"\xff" * 52
+    p.write_bytes(bytes(b))
+    cp = cli("query", "SELECT count(*) AS n FROM launches", "--store", str(s), "--format", "json")
+    assert cp.returncode == 0 and json.loads(cp.stdout) == [{"n": 2}], cp.stderr
+    line = one_line(cp, 0, "whowaits: warning: ")
+    assert "v04_swizzle_cp_async" in line and "unreadable" in line, line
+    cp = cli("index", str(root), "--store", str(s))
+    assert cp.returncode == 0 and "3 launches in the table" in cp.stdout, (cp.stdout, cp.stderr)

@@ -297,9 +297,11 @@ def connect(store: Path, read_only: bool = False, config: dict | None = None):
         raise DamagedDb(f"the store's database {db} is damaged: {first}") from None
 
 
-def _create_db(store: Path, rows=None, files: list[Path] | None = None) -> int:
+def _create_db(store: Path, rows=None, files: list[Path] | None = None,
+               unreadable: list[tuple[Path, str]] | None = None) -> int:
     """Create ``launches.duckdb`` beside the parts (from ``rows``, an Arrow table, or else from the part
-    ``files``, default every part) in a temporary file renamed into place; returns the row count."""
+    ``files``, default every part) in a temporary file renamed into place; returns the row count. A part
+    DuckDB cannot read is left out and appended to ``unreadable`` as (file, DuckDB's first line)."""
     import duckdb
 
     if files is None and rows is None:
@@ -314,7 +316,16 @@ def _create_db(store: Path, rows=None, files: list[Path] | None = None) -> int:
             con.register("_rows", rows)
             con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM _rows")
         elif files:
-            con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM {_parquet_source(store, files)}")
+            try:
+                con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM {_parquet_source(store, files)}")
+            except duckdb.Error:  # one part DuckDB cannot read: read them one by one, keep the others
+                con.execute("DELETE FROM launches")
+                for f in files:
+                    try:
+                        con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM {_parquet_source(store, [f])}")
+                    except duckdb.Error as err:
+                        if unreadable is not None:
+                            unreadable.append((f, (str(err).strip().splitlines() or [type(err).__name__])[0][:120]))
         con.execute(f"CREATE OR REPLACE TABLE store_meta AS SELECT '{_stamp()}' AS stamp")
         n = con.execute("SELECT count(*) FROM launches").fetchone()[0]
         con.close()
@@ -332,51 +343,70 @@ def _create_db(store: Path, rows=None, files: list[Path] | None = None) -> int:
     return n
 
 
+def _part_key(d: Path) -> str:
+    """``gpu/subject/shape`` of a part's ``shape=`` folder."""
+    return "/".join(x.name.split("=", 1)[1] for x in (d.parent.parent, d.parent, d))
+
+
+def _drop_parts(store: Path, bad: list[tuple[str, str]], notes: list[str] | None, reports: dict | None) -> None:
+    """Remove the parts ``bad`` names ((key, why) each) and their index state entries (``reports`` in hand, else
+    ``index.json``'s, rewritten), so the next ``whowaits index`` re-summarises them; one note says which."""
+    if not bad:
+        return
+    for key, _ in bad:
+        _remove(part_path(store, *key.split("/", 2)).parent)
+    if reports is not None:
+        for key, _ in bad:
+            reports.pop(key, None)
+    else:
+        state = _read_state(store)
+        if state:
+            for key, _ in bad:
+                state["reports"].pop(key, None)
+            try:
+                write_atomic(store / STATE, json.dumps(state, indent=1, sort_keys=True))
+            except OSError:
+                pass
+    if notes is not None:
+        keys = ", ".join(f"{k} ({why})" for k, why in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        notes.append(f"{len(bad)} damaged part(s) of the store dropped: {keys}; `whowaits index` "
+                     "re-summarises them from their reports")
+
+
 def sound_parts(store: Path, notes: list[str] | None = None, reports: dict | None = None) -> list[Path]:
     """The part files that can be trusted: each under a ``gpu=/subject=/shape=`` folder, sound by
     :func:`part_problem` and, where ``index.json`` knows its sha256, holding those bytes. Others are removed
     (with their ``index.json`` entry, so the next ``whowaits index`` re-summarises them from their reports),
     one note in ``notes`` saying which. ``reports``: the index state's entries in hand (a writer's, updated
     in place; it writes them), else ``index.json``'s."""
-    state = _read_state(store) if reports is None else {}
-    if reports is None:
-        reports = state.get("reports", {})
+    known = reports if reports is not None else _read_state(store).get("reports", {})
     good, bad = [], []
     root = store / PARTS
     if root.is_dir():
         for d in sorted(root.glob("gpu=*/subject=*/shape=*")):
-            key = "/".join(x.name.split("=", 1)[1] for x in (d.parent.parent, d.parent, d))
+            key = _part_key(d)
             if not d.is_dir() or d.is_symlink():
                 bad.append((key, "not a folder"))
-                _remove(d)
                 continue
             p = d / "part-0.parquet"
             if not (p.exists() or p.is_symlink()):
                 continue
-            why = part_problem(p, (reports.get(key) or {}).get("part_sha256"))
+            why = part_problem(p, (known.get(key) or {}).get("part_sha256"))
             if why is None:
                 good.append(p)
             else:
                 bad.append((key, why))
-                _remove(d)
-    if bad:
-        for k, _ in bad:
-            reports.pop(k, None)
-        if state:
-            try:
-                write_atomic(store / STATE, json.dumps(state, indent=1, sort_keys=True))
-            except OSError:
-                pass
-        if notes is not None:
-            keys = ", ".join(f"{k} ({why})" for k, why in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
-            notes.append(f"{len(bad)} damaged part(s) of the store dropped: {keys}; `whowaits index` "
-                         "re-summarises them from their reports")
+    _drop_parts(store, bad, notes, reports)
     return good
 
 
 def rebuild_db(store: Path, notes: list[str] | None = None, reports: dict | None = None) -> int:
-    """(Re)create ``launches.duckdb`` from the sound parquet parts (:func:`sound_parts`); returns the row count."""
-    return _create_db(store, files=sound_parts(store, notes, reports))
+    """(Re)create ``launches.duckdb`` from the sound parquet parts (:func:`sound_parts`; a part DuckDB then
+    cannot read is dropped the same way); returns the row count."""
+    unreadable: list[tuple[Path, str]] = []
+    n = _create_db(store, files=sound_parts(store, notes, reports), unreadable=unreadable)
+    _drop_parts(store, [(_part_key(f.parent), f"unreadable: {why}") for f, why in unreadable], notes, reports)
+    return n
 
 
 def ensure_db(store: Path, notes: list[str] | None = None) -> None:

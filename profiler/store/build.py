@@ -278,6 +278,17 @@ def _is_lock_error(err: Exception) -> bool:
     return isinstance(err, duckdb.IOException) and ("Could not set lock" in msg or "Conflicting lock" in msg)
 
 
+def is_damage(err: Exception) -> bool:
+    """Whether a DuckDB error raised while reading or writing the store's database says the file is damaged
+    ("Corrupt database file …", an I/O error other than a held lock), not that the SQL was wrong."""
+    import duckdb
+
+    if isinstance(err, duckdb.IOException):
+        return not _is_lock_error(err)
+    return type(err).__name__ in ("Error", "InternalException", "SerializationException", "FatalException") \
+        or "Corrupt database file" in str(err)
+
+
 def connect(store: Path, read_only: bool = False, config: dict | None = None):
     """A DuckDB connection to the store's database: :class:`StoreBusy` when another process holds it,
     :class:`DamagedDb` when it does not open as a database (or is no regular file)."""
@@ -409,16 +420,17 @@ def rebuild_db(store: Path, notes: list[str] | None = None, reports: dict | None
     return n
 
 
-def ensure_db(store: Path, notes: list[str] | None = None) -> None:
+def ensure_db(store: Path, notes: list[str] | None = None, force: str | None = None) -> None:
     """Make ``launches.duckdb`` usable for queries: rebuilt (under the writer lock) from the parts when it is
     missing, damaged or of another layout; a damaged one is said in one line (to ``notes``, else to stderr).
-    Rows of an older analysis stay the store's rows until ``whowaits index`` replaces them."""
-    problem = _db_problem(store, stamp=False)
+    Rows of an older analysis stay the store's rows until ``whowaits index`` replaces them. ``force``: rebuild
+    anyway, for this reason (a query found damage the checks missed)."""
+    problem = force or _db_problem(store, stamp=False)
     if problem is None:
         return
     said: list[str] = []
     with locked(store):
-        problem = _db_problem(store, stamp=False)  # another process may have rebuilt it meanwhile
+        problem = force or _db_problem(store, stamp=False)  # another process may have rebuilt it meanwhile
         if problem is None:
             return
         n = rebuild_db(store, said)
@@ -477,7 +489,9 @@ def _db_problem(store: Path, stamp: bool = True) -> str | None:
             return "of another layout"
         if stamp and got != _stamp():
             return "stale"
-        con.execute("SELECT count(*) FROM launches").fetchone()
+        # every column of every row: DuckDB checks each block's checksum as it reads it (a store's table is
+        # small: 30 ms for the committed reports' rows)
+        con.execute("SELECT bit_xor(hash(l)) FROM launches AS l").fetchone()
         return None
     except duckdb.Error as err:
         return f"damaged ({' '.join(str(err).split())[:160]})"
@@ -507,6 +521,8 @@ def _update_db(store: Path, changed: dict[tuple[str, str, str], list[dict]], row
         if problem.startswith("damaged") and notes is not None:
             notes.append(f"the store's database was {problem}: rebuilt from its parts ({n} launches)")
         return n
+    import duckdb
+
     con = connect(store)
     try:
         keys = pa.Table.from_pylist([{"gpu": g, "subject": s, "shape": k} for g, s, k in list(changed) + gone],
@@ -518,6 +534,15 @@ def _update_db(store: Path, changed: dict[tuple[str, str, str], list[dict]], row
         con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM _rows")
         con.execute("COMMIT")
         return con.execute("SELECT count(*) FROM launches").fetchone()[0]
+    except duckdb.Error as err:
+        if not is_damage(err):
+            raise
+        con.close()
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        n = rebuild_db(store, notes, reports)  # the changed parts are written: they are the store of record
+        if notes is not None:
+            notes.append(f"the store's database was damaged ({first}): rebuilt from its parts ({n} launches)")
+        return n
     finally:
         con.close()
 

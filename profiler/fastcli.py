@@ -49,8 +49,30 @@ def _stopped_while_importing(signum, _frame) -> None:
     os._exit(128 + signum)
 
 
+#: the signal that stopped this process, kept in case the exception was raised where Python swallows it
+#: (an import lock's weakref callback prints "Exception ignored" and goes on)
+_PENDING: list[int] = []
+
+
 def _raise_stop(signum, _frame) -> None:
+    if not _PENDING:
+        _PENDING.append(signum)
     raise _Stop(signum)
+
+
+def _check_pending() -> None:
+    """Raise the stop again when one was swallowed."""
+    if _PENDING:
+        raise _Stop(_PENDING[0])
+
+
+def _quiet_stops(hook):
+    def quiet(u) -> None:
+        if isinstance(u.exc_value, _Stop):
+            return
+        hook(u)
+
+    return quiet
 
 
 def _console_script() -> bool:
@@ -177,8 +199,11 @@ def main(argv: list[str] | None = None) -> None:
     if installed:
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, _raise_stop)
+    hook = sys.unraisablehook
+    sys.unraisablehook = _quiet_stops(hook)
     try:
         _main(argv)
+        _check_pending()
     except _Stop as stop:
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, signal.SIG_IGN)  # the group's copy of the signal must not interrupt the line
@@ -188,6 +213,8 @@ def main(argv: list[str] | None = None) -> None:
         except (OSError, ValueError):
             pass
         sys.exit(128 + stop.signum)
+    finally:
+        sys.unraisablehook = hook
 
 
 def _main(argv: list[str] | None) -> None:
@@ -195,6 +222,7 @@ def _main(argv: list[str] | None) -> None:
     if not replayable(argv):
         from profiler.cli import main as cli_main  # noqa: PLC0415
 
+        _check_pending()  # a stop swallowed while the CLI was imported: not run at all
         cli_main()
         return
     k = command_key(argv)
@@ -240,6 +268,7 @@ def _captured() -> tuple[object, str, str]:
 
     from profiler.cli import main as cli_main  # noqa: PLC0415
 
+    _check_pending()
     me = os.getpid()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -654,7 +654,10 @@ def main(argv: list[str] | None = None) -> int:
             k["failures"] += 0 if o.ok else 1
             code = "timeout" if o.code is None and not o.ok and o.reason.startswith("timeout") else str(o.code)
             k["exit_codes"][code] = k["exit_codes"].get(code, 0) + 1
-            case = o.case.split(":")[0] if o.kind != "cache" else ":".join(o.case.split(":")[:2])
+            parts = o.case.split(":")
+            case = (":".join(parts[:2]) if o.kind == "cache" else
+                    f"{parts[0]}:{parts[2]}" + (":before-start" if parts[-1] == "before-start" else "")
+                    if o.kind == "signal" and len(parts) > 2 else parts[0])
             k["cases"][case] = k["cases"].get(case, 0) + 1
         summary = {
             "command": "python scripts/fault_run.py " + " ".join(sys.argv[1:] if argv is None else argv),

@@ -62,7 +62,7 @@ def test_a_signal_to_whowaits_alone_stops_ncu(tmp_path, sig):
     proc, ncu = _start_profile(tmp_path)
     assert _alive(ncu)
     os.kill(proc.pid, sig)  # the process alone, not its group
-    out, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, err
     assert err.strip() == ("whowaits: interrupted" if sig == signal.SIGINT else "whowaits: terminated"), err
     assert not _alive(ncu), "ncu outlived whowaits"
@@ -103,3 +103,31 @@ sys.exit(cli.run(["_bomb"]))
                         env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert cp.returncode == 143, (cp.stdout, cp.stderr)
     assert cp.stderr.strip() == "whowaits: terminated" and "Exception ignored" not in cp.stderr
+
+
+@pytest.mark.slow
+def test_a_stop_a_library_turned_into_its_own_error_is_still_a_stop():
+    """DuckDB turns a signal that lands during a query into "RuntimeError: Query interrupted": that is the stop
+    (one line, exit 130), not an internal error (exit 70)."""
+    code = r"""
+import os, signal, sys
+sys.argv[0] = 'whowaits'
+import duckdb
+from profiler import cli
+from profiler.cli._app import app
+
+@app.command("_query")
+def _query() -> None:
+    import threading
+    con = duckdb.connect()
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()  # lands while DuckDB runs the query
+    con.execute("SELECT sum(t1.range * 2) FROM range(4000000000) t1").fetchall()
+
+sys.exit(cli.run(["_query"]))
+"""
+    # started as from a shell: SIGINT at its default (a test runner may hand its children SIGINT ignored)
+    cp = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                        env=dict(os.environ, PYTHONPATH=str(REPO)),
+                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert cp.returncode == 130, (cp.stdout, cp.stderr)
+    assert cp.stderr.strip() == "whowaits: interrupted"

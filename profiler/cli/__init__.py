@@ -125,7 +125,13 @@ def _signals():
         for s in saved:
             signal.signal(s, signal.SIG_IGN)
         raise
-    except BaseException:
+    except BaseException as err:
+        if _STOPPING and not isinstance(err, SystemExit):
+            # a library turned the stop into its own error (DuckDB: "RuntimeError: Query interrupted"): still
+            # the stop, said as such
+            for s in saved:
+                signal.signal(s, signal.SIG_IGN)
+            raise Stopped(_STOPPING[0]) from None
         for s, h in saved.items():
             signal.signal(s, h)
         raise

@@ -274,6 +274,17 @@ def _is_lock_error(err: Exception) -> bool:
     return isinstance(err, duckdb.IOException) and ("Could not set lock" in msg or "Conflicting lock" in msg)
 
 
+def is_damage(err: Exception) -> bool:
+    """Whether a DuckDB error raised while reading or writing the store's database says the file is damaged
+    ("Corrupt database file …", an I/O error other than a held lock), not that the SQL was wrong."""
+    import duckdb
+
+    if isinstance(err, duckdb.IOException):
+        return not _is_lock_error(err)
+    return type(err).__name__ in ("Error", "InternalException", "SerializationException", "FatalException") \
+        or "Corrupt database file" in str(err)
+
+
 def connect(store: Path, read_only: bool = False, config: dict | None = None):
     """A DuckDB connection to the store's database: :class:`StoreBusy` when another process holds it,
     :class:`DamagedDb` when it does not open as a database (or is no regular file)."""
@@ -293,9 +304,11 @@ def connect(store: Path, read_only: bool = False, config: dict | None = None):
         raise DamagedDb(f"the store's database {db} is damaged: {first}") from None
 
 
-def _create_db(store: Path, rows=None, files: list[Path] | None = None) -> int:
+def _create_db(store: Path, rows=None, files: list[Path] | None = None,
+               unreadable: list[tuple[Path, str]] | None = None) -> int:
     """Create ``launches.duckdb`` beside the parts (from ``rows``, an Arrow table, or else from the part
-    ``files``, default every part) in a temporary file renamed into place; returns the row count."""
+    ``files``, default every part) in a temporary file renamed into place; returns the row count. A part
+    DuckDB cannot read is left out and appended to ``unreadable`` as (file, DuckDB's first line)."""
     import duckdb
 
     if files is None and rows is None:
@@ -310,7 +323,16 @@ def _create_db(store: Path, rows=None, files: list[Path] | None = None) -> int:
             con.register("_rows", rows)
             con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM _rows")
         elif files:
-            con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM {_parquet_source(store, files)}")
+            try:
+                con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM {_parquet_source(store, files)}")
+            except duckdb.Error:  # one part DuckDB cannot read: read them one by one, keep the others
+                con.execute("DELETE FROM launches")
+                for f in files:
+                    try:
+                        con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM {_parquet_source(store, [f])}")
+                    except duckdb.Error as err:
+                        if unreadable is not None:
+                            unreadable.append((f, (str(err).strip().splitlines() or [type(err).__name__])[0][:120]))
         con.execute(f"CREATE OR REPLACE TABLE store_meta AS SELECT '{_stamp()}' AS stamp")
         n = con.execute("SELECT count(*) FROM launches").fetchone()[0]
         con.close()
@@ -328,63 +350,83 @@ def _create_db(store: Path, rows=None, files: list[Path] | None = None) -> int:
     return n
 
 
+def _part_key(d: Path) -> str:
+    """``gpu/subject/shape`` of a part's ``shape=`` folder."""
+    return "/".join(x.name.split("=", 1)[1] for x in (d.parent.parent, d.parent, d))
+
+
+def _drop_parts(store: Path, bad: list[tuple[str, str]], notes: list[str] | None, reports: dict | None) -> None:
+    """Remove the parts ``bad`` names ((key, why) each) and their index state entries (``reports`` in hand, else
+    ``index.json``'s, rewritten), so the next ``whowaits index`` re-summarises them; one note says which."""
+    if not bad:
+        return
+    for key, _ in bad:
+        _remove(part_path(store, *key.split("/", 2)).parent)
+    if reports is not None:
+        for key, _ in bad:
+            reports.pop(key, None)
+    else:
+        state = _read_state(store)
+        if state:
+            for key, _ in bad:
+                state["reports"].pop(key, None)
+            try:
+                write_atomic(store / STATE, json.dumps(state, indent=1, sort_keys=True))
+            except OSError:
+                pass
+    if notes is not None:
+        keys = ", ".join(f"{k} ({why})" for k, why in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        notes.append(f"{len(bad)} damaged part(s) of the store dropped: {keys}; `whowaits index` "
+                     "re-summarises them from their reports")
+
+
 def sound_parts(store: Path, notes: list[str] | None = None, reports: dict | None = None) -> list[Path]:
     """The part files that can be trusted: each under a ``gpu=/subject=/shape=`` folder, sound by
     :func:`part_problem` and, where ``index.json`` knows its sha256, holding those bytes. Others are removed
     (with their ``index.json`` entry, so the next ``whowaits index`` re-summarises them from their reports),
     one note in ``notes`` saying which. ``reports``: the index state's entries in hand (a writer's, updated
     in place; it writes them), else ``index.json``'s."""
-    state = _read_state(store) if reports is None else {}
-    if reports is None:
-        reports = state.get("reports", {})
+    known = reports if reports is not None else _read_state(store).get("reports", {})
     good, bad = [], []
     root = store / PARTS
     if root.is_dir():
         for d in sorted(root.glob("gpu=*/subject=*/shape=*")):
-            key = "/".join(x.name.split("=", 1)[1] for x in (d.parent.parent, d.parent, d))
+            key = _part_key(d)
             if not d.is_dir() or d.is_symlink():
                 bad.append((key, "not a folder"))
-                _remove(d)
                 continue
             p = d / "part-0.parquet"
             if not (p.exists() or p.is_symlink()):
                 continue
-            why = part_problem(p, (reports.get(key) or {}).get("part_sha256"))
+            why = part_problem(p, (known.get(key) or {}).get("part_sha256"))
             if why is None:
                 good.append(p)
             else:
                 bad.append((key, why))
-                _remove(d)
-    if bad:
-        for k, _ in bad:
-            reports.pop(k, None)
-        if state:
-            try:
-                write_atomic(store / STATE, json.dumps(state, indent=1, sort_keys=True))
-            except OSError:
-                pass
-        if notes is not None:
-            keys = ", ".join(f"{k} ({why})" for k, why in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
-            notes.append(f"{len(bad)} damaged part(s) of the store dropped: {keys}; `whowaits index` "
-                         "re-summarises them from their reports")
+    _drop_parts(store, bad, notes, reports)
     return good
 
 
 def rebuild_db(store: Path, notes: list[str] | None = None, reports: dict | None = None) -> int:
-    """(Re)create ``launches.duckdb`` from the sound parquet parts (:func:`sound_parts`); returns the row count."""
-    return _create_db(store, files=sound_parts(store, notes, reports))
+    """(Re)create ``launches.duckdb`` from the sound parquet parts (:func:`sound_parts`; a part DuckDB then
+    cannot read is dropped the same way); returns the row count."""
+    unreadable: list[tuple[Path, str]] = []
+    n = _create_db(store, files=sound_parts(store, notes, reports), unreadable=unreadable)
+    _drop_parts(store, [(_part_key(f.parent), f"unreadable: {why}") for f, why in unreadable], notes, reports)
+    return n
 
 
-def ensure_db(store: Path, notes: list[str] | None = None) -> None:
+def ensure_db(store: Path, notes: list[str] | None = None, force: str | None = None) -> None:
     """Make ``launches.duckdb`` usable for queries: rebuilt (under the writer lock) from the parts when it is
     missing, damaged or of another layout; a damaged one is said in one line (to ``notes``, else to stderr).
-    Rows of an older analysis stay the store's rows until ``whowaits index`` replaces them."""
-    problem = _db_problem(store, stamp=False)
+    Rows of an older analysis stay the store's rows until ``whowaits index`` replaces them. ``force``: rebuild
+    anyway, for this reason (a query found damage the checks missed)."""
+    problem = force or _db_problem(store, stamp=False)
     if problem is None:
         return
     said: list[str] = []
     with locked(store):
-        problem = _db_problem(store, stamp=False)  # another process may have rebuilt it meanwhile
+        problem = force or _db_problem(store, stamp=False)  # another process may have rebuilt it meanwhile
         if problem is None:
             return
         n = rebuild_db(store, said)
@@ -443,7 +485,9 @@ def _db_problem(store: Path, stamp: bool = True) -> str | None:
             return "of another layout"
         if stamp and got != _stamp():
             return "stale"
-        con.execute("SELECT count(*) FROM launches").fetchone()
+        # every column of every row: DuckDB checks each block's checksum as it reads it (a store's table is
+        # small: 30 ms for the committed reports' rows)
+        con.execute("SELECT bit_xor(hash(l)) FROM launches AS l").fetchone()
         return None
     except duckdb.Error as err:
         return f"damaged ({' '.join(str(err).split())[:160]})"
@@ -473,6 +517,8 @@ def _update_db(store: Path, changed: dict[tuple[str, str, str], list[dict]], row
         if problem.startswith("damaged") and notes is not None:
             notes.append(f"the store's database was {problem}: rebuilt from its parts ({n} launches)")
         return n
+    import duckdb
+
     con = connect(store)
     try:
         keys = pa.Table.from_pylist([{"gpu": g, "subject": s, "shape": k} for g, s, k in list(changed) + gone],
@@ -484,6 +530,15 @@ def _update_db(store: Path, changed: dict[tuple[str, str, str], list[dict]], row
         con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM _rows")
         con.execute("COMMIT")
         return con.execute("SELECT count(*) FROM launches").fetchone()[0]
+    except duckdb.Error as err:
+        if not is_damage(err):
+            raise
+        con.close()
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        n = rebuild_db(store, notes, reports)  # the changed parts are written: they are the store of record
+        if notes is not None:
+            notes.append(f"the store's database was damaged ({first}): rebuilt from its parts ({n} launches)")
+        return n
     finally:
         con.close()
 

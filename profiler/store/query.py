@@ -93,7 +93,17 @@ class Store:
 
         check_sql(sql)
         try:
-            return self.con.execute(sql, params or []).df()
+            try:
+                return self.con.execute(sql, params or []).df()
+            except duckdb.Error as err:
+                if not _index.is_damage(err):
+                    raise
+                # a block that fails its checksum only when this query reads it: rebuild, say so, run it again
+                self.con.close()
+                first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+                _index.ensure_db(self.path, force=f"damaged ({first})")
+                self.con = _index.connect(self.path, read_only=True, config=READ_ONLY_CONFIG)
+                return self.con.execute(sql, params or []).df()
         except duckdb.PermissionException:
             raise QueryRefused("refused: queries read only the store's table `launches`, no other file "
                                "(external access is off)") from None

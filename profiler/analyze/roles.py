@@ -50,6 +50,7 @@ import pandas as pd
 
 from profiler import metrics as M
 from profiler.analyze._common import shared_cfg
+from profiler.analyze.role_split import split_roles
 from profiler.sass import build_cfg, parse
 from profiler.sass.values import Resolver, Value
 
@@ -77,10 +78,14 @@ def _match(opcode: str, prefixes: tuple) -> bool:
 
 @dataclass(frozen=True)
 class Role:
-    """A role: ``name``; ``source`` (``inferred`` from setmaxnreg, or ``declared``); ``pcs`` how
-    many instruction slots its code holds and ``ranges`` their offsets as [first, last] pairs
-    (contiguous runs); ``setmaxnreg`` the register count it asks for (None without one);
-    ``inst_executed`` and ``samples`` over its code."""
+    """A role: ``name``; ``source`` (``inferred`` from thread-index branches or setmaxnreg, or
+    ``declared``); ``pcs`` how many instruction slots its code holds and ``ranges`` their offsets as
+    [first, last] pairs (contiguous runs); ``setmaxnreg`` the register count it asks for (None
+    without one); ``inst_executed`` and ``samples`` over its code; ``does`` what it does in words
+    (``MMA consumer``, ``TMA producer``, ``tile scheduler``, ``epilogue``, ``exit``); ``warps`` the
+    warps of a CTA that play it (empty when unknown); ``entry`` the offset of its first instruction
+    outside any loop, ``entry_executed`` ncu's executed count there and ``entry_expected`` what the
+    warp split predicts (its warps that reach the entry × the launch's CTAs)."""
 
     name: str
     source: str
@@ -89,6 +94,11 @@ class Role:
     setmaxnreg: int | None
     inst_executed: int
     samples: int
+    does: str = ""
+    warps: list = field(default_factory=list)
+    entry: int | None = None
+    entry_executed: int | None = None
+    entry_expected: int | None = None
 
 
 @dataclass(frozen=True)
@@ -198,21 +208,6 @@ def _label(offset: int) -> str:
 # --- roles ---------------------------------------------------------------------------------------
 
 
-def _reach(cfg, starts: list[int], stops: set[int]) -> set[int]:
-    seen: set[int] = set()
-    todo = list(starts)
-    succs = cfg.succs
-    while todo:
-        i = todo.pop()
-        if i in seen:
-            continue
-        seen.add(i)
-        for j in succs[i]:
-            if j not in seen and j not in stops:
-                todo.append(j)
-    return seen
-
-
 def _ranges(indices, offsets) -> list:
     out: list = []
     for i in sorted(indices):
@@ -223,45 +218,23 @@ def _ranges(indices, offsets) -> list:
     return [[a, b] for a, b, _ in out]
 
 
-def _assign_roles(ins, cfg, bases) -> tuple[list[str], dict[str, int | None]]:
-    rules = _rules()
-    n = len(ins)
-    groups: dict[tuple[str, int | None], list[int]] = {}
-    for i, p in enumerate(ins):
-        if _match(p.opcode, rules["split"]["opcodes"]):
-            mods = set(p.modifiers)
-            kind = ("grow" if mods & set(rules["split"]["grow"])
-                    else "shrink" if mods & set(rules["split"]["shrink"]) else "set")
-            imm = [int(o.text, 0) for o in (*p.dsts, *p.srcs) if o.kind == "imm" and _HEX.match(o.text)]
-            starts = groups.setdefault((kind, imm[-1] if imm else None), [])
-            starts.append(i)
-            if i and ins[i - 1].base == "WARPSYNC":  # setmaxnreg's own warp-convergence prefix
-                starts.append(i - 1)
-    if not groups:
-        return ["cta"] * n, {"cta": None}
-    all_splits = {i for v in groups.values() for i in v}
-    owner: list[set] = [set() for _ in range(n)]
-    for g, starts in groups.items():
-        for i in _reach(cfg, starts, all_splits - set(starts)):
-            owner[i].add(g)
-    # name each group by what its code does
-    names: dict[tuple, str] = {}
-    mma, load = rules["names"]["mma"], rules["names"]["load"]
-    content = {g: {bases[i] for i in range(n) if g in owner[i]} for g in groups}
-    consumers = [g for g in groups if content[g] & set(mma)]
-    producers = [g for g in groups if g not in consumers and content[g] & set(load)]
-    for k, g in enumerate(sorted(consumers, key=lambda g: groups[g][0])):
-        names[g] = "consumer" if len(consumers) == 1 else f"consumer{k}"
-    for k, g in enumerate(sorted(producers, key=lambda g: groups[g][0])):
-        names[g] = "producer" if len(producers) == 1 else f"producer{k}"
-    for k, g in enumerate(sorted((g for g in groups if g not in names), key=lambda g: groups[g][0])):
-        names[g] = f"role{k}"
-    out = []
-    for i in range(n):
-        o = owner[i]
-        out.append(names[next(iter(o))] if len(o) == 1 else ("shared" if o else "common"))
-    regs = {names[g]: g[1] for g in groups}
-    return out, regs
+def _launch_int(launch, name: str) -> int:
+    try:
+        v = launch.value(name) if launch.has(name) else None
+    except (AttributeError, KeyError):
+        v = None
+    try:
+        return int(v) if v is not None and v == v else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def _block_dim(launch) -> tuple[int, int, int] | None:
+    """The CTA's (x, y, z) thread counts from the launch statistics; None without them."""
+    dims = tuple(_launch_int(launch, f"launch__block_dim_{c}") for c in "xyz")
+    if not dims[0]:
+        return None
+    return (dims[0], dims[1] or 1, dims[2] or 1)
 
 
 # --- mbarrier identity ----------------------------------------------------------------------------
@@ -290,7 +263,7 @@ class _MbarIndex:
         self.vals: dict[int, tuple[Value, bool]] = {}
         inits: dict[int, int | None] = {}
         for i, p in enumerate(ins):
-            if p.base == "SYNCS" or _match(p.opcode, rules["release"]["tma_load"]):
+            if p.base == "SYNCS" or _is_commit(p) or _match(p.opcode, rules["release"]["tma_load"]):
                 v = self._resolve(i)
                 if v is None:
                     continue
@@ -317,7 +290,7 @@ class _MbarIndex:
         inner = _mem_operand(p.text)
         if inner is None:
             return None
-        if p.base == "SYNCS":
+        if p.base == "SYNCS" or _is_commit(p):
             return self.R.address(i, inner)
         m = re.match(r"^UR(\d+)$", inner.strip())  # UTMALDG [URn]: URn+1 holds the mbarrier address
         if not m:
@@ -352,6 +325,12 @@ class _MbarIndex:
 
 
 # --- wait sites ----------------------------------------------------------------------------------
+
+
+def _is_commit(p) -> bool:
+    """A tcgen05.commit (``UTCBAR [UR6], URZ``): an mbarrier arrive issued by the tensor core once the
+    thread's earlier tcgen05 operations completed; its memory operand is the barrier."""
+    return p.base != "SYNCS" and any(b.kind == "mbarrier" for b in p.barriers)
 
 
 def _tma_barrier_offsets(ins, i: int) -> set[int]:
@@ -505,7 +484,7 @@ def _releasers(ins, roles, bases, mb: _MbarIndex | None = None, notes: dict | No
             if off is None:
                 continue
             regs_ = [o for o in p.srcs if o.kind == "reg"]
-            tx = bool(regs_) and regs_[-1].text not in ("RZ", "URZ")
+            tx = p.base == "SYNCS" and bool(regs_) and regs_[-1].text not in ("RZ", "URZ")
             arrives.setdefault(off, {}).setdefault(roles[i], set()).add("expect_tx" if tx else "arrive")
         elif _match(p.opcode, r["tma_load"]):
             if mb is None:
@@ -552,9 +531,9 @@ def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
         for ro in plain:
             if ro not in issuers:
                 parts.append(ro)
-                ev.append(f"SYNCS.ARRIVE at {at} in {ro}")
+                ev.append(f"arrive (SYNCS.ARRIVE / tcgen05 commit) at {at} in {ro}")
         if not parts:
-            return None, not rel["resolved"], f"no SYNCS.ARRIVE or TMA load on {site.barrier} in the SASS"
+            return None, not rel["resolved"], f"no SYNCS.ARRIVE, tcgen05 commit or TMA load on {site.barrier} in the SASS"
         if not rel["resolved"]:
             return " + ".join(parts), True, "; ".join(ev) + " (matched by displacement: no address resolved)"
         assumed = sorted(notes.get(("assumed", off), ()))
@@ -616,22 +595,33 @@ def role_graph(launch) -> RoleGraph:
     executed = (sf["inst_executed"].fillna(0).to_numpy(dtype=np.int64) if "inst_executed" in sf.columns
                 else np.zeros(len(sf), dtype=np.int64))
     cfg = shared_cfg(launch, addresses, texts, bases)  # built once per launch (producers walk it too)
-    roles, regs = _assign_roles(ins, cfg, bases)
+    addr_index = {a: i for i, a in enumerate(addresses)}
+    mb = _MbarIndex(ins, cfg, offsets)
+    split = split_roles(ins, cfg, mb.R, _block_dim(launch), addr_index, _rules())
+    roles = split.owner
+    ctas = _launch_int(launch, "launch__grid_size")
     role_list = []
-    order = ["common", *[r for r in dict.fromkeys(roles) if r not in ("common", "shared")], "shared"]
+    order = ["common", *[r for r in split.roles if r not in ("common", "shared")], "shared"]
     arr = np.asarray(roles, dtype=object)
     for name in order:
         idx = np.flatnonzero(arr == name)
-        if not len(idx):
+        sr = split.roles.get(name)
+        if not len(idx) and (sr is None or not sr.warps):
             continue
-        role_list.append(Role(name, "inferred", int(len(idx)), _ranges(idx, offsets), regs.get(name),
-                              int(executed[idx].sum()), int(samples[idx].sum())))
+        entry = sr.entry if sr is not None else None
+        role_list.append(Role(
+            name, "inferred", int(len(idx)), _ranges(idx, offsets), sr.setmaxnreg if sr else None,
+            int(executed[idx].sum()), int(samples[idx].sum()),
+            sr.does if sr else ("every role" if name == "common" else "several roles"),
+            list(sr.warps) if sr else [],
+            None if entry is None else int(offsets[entry]),
+            None if entry is None else int(executed[entry]),
+            sr.entry_warps * ctas if sr is not None and sr.warps and ctas and entry is not None else None))
     total = int(samples.sum())
-    mb = _MbarIndex(ins, cfg, offsets)
     if not mb.anchored:
         mb = None  # no mbarrier address resolves anywhere: fall back to displacements (inferred)
     notes: dict = {}
-    sites = _sites(ins, {a: i for i, a in enumerate(addresses)}, roles, offsets, samples, mb, notes)
+    sites = _sites(ins, addr_index, roles, offsets, samples, mb, notes)
     rel = _releasers(ins, roles, bases, mb, notes)
     grouped: dict[tuple, dict] = {}
     unresolved: dict[str, int] = {}

@@ -1,9 +1,14 @@
 """The control-flow graph of a kernel's SASS: :func:`build_cfg` -> :class:`CFG`.
 
-Edges: the fall-through from each instruction to the next (unless it is an unguarded branch, exit,
-return or kill) and every ``BRA``/``JMP`` to its target address. ``BRA.DIV`` (taken only when the
-warp diverged) falls through too; calls (``CALL``) are not followed (the committed kernels inline
-everything but ncu's own spill helpers). A back-edge is a branch to an instruction at or before
+Edges: the fall-through from each instruction to the next (unless it is an unconditional branch,
+exit, return or kill) and every ``BRA``/``JMP``/``CALL`` to its target address. A branch is
+conditional when it is guarded (``@!P0 BRA``) or names a predicate operand (``BRA !P0, T``,
+``BRA.U UP1, T``, ``@!P0 BRA P1, T``: cuBLAS' and other compilers' form; ``BRA !PT, T`` is never
+taken); ``BRA.DIV`` (taken only when the warp diverged) falls through too; an ``EXIT``/``RET``
+with a guard falls through. A ``CALL`` goes to its target and returns to the next instruction
+(its ``RET`` ends the callee's block). ``WARPSYNC.COLLECTIVE R3, T`` (CUTLASS around an
+``ELECT``) sends the lanes outside the collective to ``T`` and the others on: both edges. Instruction 0 is the only entry: code that no edge reaches
+from it is unreachable (a reaching-definitions walk never starts there). A back-edge is a branch to an instruction at or before
 itself (compilers lay loops out so that the loop's latch branches backwards to its head, which is
 then a loop head); an edge into a loop head from an earlier instruction is a loop entry.
 
@@ -17,12 +22,13 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from profiler import metrics as M
-from profiler.sass.instruction import GUARD, parse
+from profiler.sass.instruction import parse
 
 __all__ = ["Block", "CFG", "build_cfg"]
 
 _UNCOND_END = ("EXIT", "RET", "BRX", "JMX", "KILL")
-_CONTROL = frozenset(("BRA", "JMP") + _UNCOND_END)
+_TARGETED = frozenset(("BRA", "JMP", "CALL"))
+_CONTROL = frozenset(_TARGETED | set(_UNCOND_END) | {"WARPSYNC"})
 
 
 @dataclass(frozen=True)
@@ -117,19 +123,19 @@ def build_cfg(addresses, texts, bases=None) -> CFG:
     for j, (t, b) in enumerate(zip(texts, bases)):
         if b not in _CONTROL:
             continue
+        p = parse(t)
+        if b == "WARPSYNC" and p.target is None:
+            continue  # WARPSYNC.ALL, WARPSYNC mask: no control flow
         control.append(j)
         if index is None:
             index = {int(a): i for i, a in enumerate(addresses)}
-        g = GUARD.match(t)
-        guarded = bool(g) and not g.group(2).endswith("PT")
-        body = GUARD.sub("", t.strip(), count=1)
-        if b in ("BRA", "JMP"):
-            target = parse(t).target
-            if target is not None and target in index:
-                targets.append((j, index[target]))
-            if not guarded and not body.startswith("BRA.DIV"):
+        if b in _TARGETED or b == "WARPSYNC":
+            never = p.cond == "!PT"
+            if p.target is not None and p.target in index and not never:
+                targets.append((j, index[p.target]))
+            if b in ("BRA", "JMP") and not p.conditional and "DIV" not in p.modifiers:
                 unguarded_end[j] = True
-        elif body.startswith(_UNCOND_END) and not guarded:
+        elif p.guard is None:
             unguarded_end[j] = True
     back = frozenset((j, s) for j, s in targets if s <= j)
     heads = {s for _, s in back}

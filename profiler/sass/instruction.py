@@ -37,6 +37,7 @@ _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _TOK = re.compile(r"(?<![A-Za-z0-9_])(?:(UR|R)(\d+|Z)(\.64)?|(UP|P)([0-6]|T)(?![A-Za-z0-9_]))")
 _INT = re.compile(r"^(0x[0-9a-fA-F]+|\d+)$")
 _REG = re.compile(r"^U?R(\d+|Z)(?![A-Za-z0-9_])")
+_COND = re.compile(r"^(!?)(U?P[0-6T])$")
 
 #: base opcodes whose last hexadecimal operand is a code address
 _TARGET_OPS = frozenset(("BRA", "JMP", "CALL", "BSSY"))
@@ -108,11 +109,29 @@ class Instruction:
     target: int | None
     rmask: int = 0
     wmask: int = 0
+    cond: str | None = None
+    cond_negated: bool = False
 
     @property
     def is_branch(self) -> bool:
         """A ``BRA``/``JMP`` (conditional or not)."""
         return self.base in ("BRA", "JMP")
+
+    @property
+    def conditional(self) -> bool:
+        """Whether this branch/exit may or may not be taken: guarded (``@P0 BRA``, ``@!P1 EXIT``) or
+        with a predicate operand (``BRA !P0, T``, ``BRA.U UP1, T``, ``@!P0 BRA P1, T``)."""
+        return self.guard is not None or self.cond is not None
+
+    def decided_by(self) -> tuple[tuple[str, bool], ...]:
+        """The predicates that decide whether this instruction takes effect, as (register, negated):
+        its guard and its branch predicate operand; taken when every one holds."""
+        out = []
+        if self.guard is not None:
+            out.append((self.guard, self.guard_negated))
+        if self.cond is not None:
+            out.append((self.cond, self.cond_negated))
+        return tuple(out)
 
 
 @lru_cache(maxsize=1)
@@ -138,6 +157,8 @@ def _isa() -> dict:
         "gmma": frozenset(d["gmma"]["opcodes"]),
         "gmma_acc": (float(d["gmma"]["acc_per_n_32bit"]), float(d["gmma"]["acc_per_n_16bit"])),
         "gmma_a": int(d["gmma"]["a_regs"]),
+        "tmem_regs": frozenset(d.get("tcgen05", {}).get("tmem_regs", ())),
+        "mbar_arrive": frozenset(d.get("tcgen05", {}).get("mbarrier_arrive", ())),
     }
 
 
@@ -271,6 +292,12 @@ def _widths(opcode: str, n_src: int) -> tuple[int | None, dict[int, int]]:
             acc = int(n * (per16 if (len(mods) > 2 and mods[2] == "F16") else per32))
             dest_w = acc
             src_w = {0: cfg["gmma_a"], 2: acc}  # A (when a register), C (when a register)
+    elif base in cfg["tmem_regs"]:  # LDTM.x32 R4, tmem[UR4] / STTM.x8 tmem[UR4], R4
+        n = next((int(m[1:]) for m in mods[1:] if re.fullmatch(r"x\d+", m)), 1)
+        if base.startswith("LD"):
+            dest_w = n
+        else:
+            src_w[n_src - 1] = n
     elif "64" in mods[1:] and base in cfg["pair64"]:
         dest_w = 2
     return dest_w, src_w
@@ -297,7 +324,7 @@ def _barriers(base: str, opcode: str, ops: list[str]) -> tuple[Barrier, ...]:
         m = re.match(r"^B(\d+)$", ops[0])
         if m:
             out.append(Barrier("convergence", int(m.group(1))))
-    elif base == "SYNCS":
+    elif base == "SYNCS" or base in _isa()["mbar_arrive"]:  # UTCBAR: tcgen05.commit arrives on an mbarrier
         mem = next((o for o in ops if o.startswith("[")), None)
         if mem is not None:
             out.append(Barrier("mbarrier", mem))
@@ -361,13 +388,21 @@ def parse(sass: str) -> Instruction:
     for o in srcs:
         reads += o.regs
     target = None
-    if base in _TARGET_OPS:
+    if base in _TARGET_OPS or (base == "WARPSYNC" and "COLLECTIVE" in modifiers):
         hexes = _HEX.findall(parts[1]) if len(parts) > 1 else []
         target = int(hexes[-1], 16) if hexes else None
     sb = cfg["scoreboard"].get(base)
+    cond, cond_neg = None, False
+    if base in _TARGET_OPS and base != "BSSY" and ops:
+        c = _COND.match(ops[0])
+        if c:
+            if c.group(2) not in ("PT", "UPT"):
+                cond, cond_neg = c.group(2), c.group(1) == "!"
+            elif c.group(1) == "!":
+                cond = "!PT"  # never taken
     return Instruction(sass, opcode, base, modifiers, guard, negated, dsts, srcs, frozenset(reads),
                        frozenset(writes), sb, cfg["in_order"].get(base), _barriers(base, opcode, ops),
-                       target, register_mask(reads), register_mask(writes))
+                       target, register_mask(reads), register_mask(writes), cond, cond_neg)
 
 
 _BIT_BASE = {"R": 0, "UR": 256, "P": 320, "UP": 330}

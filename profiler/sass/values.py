@@ -25,6 +25,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
+
+from profiler import metrics as M
 
 __all__ = ["Resolver", "Value"]
 
@@ -66,6 +69,12 @@ def _guard(p) -> tuple[str, bool] | None:
     return p.guard, bool(p.guard_negated)
 
 
+@lru_cache(maxsize=1)
+def _window_shift() -> int:
+    """Where a CTA's rank sits in a shared::cluster address (``data/sass.toml`` [values])."""
+    return int(M._load("sass.toml")["values"]["window_shift"])
+
+
 class Resolver:
     """Reaching definitions and values of registers in one kernel's SASS.
 
@@ -92,7 +101,7 @@ class Resolver:
         from_entry = False
         seen: set[int] = set()
         todo = [p for p, _ in preds[i]]
-        if not todo:
+        if i == 0:
             from_entry = True
         while todo:
             j = todo.pop()
@@ -105,8 +114,8 @@ class Resolver:
                 if p.guard is None or p.guard.endswith("PT"):
                     continue  # an unconditional definition kills the paths behind it
             pj = preds[j]
-            if not pj:
-                from_entry = True
+            if j == 0:
+                from_entry = True  # instruction 0 is the kernel's only entry
             todo.extend(q for q, _ in pj if q not in seen)
         out = None if from_entry else tuple(sorted(found))
         self._defs[key] = out
@@ -214,6 +223,12 @@ class Resolver:
         if base == "IMAD" and len(srcs) == 3 and ("IADD" in mods or srcs[1] in ("0x1", "1")) \
                 and not ({"X", "HI", "WIDE"} & mods):
             return self.operand(d, srcs[0], depth) + self.operand(d, srcs[2], depth)  # a * 1 + c
+        if base in ("IMAD", "UIMAD") and len(srcs) == 3 and not ({"X", "HI", "WIDE"} & mods):
+            return self._product(d, srcs[0], srcs[1], depth) + self.operand(d, srcs[2], depth)
+        if base in ("IMUL", "UIMUL") and len(srcs) == 2 and not ({"HI", "WIDE"} & mods):
+            return self._product(d, srcs[0], srcs[1], depth)
+        if base in ("PRMT", "UPRMT") and len(srcs) == 3 and _IMM.match(srcs[1]):
+            return self._permute(d, srcs[0], int(srcs[1], 0), srcs[2], depth)
         if base in ("IADD3", "UIADD3", "VIADD", "IADD", "UIADD") and "X" not in mods:
             ops = [s for s in srcs if not re.match(r"^!?U?P(\d+|T)$", s)]
             total = Value(0)
@@ -224,6 +239,8 @@ class Resolver:
             a, b, sh = srcs[0], srcs[1], srcs[2]
             if not _IMM.match(sh):
                 return _unknown(f"{p.base} at {pc:#x}: register shift")
+            if int(sh, 0) == _window_shift():
+                return self.operand(d, b, depth)  # a CTA rank into the window bits: b is the address
             va, vb = self.operand(d, a, depth), self.operand(d, b, depth)
             if va.exact:
                 return vb + va.shifted(int(sh, 0))
@@ -232,5 +249,33 @@ class Resolver:
             va = self.operand(d, srcs[0], depth)
             if va.exact:
                 return va.shifted(int(srcs[1], 0))
-            return Value(0, va.runtime, va.assumed)
+            return Value(0, va.runtime + (f"{srcs[0]} << {srcs[1]} at {pc:#x}",), va.assumed)
         return _unknown(f"{reg} at {pc:#x}: defined by {p.opcode}")
+
+    def _product(self, d: int, a: str, b: str, depth: int) -> Value:
+        """``a * b`` at instruction ``d``: exact when both are; the CTA's window bits times anything
+        are no part of an address (``IMAD R4, R3, 0x1000000, R4`` with R3 the CTA rank); a runtime
+        factor times a constant is a runtime term (a ring stage ``idx * 8``)."""
+        pc = self.offsets[d]
+        if any(_IMM.match(x) and int(x, 0) == 1 << _window_shift() for x in (a, b)):
+            return Value(0)  # a CTA rank times 2^24: the window bits, whichever CTA of the cluster
+        va, vb = self.operand(d, a, depth), self.operand(d, b, depth)
+        if va.exact and vb.exact:
+            return Value(va.const * vb.const, (), va.assumed + vb.assumed)
+        if (va.exact and va.const == 0) or (vb.exact and vb.const == 0):
+            return Value(0, (), va.assumed + vb.assumed)
+        return Value(0, va.runtime + vb.runtime + (f"{a} * {b} at {pc:#x}",), va.assumed + vb.assumed)
+
+    def _permute(self, d: int, a: str, sel: int, b: str, depth: int) -> Value:
+        """``PRMT d, a, sel, b`` (byte ``k`` of the result is byte ``sel`` nibble ``k`` of {b:a}): exact
+        when both are. The shared-window idiom ``PRMT R4, R4, 0x4210, R_rank`` keeps a's low three
+        bytes and puts the CTA rank in the top byte: the address is a's (the rank is the window)."""
+        va, vb = self.operand(d, a, depth), self.operand(d, b, depth)
+        nib = [(sel >> (4 * k)) & 0x7 for k in range(4)]
+        if va.exact and vb.exact and nib[3] < 4:
+            both = (va.const & 0xFFFFFFFF) | ((vb.const & 0xFFFFFFFF) << 32)
+            out = sum(((both >> (8 * n)) & 0xFF) << (8 * k) for k, n in enumerate(nib))
+            return Value(out, (), va.assumed + vb.assumed)
+        if nib[:3] == [0, 1, 2] and nib[3] >= 4:
+            return va  # a's low 24 bits (a shared address) under a CTA rank's window byte (own or peer)
+        return _unknown(f"PRMT {a}, {sel:#x}, {b} at {self.offsets[d]:#x}: not a window byte on an address")

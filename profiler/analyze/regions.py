@@ -285,10 +285,35 @@ def _main_loop(addresses, texts, bases, tensor, weight=None) -> tuple[int, int] 
     return None if best is None else best[1]
 
 
+def mbarrier_wait_branches(texts: list[str]) -> set[int]:
+    """Indices of the branches that consume an mbarrier try-wait's predicate (``SYNCS.PHASECHK…`` writes
+    ``P2``; ``@!P2 BRA`` or ``BRA !P2, …`` reads it, at any distance and across the loop's back edge: the walk
+    runs twice). ncu samples a warp waiting on the mbarrier there, as ``long_scoreboard``: the wait is sync
+    work, not the branch's."""
+    parsed = [parse(t) for t in texts]
+    pending: set[str] = set()
+    out: set[int] = set()
+    for _ in range(2):
+        for i, ins in enumerate(parsed):
+            if ins.base in ("BRA", "JMP") and pending & set(ins.reads):
+                out.add(i)
+            preds = {w for w in ins.writes if w.startswith(("P", "UP"))}
+            if ins.base == "SYNCS" and "PHASECHK" in ins.modifiers:
+                pending |= preds
+            else:
+                pending -= preds
+    return out
+
+
 def _infer(sass: pd.DataFrame) -> list[str]:
     texts = sass["sass"].tolist()
-    if attention_evidence(texts) is None:
-        return _infer_neutral(sass)
+    waits = mbarrier_wait_branches(texts)
+    names = _infer_neutral(sass) if attention_evidence(texts) is None else _infer_attention(sass)
+    return ["sync" if i in waits else n for i, n in enumerate(names)]
+
+
+def _infer_attention(sass: pd.DataFrame) -> list[str]:
+    texts = sass["sass"].tolist()
     rules = M.region_config()["infer"]
     bases = sass["base"].tolist()
     addresses = [int(a) for a in sass["address"].tolist()]

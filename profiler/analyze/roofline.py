@@ -87,7 +87,7 @@ def _sass_tensor_split(launch) -> dict[str, tuple[float | None, float | None]]:
             if b not in bases or not n:
                 continue
             mods = M.full_opcode(text).split(".")[1:]
-            shape = None
+            shape: tuple[int, ...] | None = None
             for m in mods:
                 if m in _MMA_SYNC_SHAPE:
                     shape = _MMA_SYNC_SHAPE[m]
@@ -113,10 +113,11 @@ def _tensor_flops(launch) -> tuple[dict, list]:
     for path, (counters, section) in M.tensor_op_counters().items():
         vals = [launch.value(c) for c in counters]
         present = [v for v in vals if v is not None]
-        out[path] = float(sum(present)) if present else None
+        counted = float(sum(present)) if present else None
         from_sass = sass.get(path)
-        if from_sass and (out[path] is None or from_sass > 1.001 * out[path]):
-            out[path] = from_sass
+        if from_sass and (counted is None or from_sass > 1.001 * counted):
+            counted = from_sass
+        out[path] = counted
         if out[path] is None:
             gone.append(missing(f"roofline.flops_by_path.tensor_{path}", section))
     return out, gone
@@ -250,7 +251,7 @@ def ceilings(f: _Frame, sm_hz: float | None, sm_hz_name: str) -> dict:
             out[f"tensor_{path}"] = per_sm_fallback(f"{path}_fp16_flop_per_cycle_per_sm")
         total, eight = split.get(path, (None, None))
         v, src, hz = out[f"tensor_{path}"]
-        if v is not None and total and eight and eight > total / 2:  # the path ran mostly 8-bit types
+        if v is not None and total and eight is not None and eight > total / 2:  # the path ran mostly 8-bit types
             out[f"tensor_{path}"] = (v * ratio, f"{src} x {ratio} (8-bit types: gpus.toml tensor_8bit_over_16bit)", hz)
     dense = [(v, k) for k, (v, _, _) in out.items() if v]
     out["tensor_dense"] = ((max(dense)[0], f"max dense path roof ({max(dense)[1]})", sm_hz) if dense

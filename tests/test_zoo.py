@@ -18,7 +18,7 @@ import importlib.util
 import json
 import re
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -51,7 +51,7 @@ def _stem(name: str) -> str:
     return f"{name}_{_BY_NAME[name].shape}"
 
 
-@lru_cache(maxsize=None)
+@cache
 def raw(name: str) -> dict[str, tuple[str, str]]:
     """ncu's raw page of the one launch: metric -> (unit, value text)."""
     with gzip.open(GOLDEN / f"{_stem(name)}.raw.csv.gz", "rt", newline="") as f:
@@ -60,7 +60,7 @@ def raw(name: str) -> dict[str, tuple[str, str]]:
     return {h: (u, v) for h, u, v in zip(*rows)}
 
 
-@lru_cache(maxsize=None)
+@cache
 def source_page(name: str) -> tuple[str, tuple[dict, ...]]:
     """ncu's source page with SASS: (kernel name, one row per instruction slot)."""
     with gzip.open(GOLDEN / f"{_stem(name)}.source-sass.csv.gz", "rt", newline="") as f:
@@ -69,7 +69,7 @@ def source_page(name: str) -> tuple[str, tuple[dict, ...]]:
     return rows[0][1], tuple(dict(zip(head, r)) for r in rows[2:] if len(r) == len(head))
 
 
-@lru_cache(maxsize=None)
+@cache
 def summary(name: str) -> dict:
     from profiler.analyze import summarize
 
@@ -77,7 +77,7 @@ def summary(name: str) -> dict:
     return s
 
 
-@lru_cache(maxsize=None)
+@cache
 def launch(name: str):
     from profiler.report import load_report
 
@@ -188,7 +188,7 @@ def test_per_pc_sass_samples_and_counts_equal_ncu_source_page(name):
     'Instructions Executed' at the same address; the top instruction is ncu's hottest PC. (Operands are
     compared by opcode and guard only: the PyPI reader's disassembler prints wgmma's scoreboard operand
     as ``R24.gsb0`` where ncu 2025.3's CLI prints ``R24, gsb0``.)"""
-    kernel, rows = source_page(name)
+    _, rows = source_page(name)
     sass = launch(name).sass
     assert len(sass) == len(rows)
     ours = {int(a): (_head(t), int(n), int(e)) for a, t, n, e in
@@ -308,3 +308,43 @@ def test_opcode_classes_name_every_zoo_opcode(name):
     assert bases <= listed, sorted(bases - listed)
     other = set(launch(name).sass.loc[launch(name).sass["opcode_class"] == "OTHER", "base"])
     assert other <= {"NOP", "USETMAXREG"}
+
+
+# ------------------------------------------------------------------------------------------------
+# the subject script's CPU side (the subjects themselves need torch and a GPU)
+def _script(*args: str):
+    import subprocess
+
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "zoo_subjects.py"), *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_plan_is_what_the_device_script_reads():
+    """`--plan`: one tab-separated line per subject, six fields (name, shape, regex, NVTX range, FLOPs,
+    bytes) that `whowaits profile --cmd` accepts: a plain shape key, a valid regex, a positive number or '-'."""
+    from profiler.collect import plan_command
+
+    proc = _script("--plan")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [ln.split("\t")[0] for ln in lines] == NAMES
+    for ln in lines:
+        name, shape, regex, nvtx, flops, nbytes = ln.split("\t")
+        assert nvtx == "whowaits:zoo-" + name
+        assert flops != "-" or nbytes != "-"
+        for x in (flops, nbytes):
+            assert x == "-" or float(x) > 0
+        session = plan_command(f"python3 scripts/zoo_subjects.py {name}", regex, name, shape, nvtx_range=nvtx)
+        argv = session.ncu_argv("ncu", "out")
+        assert argv[argv.index("--nvtx-include") + 1] == nvtx + "/" and session.shape == shape
+    device = (ROOT / "scripts" / "device" / "h200_zoo.sh").read_text()
+    assert "read -r name shape regex nvtx flops bytes" in device and "zoo_subjects.py --plan" in device
+
+
+def test_script_refuses_bad_arguments_in_one_line():
+    assert _script("--list").returncode == 0
+    for args in ((), ("no-such-subject",), ("cublas-gemm-fp16", "--warmup", "0")):
+        proc = _script(*args)
+        assert proc.returncode == 2, args
+        assert "Traceback" not in proc.stderr
+        assert proc.stderr.strip().splitlines()[-1].startswith("zoo_subjects.py: error: ")

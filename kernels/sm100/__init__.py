@@ -54,7 +54,8 @@ def build(kernel: str = "tcgen05_gemm", arch: str = "sm_100a") -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{kernel}-", suffix=".cubin", dir=out_dir)
     os.close(fd)
     try:
-        proc = subprocess.run([nvcc, *FLAGS, f"-arch={arch}", "-o", tmp, str(src)], capture_output=True, text=True)
+        proc = subprocess.run([nvcc, *FLAGS, f"-arch={arch}", "-o", tmp, str(src)], capture_output=True, text=True,
+                              check=False)
         if proc.returncode != 0:
             msg = (proc.stderr or proc.stdout).strip().splitlines()
             raise WhowaitsError(f"nvcc failed on {src} for {arch}: {msg[0] if msg else proc.returncode}")
@@ -65,7 +66,7 @@ def build(kernel: str = "tcgen05_gemm", arch: str = "sm_100a") -> Path:
     return out
 
 
-_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)\s*$", re.M)
+_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)\s*$", re.MULTILINE)
 
 
 def functions(cubin: Path) -> dict[str, list[tuple[int, str]]]:

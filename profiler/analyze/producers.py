@@ -64,6 +64,7 @@ __all__ = [
     "producer_pcs",
     "waits_on",
     "waits_on_unresolved",
+    "wait_kind",
     "SCOREBOARD_REASONS",
 ]
 
@@ -80,6 +81,20 @@ _GROUP_BIT: dict[str, int] = {}
 def _cfg() -> dict:
     d = M._load("producers.toml")
     return {"max_walk": int(d["max_walk"]), "dest_window": int(d["dest_window"])}
+
+
+def wait_kind(reason: str, producer_opcode: str | None) -> str | None:
+    """What a scoreboard stall on ``producer_opcode`` is in words (``data/producers.toml``
+    [wait_kinds]): ``("long_scoreboard", "SYNCS")`` -> ``"mbarrier wait"``; None when it is just
+    the scoreboard wait ncu names."""
+    if not producer_opcode:
+        return None
+    return _kinds().get(reason, {}).get(producer_opcode)
+
+
+@lru_cache(maxsize=1)
+def _kinds() -> dict[str, dict[str, str]]:
+    return {r: dict(m) for r, m in M._load("producers.toml").get("wait_kinds", {}).items()}
 
 
 def _group_bit(group: str | None) -> int:

@@ -51,6 +51,7 @@ import pandas as pd
 from profiler import metrics as M
 from profiler.analyze._common import shared_cfg
 from profiler.analyze.role_split import split_roles
+from profiler.analyze.wait_sites import WaitSite, find_sites
 from profiler.sass import build_cfg, parse
 from profiler.sass.values import Resolver, Value
 
@@ -102,19 +103,6 @@ class Role:
 
 
 @dataclass(frozen=True)
-class WaitSite:
-    """One place where a role waits: ``kind`` (mbarrier, named_barrier, wgmma_group, scoreboard),
-    ``barrier`` (its label), ``role``, ``pcs`` (offsets of every instruction counted for it) and
-    ``samples``."""
-
-    kind: str
-    barrier: str
-    role: str
-    pcs: tuple
-    samples: int
-
-
-@dataclass(frozen=True)
 class Edge:
     """``waiter`` —[``barrier``]→ ``releaser``: ``samples`` of the waiter's wait sites on that
     barrier, ``share`` of the launch's samples; ``inferred`` when the pairing rests on an inference
@@ -128,6 +116,7 @@ class Edge:
     inferred: bool
     evidence: str
     pcs: list
+    partial: list = field(default_factory=list)
 
 
 @dataclass
@@ -262,12 +251,15 @@ class _MbarIndex:
         self.R = Resolver(ins, cfg, offsets)
         self.vals: dict[int, tuple[Value, bool]] = {}
         inits: dict[int, int | None] = {}
+        self.indexed_inits: list[int] = []
         for i, p in enumerate(ins):
             if p.base == "SYNCS" or _is_commit(p) or _match(p.opcode, rules["release"]["tma_load"]):
                 v = self._resolve(i)
                 if v is None:
                     continue
                 self.vals[i] = v
+                if _match(p.opcode, rules["release"]["mbarrier_init"]) and v[1] and not v[0].exact:
+                    self.indexed_inits.append(v[0].const)  # a barrier per warp or lane: base + index
                 if _match(p.opcode, rules["release"]["mbarrier_init"]) and v[1] and v[0].exact:
                     data = [o.text for o in p.srcs if o.kind == "reg"]
                     word = self.R.operand(i, data[-1]) if data else None
@@ -284,6 +276,7 @@ class _MbarIndex:
                 a += _MBAR_SIZE
             self.rings[b] = members
         self.ring_of = {a: b for b, ms in self.rings.items() for a in ms}
+        self.pointer_rings = _pointer_rings([v for v, a in self.vals.values() if a and v.ring])
 
     def _resolve(self, i: int) -> tuple[Value, bool] | None:
         p = self.ins[i]
@@ -302,6 +295,12 @@ class _MbarIndex:
         n = len(self.rings.get(b, [b]))
         return f"mbarrier@{b:#x}×{n}" if b in self.inits else f"mbarrier@{b:#x}[i]"
 
+    def _in_pointer_ring(self, a: int) -> str | None:
+        for lo, stride, stages in set(self.pointer_rings.values()):
+            if stages and lo <= a <= lo + stride * (stages - 1) and (a - lo) % stride == 0:
+                return f"mbarrier@{lo:#x}+{stride:#x}×{stages}"
+        return None
+
     def at(self, i: int) -> _Mbar:
         """The barrier instruction ``i`` names."""
         got = self.vals.get(i)
@@ -312,16 +311,47 @@ class _MbarIndex:
         if not anchored:
             why = "; ".join(v.runtime) or "no register defines a base address"
             return _Mbar(None, f"address at {pc:#x} does not resolve to a base ({why})")
+        if v.ring:
+            lo, stride, stages = self.pointer_rings[(v.ring, v.const)]
+            if self.inits and not self.indexed_inits and \
+                    not any(lo + k * stride in self.inits for k in range(max(stages, 1))):
+                return _Mbar(None, f"ring {lo:#x}+{stride:#x} at {pc:#x} holds no mbarrier the kernel initialises")
+            n = f"×{stages}" if stages else "[i]"
+            return _Mbar(f"mbarrier@{lo:#x}+{stride:#x}{n}", "", v.assumed)
         if v.exact:
             a = v.const
-            if self.inits and a not in self.inits:
+            ring = self._in_pointer_ring(a)
+            if ring is not None:  # the first stage of a ring pointer's ring, before its loop
+                return _Mbar(ring, "", v.assumed)
+            if self.inits and a not in self.inits and not self.indexed_inits:
                 return _Mbar(None, f"address {a:#x} at {pc:#x} is no mbarrier the kernel initialises")
             b = self.ring_of.get(a)
             return _Mbar(self._ring_label(b) if b is not None else f"mbarrier@{a:#x}", "", v.assumed)
         b = v.const
-        if self.inits and b not in self.inits:
+        if self.inits and b not in self.inits and not self.indexed_inits:
             return _Mbar(None, f"ring base {b:#x} at {pc:#x} is no mbarrier the kernel initialises")
         return _Mbar(self._ring_label(b), "", v.assumed)
+
+
+def _pointer_rings(vals: list[Value]) -> dict[tuple, tuple[int, int, int]]:
+    """Ring pointers (:attr:`profiler.sass.values.Value.ring`) named as one ring: the same stride and
+    stage count, addresses in the same residue class, overlapping extents (nvjet's producer starts
+    its pointer one stage later than the consumer's). (ring, base) -> (lowest base, stride, stages)."""
+    out: dict[tuple, tuple[int, int, int]] = {}
+    by: dict[tuple, list[int]] = {}
+    for v in vals:
+        assert v.ring is not None
+        stride, stages = v.ring
+        by.setdefault((stride, stages, v.const % stride), []).append(v.const)
+    for (stride, stages, _), consts in by.items():
+        span = stride * max(stages - 1, 0)
+        lo = hi = None
+        for c in sorted(set(consts)):
+            if lo is None or hi is None or c > hi:
+                lo = c
+            hi = max(hi or c, c + span)
+            out[((stride, stages), c)] = (lo, stride, stages)
+    return out
 
 
 # --- wait sites ----------------------------------------------------------------------------------
@@ -379,89 +409,18 @@ def _mbar_key(ins, i: int, mb: _MbarIndex | None, notes: dict) -> str | None:
     return m.label
 
 
-def _retry_loops(ins, addr_index: dict, window: int, w) -> set[int]:
-    """Indices of the out-of-line retry loops that an inline try-wait jumps to."""
-    n = len(ins)
-    out: set[int] = set()
-    for i, p in enumerate(ins):
-        if not (_match(p.opcode, w["mbarrier"]) and "TRYWAIT" in p.modifiers) or i in out:
-            continue
-        pred = p.dsts[0].text.lstrip("!") if p.dsts else None
-        for j in range(i + 1, min(n, i + 1 + window)):
-            q = ins[j]
-            if pred and pred in q.writes:
-                break
-            if q.is_branch and q.guard == pred:
-                tgt = addr_index.get(q.target) if q.target is not None else None
-                if tgt is not None and tgt > j and q.guard_negated:
-                    for k in range(tgt, min(n, tgt + 16)):
-                        out.add(k)
-                        if ins[k].is_branch and ins[k].guard is None:
-                            break
-                if not q.guard_negated:
-                    continue
-                break
-    return out
-
-
-def _sites(ins, addr_index: dict, roles, offsets, samples, mb: _MbarIndex | None = None,
-           notes: dict | None = None) -> list[WaitSite]:
-    rules = _rules()
-    w = rules["wait"]
-    window = int(w["branch_window"])
-    n = len(ins)
+def _bar_labeler(ins, rules: dict):
+    """The label of a named-barrier wait instruction (see :func:`_bar_label`)."""
     arv_counts = {b.count for p in ins if _match(p.opcode, rules["release"]["named_barrier_arrive"])
                   for b in p.barriers if b.kind == "cta" and isinstance(b.id, str)}  # register-id arrives' counts
-    members: dict[tuple, list[int]] = {}
-    notes = {} if notes is None else notes
-    loops = _retry_loops(ins, addr_index, window, w)
 
-    def add(key, idx):
-        members.setdefault(key, []).append(idx)
-
-    for i, p in enumerate(ins):
-        op = p.opcode
-        if _match(op, w["mbarrier"]) and "TRYWAIT" in p.modifiers:
-            if i in loops:
-                continue  # an out-of-line retry loop: counted with the try-wait that jumps to it
-            label = _mbar_key(ins, i, mb, notes)
-            if label is None:
-                continue
-            key = ("mbarrier", label, roles[i])
-            add(key, i)
-            pred = p.dsts[0].text.lstrip("!") if p.dsts else None
-            for j in range(i + 1, min(n, i + 1 + window)):
-                q = ins[j]
-                if pred and pred in q.writes:
-                    break
-                if q.is_branch and q.guard == pred:
-                    add(key, j)
-                    tgt = addr_index.get(q.target) if q.target is not None else None
-                    if tgt is not None and tgt > j and q.guard_negated:
-                        # out-of-line retry loop: up to its unconditional branch back
-                        for k in range(tgt, min(n, tgt + 16)):
-                            add(key, k)
-                            if ins[k].is_branch and ins[k].guard is None:
-                                break
-                    if not q.guard_negated:
-                        continue
-                    break
-        elif _match(op, w["named_barrier"]):
-            bid = next((b for b in p.barriers if b.kind == "cta"), None)
-            if bid is not None:
-                own = isinstance(bid.id, str) and bid.count is not None and bid.count not in arv_counts
-                add(("named_barrier", _bar_label(bid.id, bid.count if own else None), roles[i]), i)
-        elif _match(op, w["wgmma_group"]):
-            add(("wgmma_group", "wgmma group", roles[i]), i)
-        elif p.base == "DEPBAR" and _match(op, w["scoreboard"]):
-            sb = next((b for b in p.barriers if b.kind == "sb"), None)
-            add(("scoreboard", f"SB{sb.id}" if sb else "SB?", roles[i]), i)
-    out = []
-    for (kind, label, role), idx in members.items():
-        idx = sorted(set(idx))
-        out.append(WaitSite(kind, label, role, tuple(int(offsets[k]) for k in idx),
-                            int(samples[idx].sum())))
-    return out
+    def label(p) -> str | None:
+        bid = next((b for b in p.barriers if b.kind == "cta"), None)
+        if bid is None:
+            return None
+        own = isinstance(bid.id, str) and bid.count is not None and bid.count not in arv_counts
+        return _bar_label(bid.id, bid.count if own else None)
+    return label
 
 
 # --- releasers -----------------------------------------------------------------------------------
@@ -472,10 +431,11 @@ def _releasers(ins, roles, bases, mb: _MbarIndex | None = None, notes: dict | No
     notes = {} if notes is None else notes
     r = rules["release"]
     names = rules["names"]
-    arrives: dict[int, dict[str, set]] = {}   # offset -> role -> {"arrive", "expect_tx"}
+    arrives: dict[int, dict[str, set]] = {}   # offset -> role -> {"arrive", "expect_tx", "commit"}
     tma: dict[int, set] = {}                 # offset -> roles whose UTMALDG signals it
     bar_arv: dict[int, set] = {}             # named barrier id -> roles arriving
     bar_sync: dict[int, set] = {}
+    bar_count: dict[int | str, set] = {}     # named barrier id -> thread counts of its BAR.SYNCs (None: all)
     role_ops: dict[str, set] = {}
     for i, p in enumerate(ins):
         role_ops.setdefault(roles[i], set()).add(bases[i])
@@ -485,7 +445,8 @@ def _releasers(ins, roles, bases, mb: _MbarIndex | None = None, notes: dict | No
                 continue
             regs_ = [o for o in p.srcs if o.kind == "reg"]
             tx = p.base == "SYNCS" and bool(regs_) and regs_[-1].text not in ("RZ", "URZ")
-            arrives.setdefault(off, {}).setdefault(roles[i], set()).add("expect_tx" if tx else "arrive")
+            kind = "expect_tx" if tx else ("commit" if _is_commit(p) else "arrive")
+            arrives.setdefault(off, {}).setdefault(roles[i], set()).add(kind)
         elif _match(p.opcode, r["tma_load"]):
             if mb is None:
                 labels = {_label(o) for o in _tma_barrier_offsets(ins, i)}
@@ -501,7 +462,8 @@ def _releasers(ins, roles, bases, mb: _MbarIndex | None = None, notes: dict | No
             b = next((b for b in p.barriers if b.kind == "cta"), None)
             if b is not None:
                 bar_sync.setdefault(_bar_key(b.id), set()).add(roles[i])
-    return {"arrives": arrives, "tma": tma, "bar_arv": bar_arv, "bar_sync": bar_sync,
+                bar_count.setdefault(_bar_key(b.id), set()).add(b.count)
+    return {"arrives": arrives, "tma": tma, "bar_arv": bar_arv, "bar_sync": bar_sync, "bar_count": bar_count,
             "role_ops": role_ops, "names": names, "rules": r, "notes": notes, "resolved": mb is not None}
 
 
@@ -518,7 +480,7 @@ def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
         by_role = rel["arrives"].get(off, {})
         tma_roles = rel["tma"].get(off, set())
         tx_roles = sorted(ro for ro, kinds in by_role.items() if "expect_tx" in kinds)
-        plain = sorted(ro for ro, kinds in by_role.items() if "arrive" in kinds)
+        plain = sorted(ro for ro, kinds in by_role.items() if kinds & {"arrive", "commit"})
         parts = []
         ev = []
         issuers = sorted(set(tx_roles) | tma_roles)
@@ -530,8 +492,9 @@ def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
                 ev.append(f"UTMALDG signals {at} in {'+'.join(sorted(tma_roles))}")
         for ro in plain:
             if ro not in issuers:
-                parts.append(ro)
-                ev.append(f"arrive (SYNCS.ARRIVE / tcgen05 commit) at {at} in {ro}")
+                parts.append(f"{ro} (its other warps)" if ro == site.role else ro)
+                what = "SYNCS.ARRIVE" if "arrive" in by_role[ro] else "UTCBAR (tcgen05 commit)"
+                ev.append(f"{what} at {at} in {ro}")
         if not parts:
             return None, not rel["resolved"], f"no SYNCS.ARRIVE, tcgen05 commit or TMA load on {site.barrier} in the SASS"
         if not rel["resolved"]:
@@ -558,15 +521,25 @@ def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
         arv = rel["bar_arv"].get(bid, set())
         syncs = rel["bar_sync"].get(bid, set()) - {site.role}
         rel_roles = sorted(arv | syncs)
+        counts = rel["bar_count"].get(bid, set())
+        threads = rel.get("threads", 0)
+        part = sorted(c for c in counts if c is not None and (not threads or c < threads))
         if not rel_roles:
-            if bid == 0:
+            if bid == 0 and not part:
                 return "CTA (all warps)", False, "BAR.SYNC 0: every warp of the CTA arrives"
+            if part:  # BAR.SYNC 0x0, 0x80: 128 threads, not the CTA
+                return (f"{site.role} (its other warps)", False,
+                        f"BAR.SYNC {bid} with {'/'.join(map(str, part))} threads"
+                        + (f" of the CTA's {threads}" if threads else "") + f", only in {site.role}")
             if site.role in rel["bar_sync"].get(bid, set()):
                 return (f"{site.role} (its other warps)", False,
                         f"BAR.SYNC {bid} only in {site.role}: a barrier among that role's warps")
             return None, False, f"no BAR.ARV / BAR.SYNC on barrier {bid} by another role or warpgroup"
         label = [f"{ro} (other warpgroup)" if ro == site.role else ro for ro in rel_roles]
         return " + ".join(label), False, f"BAR.ARV/BAR.SYNC {bid} in {'+'.join(rel_roles)}"
+    if site.kind == "warpgroup_arrive":
+        return (names["engine_tensor"], False,
+                "HGMMA waits for the previous wgmma to release its operands (warpgroup_arrive samples)")
     if site.kind == "wgmma_group":
         return names["engine_tensor"], False, "WARPGROUP.DEPBAR waits for the role's own HGMMA group"
     if site.kind == "scoreboard":
@@ -621,8 +594,13 @@ def role_graph(launch) -> RoleGraph:
     if not mb.anchored:
         mb = None  # no mbarrier address resolves anywhere: fall back to displacements (inferred)
     notes: dict = {}
-    sites = _sites(ins, addr_index, roles, offsets, samples, mb, notes)
+    stalls = {c[len("stall_"):]: sf[c].fillna(0).to_numpy(dtype=np.int64)
+              for c in sf.columns if c.startswith("stall_")}
+    sites = find_sites(ins, cfg, addr_index, roles, offsets, samples, stalls, _rules(),
+                       lambda i: _mbar_key(ins, i, mb, notes), _bar_labeler(ins, _rules()))
     rel = _releasers(ins, roles, bases, mb, notes)
+    bd = _block_dim(launch)
+    rel["threads"] = bd[0] * bd[1] * bd[2] if bd else 0
     grouped: dict[tuple, dict] = {}
     unresolved: dict[str, int] = {}
     for s in sites:
@@ -632,11 +610,12 @@ def role_graph(launch) -> RoleGraph:
                 unresolved.get(f"{s.role} {s.barrier}: {evidence}", 0) + s.samples)
             continue
         g = grouped.setdefault((s.role, s.barrier, releaser),
-                               {"samples": 0, "inferred": inferred, "evidence": evidence, "pcs": []})
+                               {"samples": 0, "inferred": inferred, "evidence": evidence, "pcs": [], "partial": []})
         g["samples"] += s.samples
         g["pcs"] += list(s.pcs)
+        g["partial"] += [list(x) for x in s.partial]
     edges = [Edge(w, b, r, g["samples"], (g["samples"] / total) if total else 0.0, g["inferred"],
-                  g["evidence"], sorted(g["pcs"]))
+                  g["evidence"], sorted(g["pcs"]), sorted(g["partial"]))
              for (w, b, r), g in grouped.items()]
     edges.sort(key=lambda e: (-e.samples, e.waiter, e.barrier))
     return RoleGraph(launch.kernel, launch.index, role_list, edges,

@@ -23,15 +23,29 @@ def graphs(report: Path, kernel: str | None = None) -> list:
     return [role_graph(la) for la in select_launches(load_report(report), kernel)]
 
 
+def _warps(ws: list) -> str:
+    """``0-7``, ``8,9,11``; ``—`` when unknown."""
+    if not ws:
+        return "—"
+    runs: list[list[int]] = []
+    for w in sorted(ws):
+        if runs and w == runs[-1][1] + 1:
+            runs[-1][1] = w
+        else:
+            runs.append([w, w])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
 @app.command()
 def roles(
     report: Path = typer.Argument(..., help="An Nsight Compute report (.ncu-rep).", show_default=False),
     kernel: Optional[str] = typer.Option(None, "--kernel", "-k", help="Regex on the demangled kernel name."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
-    """Who waits on whom between warp roles: roles found from setmaxnreg, every barrier wait site
-    (mbarrier try-wait loops, named barriers, wgmma and cp.async group waits) paired with the role
-    or engine that releases it, weighted by the wait sites' samples."""
+    """Who waits on whom between warp roles: roles found by deciding thread-index branches warp by
+    warp (else from setmaxnreg), every barrier wait site (mbarrier try-waits with every reader of
+    their predicate, named barriers, wgmma group and operand waits, cp.async group waits) paired
+    with the role or engine that releases it, weighted by the wait sites' samples."""
     gs = graphs(report, kernel)
     if fmt is Format.json:
         json.dump([g.to_dict() for g in gs], sys.stdout, indent=2)
@@ -53,13 +67,19 @@ def roles(
     con = Console(width=width or (None if sys.stdout.isatty() else 150), soft_wrap=False, highlight=False)
     for g in gs:
         con.print(f"[bold]launch {g.launch_index}[/bold] {escape(g.kernel[:120])}  ({g.total_samples} samples)")
-        t = Table(title="roles (inferred from setmaxnreg)", title_justify="left")
-        for c in ("role", "setmaxnreg", "PCs", "instructions executed", "samples"):
-            t.add_column(c, justify="left" if c == "role" else "right")
+        t = Table(title="roles (inferred from thread-index branches, else setmaxnreg)", title_justify="left")
+        for c in ("role", "does", "warps", "setmaxnreg", "PCs", "instructions executed", "samples", "share"):
+            t.add_column(c, justify="left" if c in ("role", "does", "warps") else "right")
         for r in g.roles:
-            t.add_row(r.name, "—" if r.setmaxnreg is None else str(r.setmaxnreg), str(r.pcs),
-                      f"{r.inst_executed:,}", f"{r.samples:,}")
+            share = f"{100 * r.samples / g.total_samples:.1f}%" if g.total_samples else "—"
+            t.add_row(r.name, escape(r.does), _warps(r.warps), "—" if r.setmaxnreg is None else str(r.setmaxnreg),
+                      str(r.pcs), f"{r.inst_executed:,}", f"{r.samples:,}", share)
         con.print(t)
+        bad = [r for r in g.roles if r.entry_expected is not None and r.entry_executed != r.entry_expected]
+        if bad:
+            con.print(escape("warp counts disagree with ncu's executed counts: " + "; ".join(
+                f"{r.name} entry {r.entry:#x} executed {r.entry_executed:,}, {len(r.warps)} warps predict "
+                f"{r.entry_expected:,}" for r in bad)))
         t = Table(title=escape("who waits on whom: waiter —[barrier]→ releaser"), title_justify="left")
         for c in ("waiter", "barrier", "releaser", "samples", "share", "", "evidence"):
             t.add_column(c, justify="right" if c in ("samples", "share") else "left")

@@ -112,16 +112,21 @@ def _table(title: str, columns: list[tuple[str, str]]):
 
 def render_waits_on(con, s: dict, top: int = 10) -> None:
     """The "who waits on whom" table of one launch summary: scoreboard stalls by the producer
-    instruction they wait for (``waits_on``), with the unresolved samples as its caption."""
+    instruction they wait for (``waits_on``), with the unresolved samples as its caption. A stall
+    whose producer says what it waits for is named so (``BRANCH·mbarrier wait (long_scoreboard) ←
+    SYNCS``: a try-wait's predicate, :func:`profiler.analyze.producers.wait_kind`)."""
     rows = s.get("waits_on") or []
     t = _table(
         "Who waits on whom (scoreboard stalls ← producer)",
         [("waiter · reason", "left"), ("← producer (opcode)", "left"), ("samples", "right"), ("share", "right")],
     )
+    from profiler.analyze.producers import wait_kind  # noqa: PLC0415
+
     for w in rows[:top]:
+        kind = wait_kind(w["reason"], w.get("producer_opcode"))
         t.add_row(
-            f"{w['class']}·{w['reason']}", f"← {w['producer_class']} ({w['producer_opcode']})",
-            _num(w["samples"]), _pct(w["share"]),
+            f"{w['class']}·{kind} ({w['reason']})" if kind else f"{w['class']}·{w['reason']}",
+            f"← {w['producer_class']} ({w['producer_opcode']})", _num(w["samples"]), _pct(w["share"]),
         )
     notes = []
     if len(rows) > top:

@@ -33,24 +33,29 @@ __all__ = ["Resolver", "Value"]
 
 _IMM = re.compile(r"^-?0x[0-9a-fA-F]+$|^-?\d+$")
 _ZERO = ("RZ", "URZ")
+_INDEX = "index: "  # a runtime term that is a small index (a stage or phase), not an address
+_INDEX_MAX = 0xFF
 _WINDOW = "SR_CgaCtaId"  # the CTA's id within its cluster: the window bits of a shared address
 
 
 @dataclass(frozen=True)
 class Value:
     """``const`` plus runtime terms (``runtime``: why each is not a constant); ``exact`` when there
-    are none."""
+    are none. ``ring`` (stride, stages; 0 stages when no wrap is seen) when the value is a ring
+    pointer's base (:meth:`Resolver._ring`); a displacement added to it keeps it."""
 
     const: int
     runtime: tuple[str, ...] = ()
     assumed: tuple[str, ...] = ()
+    ring: tuple[int, int] | None = None
 
     @property
     def exact(self) -> bool:
         return not self.runtime
 
     def __add__(self, other: "Value") -> "Value":
-        return Value(self.const + other.const, self.runtime + other.runtime, self.assumed + other.assumed)
+        return Value(self.const + other.const, self.runtime + other.runtime, self.assumed + other.assumed,
+                     self.ring or other.ring)
 
     def shifted(self, sh: int) -> "Value":
         return Value(self.const << sh, self.runtime, self.assumed)
@@ -130,6 +135,7 @@ class Resolver:
             return self._vals[key]
         pc = self.offsets[i]
         defs = self.reaching(i, reg)
+        self._vals[key] = _unknown(f"{reg} at {pc:#x}: loop-carried")  # a cycle back here reads this
         if depth >= self.MAX_DEPTH:
             v = _unknown(f"{reg} at {pc:#x}: definition chain deeper than {self.MAX_DEPTH}")
         elif defs is not None and len(defs) == 1:
@@ -157,6 +163,13 @@ class Resolver:
             vals = [self._eval(d, reg, depth + 1) for d in defs]
             if all(v.exact for v in vals) and len({v.const for v in vals}) == 1:
                 return Value(vals[0].const, (), tuple(a for v in vals for a in v.assumed))
+            rings = {v.ring for v in vals if v.ring}
+            if len(rings) == 1 and len({v.const for v in vals}) == 1 and all(v.ring or v.exact for v in vals):
+                # copies of one ring pointer (UMOV UR7, UR6), or its base on the way in
+                return next(v for v in vals if v.ring)
+            ring = self._ring(i, reg, defs, vals)
+            if ring is not None:
+                return ring
         gi = _guard(self.ins[i])
         j = self._nearest(i, reg)
         if gi is not None and j is not None:
@@ -171,8 +184,118 @@ class Resolver:
                     f"{self.offsets[j]:#x} (@{'!' if gj[1] else ''}{gj[0]})")
         if defs is None:
             return _unknown(f"{reg} at {pc:#x}: undefined on a path from the kernel's entry")
+        vals = [self._eval(d, reg, depth + 1) for d in defs]
+        if vals and all(v.exact for v in vals):  # a step chosen by a branch (nvjet: MOV R8, 0x8 / @P2 MOV R8, -0x10)
+            return Value(0, (f"{reg} at {pc:#x}: one of {', '.join(sorted({hex(v.const) for v in vals}))}",),
+                         tuple(a for v in vals for a in v.assumed))
         return _unknown(f"{reg} at {pc:#x}: {len(defs)} reaching definitions "
                         f"({', '.join(f'{self.offsets[d]:#x}' for d in defs)})")
+
+    def _copies_of(self, d: int, reg: str, limit: int = 64) -> set[int] | None:
+        """The non-copy definitions that reach ``reg`` at ``d`` through moves (``UMOV UR7, UR6``)."""
+        out: set[int] = set()
+        todo = [(d, reg)]
+        seen: set[tuple[int, str]] = set()
+        while todo and len(seen) < limit:
+            j, r = todo.pop()
+            if (j, r) in seen:
+                continue
+            seen.add((j, r))
+            defs = self.reaching(j, r)
+            if not defs:
+                return None
+            for k in defs:
+                p = self.ins[k]
+                src = [o.text for o in p.srcs if o.kind == "reg"]
+                if p.base in ("MOV", "UMOV") and len(src) == 1:
+                    todo.append((k, src[0]))
+                else:
+                    out.add(k)
+        return out
+
+    def _step(self, d: int) -> tuple[str, int] | None:
+        """(register, immediate) of a definition ``X = Y + imm`` (a pointer bump), else None; a skip
+        by a runtime number of stages ``X = n * stride + Y`` (``UIMAD.U32 UR7, UR23, 0x10, UR7``)
+        gives (Y, 0)."""
+        p = self.ins[d]
+        srcs = [o.text for o in p.srcs]
+        if p.base in ("IMAD", "UIMAD") and len(srcs) == 3 and not ({"X", "HI", "WIDE"} & set(p.modifiers)) \
+                and _IMM.match(srcs[1]) and re.match(r"^U?R\d+$", srcs[2]):
+            return srcs[2], 0
+        if p.base not in ("IADD3", "UIADD3", "VIADD", "IADD") or "X" in p.modifiers:
+            return None
+        regs = [o.text for o in p.srcs if o.kind == "reg" and o.text not in _ZERO]
+        imms = [int(o.text, 0) for o in p.srcs if o.kind == "imm" and _IMM.match(o.text)]
+        if len(regs) != 1 or not imms or regs[0].startswith("-"):
+            return None
+        return regs[0], sum(imms)
+
+    def _ring(self, i: int, reg: str, defs, vals: list[Value]) -> Value | None:
+        """A ring pointer: ``reg`` is set to a base (an anchored value) before a loop and bumped in it
+        (nvjet: ``UIADD3 UR6, UR7, 0x10`` and, at the wrap, ``UIADD3 UR6, UR7, -0x70`` with
+        ``UR7 = UMOV UR6``). The pointer's definitions, closed over the sources of its bumps
+        (through moves), are bumps of the pointer itself or its base; the value is the base plus a
+        runtime stage term, ``ring`` = (stride, stages) with the stage count from the wrap
+        (0x70 / 0x10 + 1 = 8)."""
+        group: set[int] = set()
+        srcs: dict[int, set[int]] = {}
+        todo = list(defs)
+        while todo:
+            d = todo.pop()
+            if d in group:
+                continue
+            group.add(d)
+            if len(group) > 64:
+                return None
+            st = self._step(d)
+            if st is not None:
+                src = self._copies_of(d, st[0])
+                if src is None:
+                    return None
+                srcs[d] = src
+                todo.extend(src)
+        def carried(d: int) -> bool:  # d's sources lead back to d: a loop-carried bump
+            seen: set[int] = set()
+            todo = list(srcs.get(d, ()))
+            while todo:
+                k = todo.pop()
+                if k == d:
+                    return True
+                if k not in seen:
+                    seen.add(k)
+                    todo.extend(srcs.get(k, ()))
+            return False
+
+        loop = {d for d in srcs if carried(d)}
+        if not loop:
+            return None
+        bumps = [b for b in (self._step(d)[1] for d in loop) if b]  # type: ignore[index]
+        pointer = set(defs)  # the pointer's own definitions: what reaches the use, and the bumps' sources
+        todo = [d for d in pointer if d in loop]
+        while todo:
+            for k in srcs[todo.pop()]:
+                if k not in pointer:
+                    pointer.add(k)
+                    if k in loop:
+                        todo.append(k)
+        bases: list[Value] = []
+        for d in sorted(pointer - loop):
+            dst = [o.text for o in self.ins[d].dsts if o.kind == "reg"]
+            v = self._eval(d, dst[0], 1) if dst else _unknown("no register")
+            if v.const == 0:
+                return None
+            bases.append(v)
+        ups = sorted({b for b in bumps if b > 0})
+        downs = sorted({b for b in bumps if b < 0})
+        if not bases or len(ups) != 1 or len({b.const % ups[0] for b in bases}) != 1:
+            return None  # the bases must be stages of one ring (nvjet skinny: UR7 and UR7 + 0x10)
+        stride = ups[0]
+        bases.sort(key=lambda b: b.const)
+        stages = (-downs[0] // stride + 1) if len(downs) == 1 and -downs[0] % stride == 0 else 0
+        why = (f"{reg} at {self.offsets[i]:#x}: ring pointer from {bases[0].const:#x}, +{stride:#x}"
+               + (f", wraps {downs[0]:#x} ({stages} stages)" if stages else ""))
+        return Value(bases[0].const, bases[0].runtime + (why,), tuple(a for b in bases for a in b.assumed),
+                     (stride, stages))
 
     def operand(self, i: int, text: str, depth: int = 0) -> Value:
         """The value of a source operand's text (``UR7``, ``-UR4``, ``0x40``) at instruction ``i``."""
@@ -190,7 +313,8 @@ class Resolver:
     def address(self, i: int, inner: str) -> tuple[Value, bool]:
         """The value of a memory operand's inside (``R11+UR11+0x10``) at instruction ``i``, and
         whether it is *anchored*: its registers resolve to a non-zero constant part (a base address),
-        not only to runtime terms beside the displacement."""
+        not only to runtime terms beside the displacement, or resolve exactly (to the window bits or
+        zero) beside a displacement that is then the address."""
         regs, disp = Value(0), 0
         for tok in inner.replace("-", "+-").split("+"):
             tok = tok.strip().split(".")[0]
@@ -200,7 +324,9 @@ class Resolver:
                 disp += int(tok, 0)
             else:
                 regs = regs + self.operand(i, tok)
-        return Value(regs.const + disp, regs.runtime, regs.assumed), regs.const != 0
+        # [URZ+0x2e498], [UR39+0x2e498] (UR39 the window); [UR22+0x344e8] with UR22 an index (^ 8)
+        anchored = regs.const != 0 or (disp != 0 and all(r.startswith(_INDEX) for r in regs.runtime))
+        return Value(regs.const + disp, regs.runtime, regs.assumed, regs.ring), anchored
 
     def _eval(self, d: int, reg: str, depth: int) -> Value:
         p = self.ins[d]
@@ -227,6 +353,10 @@ class Resolver:
             return self._product(d, srcs[0], srcs[1], depth) + self.operand(d, srcs[2], depth)
         if base in ("IMUL", "UIMUL") and len(srcs) == 2 and not ({"HI", "WIDE"} & mods):
             return self._product(d, srcs[0], srcs[1], depth)
+        if base in ("LOP3", "ULOP3") and len(srcs) >= 4 and any(_IMM.match(x) for x in srcs[:3]):
+            k = max(int(x, 0) for x in srcs[:3] if _IMM.match(x))
+            if 0 < k <= _INDEX_MAX:  # a small index or phase bit (ULOP3.LUT UR22, UR21, 0x8, URZ, 0x3c: ^ 8)
+                return Value(0, (f"{_INDEX}{reg} at {pc:#x}: {p.opcode} with {k:#x}",))
         if base in ("PRMT", "UPRMT") and len(srcs) == 3 and _IMM.match(srcs[1]):
             return self._permute(d, srcs[0], int(srcs[1], 0), srcs[2], depth)
         if base in ("IADD3", "UIADD3", "VIADD", "IADD", "UIADD") and "X" not in mods:
@@ -257,19 +387,23 @@ class Resolver:
         are no part of an address (``IMAD R4, R3, 0x1000000, R4`` with R3 the CTA rank); a runtime
         factor times a constant is a runtime term (a ring stage ``idx * 8``)."""
         pc = self.offsets[d]
-        if any(_IMM.match(x) and int(x, 0) == 1 << _window_shift() for x in (a, b)):
+        if any(_IMM.match(x.lstrip("-")) and abs(int(x, 0)) == 1 << _window_shift() for x in (a, b)):
             return Value(0)  # a CTA rank times 2^24: the window bits, whichever CTA of the cluster
         va, vb = self.operand(d, a, depth), self.operand(d, b, depth)
         if va.exact and vb.exact:
             return Value(va.const * vb.const, (), va.assumed + vb.assumed)
         if (va.exact and va.const == 0) or (vb.exact and vb.const == 0):
             return Value(0, (), va.assumed + vb.assumed)
+        k = va.const if va.exact else vb.const if vb.exact else 0
+        if 0 < abs(k) <= _INDEX_MAX:  # a stage or warpgroup index times a barrier's size
+            return Value(0, (f"{_INDEX}{a} * {b} at {pc:#x}",), va.assumed + vb.assumed)
         return Value(0, va.runtime + vb.runtime + (f"{a} * {b} at {pc:#x}",), va.assumed + vb.assumed)
 
     def _permute(self, d: int, a: str, sel: int, b: str, depth: int) -> Value:
         """``PRMT d, a, sel, b`` (byte ``k`` of the result is byte ``sel`` nibble ``k`` of {b:a}): exact
-        when both are. The shared-window idiom ``PRMT R4, R4, 0x4210, R_rank`` keeps a's low three
-        bytes and puts the CTA rank in the top byte: the address is a's (the rank is the window)."""
+        when both are. The shared-window idioms ``PRMT R4, R4, 0x4210, R_rank`` (nvjet) and
+        ``PRMT R16, R_rank, 0x654, R16`` (CUTLASS) keep an address's low three bytes and put a CTA
+        rank in the top byte: the value is the address (the rank is the window)."""
         va, vb = self.operand(d, a, depth), self.operand(d, b, depth)
         nib = [(sel >> (4 * k)) & 0x7 for k in range(4)]
         if va.exact and vb.exact and nib[3] < 4:
@@ -278,4 +412,6 @@ class Resolver:
             return Value(out, (), va.assumed + vb.assumed)
         if nib[:3] == [0, 1, 2] and nib[3] >= 4:
             return va  # a's low 24 bits (a shared address) under a CTA rank's window byte (own or peer)
+        if nib[:3] == [4, 5, 6] and nib[3] < 4:
+            return vb  # CUTLASS' cluster arrive: PRMT R16, R_rank, 0x654, R_addr (b's low bytes, rank on top)
         return _unknown(f"PRMT {a}, {sel:#x}, {b} at {self.offsets[d]:#x}: not a window byte on an address")

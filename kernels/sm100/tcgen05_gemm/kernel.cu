@@ -264,3 +264,112 @@ tmem_roundtrip(const float* __restrict__ in, float* __restrict__ out) {
     }
     (void)lane;
 }
+
+// A CTA pair (cluster of 2) sharing one MMA, for the pair forms of the SASS (.2CTA, MULTICAST): one
+// k-block of a 256 x 256 tile. Each CTA loads 128 rows of A and 128 rows of B^T into its own shared
+// memory; both loads complete on the leader's (rank 0) barrier `full` (the peer names it through mapa);
+// the leader's MMA warp issues tcgen05.mma.cta_group::2 (M = 256: rows 0..127 land in the leader's
+// TMEM, 128..255 in the peer's) and commits with a multicast to `done` in both CTAs; every warp then
+// reads its TMEM lanes. TMEM is allocated by one warp of each CTA (cta_group::2).
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(128, 1)
+tcgen05_pair(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
+             float* __restrict__ out) {
+    __shared__ alignas(1024) __half a[kBM * kBK];
+    __shared__ alignas(1024) __half b[kBN * kBK];
+    __shared__ alignas(8) uint64_t full;
+    __shared__ alignas(8) uint64_t done;
+    __shared__ uint32_t tmem_base;
+    constexpr uint32_t kPairCols = 2 * kBN;  // N = 256 fp32 columns
+    constexpr uint32_t kPairIdesc =
+        (1u << 4) | (static_cast<uint32_t>(256 >> 3) << 17) | (static_cast<uint32_t>(256 >> 4) << 24);
+    const int warp = threadIdx.x / 32;
+    uint32_t rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    if (threadIdx.x == 0) {
+        mbar_init(&full, 1);
+        mbar_init(&done, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    if (warp == 0) {
+        asm volatile("tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [%0], %1;" ::"r"(smem_u32(&tmem_base)),
+                     "r"(kPairCols));
+        asm volatile("tcgen05.relinquish_alloc_permit.cta_group::2.sync.aligned;");
+    }
+    tc_fence_before();
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    tc_fence_after();
+    const uint32_t tmem_d = tmem_base;
+    uint32_t leader_full;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, 0;" : "=r"(leader_full) : "r"(smem_u32(&full)));
+    if (threadIdx.x == 0) {
+        if (rank == 0) mbar_expect_tx(&full, 2 * kStageBytes);  // both CTAs' A and B halves
+        const int row = (blockIdx.x / 2) * 256 + rank * 128;
+        asm volatile(
+            "cp.async.bulk.tensor.2d.cta_group::2.shared::cluster.global.mbarrier::complete_tx::bytes "
+            "[%0], [%1, {%2, %3}], [%4];" ::"r"(smem_u32(a)), "l"(&tmap_a), "r"(0), "r"(row), "r"(leader_full)
+            : "memory");
+        asm volatile(
+            "cp.async.bulk.tensor.2d.cta_group::2.shared::cluster.global.mbarrier::complete_tx::bytes "
+            "[%0], [%1, {%2, %3}], [%4];" ::"r"(smem_u32(b)), "l"(&tmap_b), "r"(0), "r"(static_cast<int>(rank) * 128),
+            "r"(leader_full)
+            : "memory");
+    }
+    if (rank == 0 && warp == 1) {
+        if (threadIdx.x == 32) {
+            mbar_wait(&full, 0);
+            tc_fence_after();
+#pragma unroll
+            for (int k = 0; k < kBK / kUmmaK; ++k) {
+                const uint32_t acc = k != 0;
+                asm volatile(
+                    "{\n"
+                    ".reg .pred p;\n"
+                    "setp.ne.b32 p, %4, 0;\n"
+                    "tcgen05.mma.cta_group::2.kind::f16 [%0], %1, %2, %3, p;\n"
+                    "}\n" ::"r"(tmem_d), "l"(smem_desc(&a[k * kUmmaK])), "l"(smem_desc(&b[k * kUmmaK])),
+                    "r"(kPairIdesc), "r"(acc));
+            }
+            asm volatile(
+                "tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [%0], %1;"
+                ::"r"(smem_u32(&done)), "h"(static_cast<uint16_t>(0x3))
+                : "memory");
+        }
+    }
+    mbar_wait(&done, 0);
+    tc_fence_after();
+    uint32_t r[32];
+    tmem_load_32(tmem_d + (static_cast<uint32_t>(warp * 32) << 16), r);
+    const int row = rank * 128 + warp * 32 + threadIdx.x % 32;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) out[row * 32 + i] = __uint_as_float(r[i]);
+    tc_fence_before();
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    if (warp == 0) {
+        tc_fence_after();
+        asm volatile("tcgen05.dealloc.cta_group::2.sync.aligned.b32 %0, %1;" ::"r"(tmem_d), "r"(kPairCols));
+    }
+}
+
+// One tcgen05.mma of each kind, for the opcode each becomes (not a computation: operands are arguments):
+// kind::f8f6f4 and kind::mxf8f6f4.block_scale -> UTCQMMA, kind::i8 -> UTCIMMA (sm_100a only: sm_103a has
+// no integer MMA), kind::mxf4.block_scale -> UTCOMMA, .ws (weight stationary) kind::f16 -> UTCHMMA.WS.
+extern "C" __global__ void tcgen05_kinds(uint64_t adesc, uint64_t bdesc, uint32_t tmem_d, uint32_t idesc,
+                                         uint32_t tmem_sfa, uint32_t tmem_sfb) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n"
+                 "tcgen05.mma.cta_group::1.kind::f8f6f4 [%0], %1, %2, %3, p;\n}\n"
+                 ::"r"(tmem_d), "l"(adesc), "l"(bdesc), "r"(idesc), "r"(1));
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ != 1030
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n"
+                 "tcgen05.mma.cta_group::1.kind::i8 [%0], %1, %2, %3, p;\n}\n"
+                 ::"r"(tmem_d), "l"(adesc), "l"(bdesc), "r"(idesc), "r"(1));
+#endif
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n"
+                 "tcgen05.mma.cta_group::1.kind::mxf4.block_scale [%0], %1, %2, %3, [%5], [%6], p;\n}\n"
+                 ::"r"(tmem_d), "l"(adesc), "l"(bdesc), "r"(idesc), "r"(1), "r"(tmem_sfa), "r"(tmem_sfb));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n"
+                 "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale [%0], %1, %2, %3, [%5], [%6], p;\n}\n"
+                 ::"r"(tmem_d), "l"(adesc), "l"(bdesc), "r"(idesc), "r"(1), "r"(tmem_sfa), "r"(tmem_sfb));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n"
+                 "tcgen05.mma.ws.cta_group::1.kind::f16 [%0], %1, %2, %3, p;\n}\n"
+                 ::"r"(tmem_d), "l"(adesc), "l"(bdesc), "r"(idesc), "r"(1));
+}

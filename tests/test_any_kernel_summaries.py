@@ -347,3 +347,13 @@ def test_older_chips_are_not_partial_for_hopper_only_fields():
         checked += 1
         assert not [f for f in gaps(s).fields if hopper_only.search(f["field"])], path
     assert checked >= 5
+
+
+def test_tensor_paths_the_chip_lacks_carry_nothing():
+    """Before CC 9.0 there is no wgmma: its path carries 0 FLOPs, not an unknown; a launch whose SASS (with
+    executed counts) has no MMA carries 0 tensor FLOPs on every path (the RTX 4070 search kernel)."""
+    for path, s in _summaries(PUBLIC):
+        if float(s["device"]["cc"]) < 9.0:
+            assert s["roofline"]["flops_by_path"]["tensor_hgmma"] == 0.0, path
+    s = [x for p, x in _summaries([ROOT / "tests/public-reports/bbastar/rtx4070-astar-full.ncu-rep"])][0]
+    assert s["roofline"]["flops_by_path"]["tensor_hmma"] == 0.0

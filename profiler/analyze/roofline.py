@@ -77,7 +77,7 @@ def _sass_tensor_split(launch) -> dict[str, tuple[float | None, float | None]]:
     """Per path: (tensor FLOPs from the SASS, the part done on 8-bit types: QGMMA, IGMMA, ``.S8``/``.U8``/
     ``.E4M3``/``.E5M2`` MMAs)."""
     sass = launch.sass
-    if sass.empty or "inst_executed" not in sass.columns:
+    if sass.empty or "inst_executed" not in sass.columns or not sass["inst_executed"].notna().any():
         return {p: (None, None) for p in _SASS_TENSOR}
     out: dict[str, tuple[float | None, float | None]] = {}
     executed = pd.to_numeric(sass["inst_executed"], errors="coerce").fillna(0).to_numpy(dtype=np.float64)
@@ -115,12 +115,20 @@ def _tensor_flops(launch) -> tuple[dict, list]:
         present = [v for v in vals if v is not None]
         counted = float(sum(present)) if present else None
         from_sass = sass.get(path)
-        if from_sass and (counted is None or from_sass > 1.001 * counted):
+        if from_sass is not None and (counted is None or from_sass > 1.001 * counted):
             counted = from_sass
+        if counted is None and path == "hgmma" and not _has_wgmma(launch):
+            counted = 0.0  # no wgmma on this chip (before CC 9.0): the path carries nothing, it is not unknown
         out[path] = counted
         if out[path] is None:
             gone.append(missing(f"roofline.flops_by_path.tensor_{path}", section))
     return out, gone
+
+
+def _has_wgmma(launch) -> bool:
+    """Whether the launch's GPU has wgmma (compute capability 9.x); True when the report does not say."""
+    major, _ = launch.get("cc_major")
+    return major is None or int(major) == 9
 
 
 def flops(f: _Frame) -> dict:

@@ -73,7 +73,7 @@ def test_show_prints_no_nan(path, fmt):
 
 
 PAIRS = [(PUBLIC[i], PUBLIC[i + 1]) for i in range(len(PUBLIC) - 1)] + [
-    (H200[0], H200[2]), (PUBLIC[0], H200[3])]
+    (H200[0], H200[2]), (PUBLIC[0], H200[3])] + [(ZOO[i], ZOO[i + 1]) for i in range(0, len(ZOO) - 1, 2)]
 
 
 @pytest.mark.slow
@@ -332,3 +332,28 @@ def test_throughput_whenever_bytes_and_time_exist():
             else:
                 assert tp[f"{lv}_bytes_per_s"] is None and tp[f"{lv}_pct_of_peak"] is None
     assert checked >= 10
+
+
+def test_older_chips_are_not_partial_for_hopper_only_fields():
+    """On the A100, A10G and RTX 4070 reports no gap names a field only Hopper has (wgmma counters, the
+    warpgroup_arrive reason, clusters, stmatrix bytes): those are absent by design, not for want of a section."""
+    from profiler.compare.gaps import gaps
+
+    hopper_only = re.compile(r"gmma|warpgroup_arrive|cluster|stsm")
+    checked = 0
+    for path, s in _summaries(PUBLIC):
+        if float(s["device"]["cc"]) >= 9.0:
+            continue
+        checked += 1
+        assert not [f for f in gaps(s).fields if hopper_only.search(f["field"])], path
+    assert checked >= 5
+
+
+def test_tensor_paths_the_chip_lacks_carry_nothing():
+    """Before CC 9.0 there is no wgmma: its path carries 0 FLOPs, not an unknown; a launch whose SASS (with
+    executed counts) has no MMA carries 0 tensor FLOPs on every path (the RTX 4070 search kernel)."""
+    for path, s in _summaries(PUBLIC):
+        if float(s["device"]["cc"]) < 9.0:
+            assert s["roofline"]["flops_by_path"]["tensor_hgmma"] == 0.0, path
+    s = [x for p, x in _summaries([ROOT / "tests/public-reports/bbastar/rtx4070-astar-full.ncu-rep"])][0]
+    assert s["roofline"]["flops_by_path"]["tensor_hmma"] == 0.0

@@ -167,3 +167,69 @@ def test_detector_follows_the_back_edge():
     carries the exponential across the back edge."""
     rotated = ["HMMA.16816.F32 R24, R40, R44, R24"] + ATTENTION_REGS[:-1] + ["BRA 0x0"]
     assert attention_evidence(rotated) is not None
+
+
+def test_mbarrier_wait_branches_are_sync():
+    """A branch consuming a try-wait's predicate is where ncu samples the mbarrier wait (long_scoreboard),
+    at any distance and across the back edge (nvjet issues the try-wait of stage k+1 early and tests it at
+    the top of the next iteration, at a lower address)."""
+    from profiler.analyze.regions import mbarrier_wait_branches
+
+    texts = [
+        "@!P2 BRA 0x100",                                       # 0: top of the loop, reads P2 (back edge)
+        "HGMMA.64x64x16.F32 R24, gdesc[UR4], R24, gsb0",
+        "SYNCS.PHASECHK.TRANS64.TRYWAIT P2, [UR6+0x10], R3",   # 2: the next stage's try-wait
+        "ISETP.NE.AND P3, PT, R1, RZ, PT",
+        "BRA !P3, 0x200",                                       # 4: another predicate: not a wait
+        "BRA 0x0",
+    ]
+    assert mbarrier_wait_branches(texts) == {0}
+    # a predicate overwritten between the try-wait and the branch is no longer the wait's
+    assert mbarrier_wait_branches(["SYNCS.PHASECHK.TRANS64.TRYWAIT P2, [UR6], R3",
+                                   "ISETP.NE.AND P2, PT, R1, RZ, PT", "@P2 BRA 0x0"]) == set()
+
+
+def test_nvjet_waits_land_in_sync():
+    """cuBLAS fp16 8192³ (zoo): the mbarrier wait branches join the barrier waits in `sync` (the issue's
+    hand count: mbarrier waits ~15% and the named barrier ~8% of samples), and no wait branch is `other`."""
+    paths = sorted((ROOT / "reports/h200/zoo/cublas-gemm-fp16").glob("*.ncu-rep"))
+    if not paths:
+        pytest.skip("no zoo report")
+    la = _launches(paths[0])[0]
+    regs = {r["name"]: r for r in regions_json(la)}
+    assert 0.15 <= regs["sync"]["share"] <= 0.30
+    assert regs["mma"]["share"] > 0.5
+
+
+def test_detector_on_blackwell_shaped_sass():
+    """tcgen05: S = Q K^T lands in tensor memory (UTCHMMA writes no register), LDTM reads it back, exp, STTM
+    puts P into tensor memory and the P V UTCHMMA reads its A operand from there (FlashAttention-4's shape).
+    A tcgen05 GEMM whose epilogue takes an exp and stores it to global memory is no attention. (SASS forms as
+    cuobjdump prints them for sm_100a: `UTCHMMA gdesc[UR4], gdesc[UR8], tmem[UR14], tmem[UR18], idesc[UR19]`,
+    `LDTM.x32 R4, tmem[UR4]`.)"""
+    qk = "UTCHMMA gdesc[UR4], gdesc[UR8], tmem[UR14], tmem[UR18], idesc[UR19]"
+    attention = [qk, "LDTM.x32 R4, tmem[UR4]", "FMUL R40, R4, 0.088388346", "MUFU.EX2 R41, R40",
+                 "F2FP.F16.F32.PACK_AB R42, R41, R41", "STTM.x8 tmem[UR20], R42",
+                 "UTCHMMA tmem[UR20], gdesc[UR10], tmem[UR22], tmem[UR18], idesc[UR19]"]
+    assert attention_evidence(attention) == {"index": 6, "exp": 1}
+    gemm_exp = [qk, "LDTM.x32 R4, tmem[UR4]", "FMUL R40, R4, -1.4426950216293334961", "MUFU.EX2 R41, R40",
+                "STG.E desc[UR4][R30.64], R41", qk]
+    assert attention_evidence(gemm_exp) is None
+
+
+def test_persistent_gemm_with_an_exp_epilogue_through_shared_memory_is_no_attention():
+    """A persistent GEMM whose SiLU epilogue (exp, then STSM for a TMA store) is followed, across the outer
+    back edge, by the next tile's wgmma reading shared memory: memory is not followed across the back edge."""
+    persistent = [
+        "HGMMA.64x128x16.F32 R24, gdesc[UR4], R24, gsb0",
+        "FMUL R100, R24, -1.4426950216293334961",
+        "MUFU.EX2 R101, R100",
+        "FADD R102, R101, 1",
+        "MUFU.RCP R103, R102",
+        "FMUL R104, R24, R103",
+        "F2FP.F16.F32.PACK_AB R105, R104, R104",
+        "STSM.16.M88.4 [R200], R105",
+        "UTMASTG.2D [UR8], [UR10]",
+        "BRA 0x0",
+    ]
+    assert attention_evidence(persistent) is None

@@ -57,13 +57,15 @@ def attention_evidence(texts: list[str]) -> dict | None:
     mma = set(cfg["mma"])
     exp_base, exp_mod = cfg["exp"]
     stores = set(cfg["shared_stores"])
+    tmem_mma, tmem_loads = set(cfg.get("tmem_mma", ())), set(cfg.get("tmem_loads", ()))
     parsed = [parse(t) for t in texts]
+    tmem_acc = False  # a tensor-memory MMA has run: LDTM reads its result
     if not any(ins.base in mma for ins in parsed):
         return None
     acc = ex = 0  # register bit sets: derived from an MMA result / from an exponential of one
     ex_in_smem = False
     exps: set[int] = set()
-    for _ in range(2):  # the second pass carries the state across the loop's back edge
+    for walk in range(2):  # the second pass carries the state across the loop's back edge
         for i, ins in enumerate(parsed):
             if ins.base in mma:
                 ab = ins.srcs[:2]
@@ -71,12 +73,19 @@ def attention_evidence(texts: list[str]) -> dict | None:
                 for s in ab:
                     if s.kind == "reg" and s.regs:
                         m |= register_mask(s.regs)
-                if (m & ex) or (ex_in_smem and any(s.kind == "mem" for s in ab)):
+                # through memory only ahead of the store in address order (first walk): across the back edge a
+                # persistent GEMM's next tile would read the shared memory its exp epilogue (SiLU) staged
+                if (m & ex) or (walk == 0 and ex_in_smem and any(s.kind == "mem" for s in ab)):
                     return {"index": i, "exp": len(exps)}
                 acc |= ins.wmask
                 ex &= ~ins.wmask
+                tmem_acc = tmem_acc or ins.base in tmem_mma
                 continue
             w = ins.wmask
+            if tmem_acc and ins.base in tmem_loads and w:
+                acc |= w
+                ex &= ~w
+                continue
             if not w:
                 if ins.base in stores and ins.rmask & ex:
                     ex_in_smem = True
@@ -285,10 +294,35 @@ def _main_loop(addresses, texts, bases, tensor, weight=None) -> tuple[int, int] 
     return None if best is None else best[1]
 
 
+def mbarrier_wait_branches(texts: list[str]) -> set[int]:
+    """Indices of the branches that consume an mbarrier try-wait's predicate (``SYNCS.PHASECHK…`` writes
+    ``P2``; ``@!P2 BRA`` or ``BRA !P2, …`` reads it, at any distance and across the loop's back edge: the walk
+    runs twice). ncu samples a warp waiting on the mbarrier there, as ``long_scoreboard``: the wait is sync
+    work, not the branch's."""
+    parsed = [parse(t) for t in texts]
+    pending: set[str] = set()
+    out: set[int] = set()
+    for _ in range(2):
+        for i, ins in enumerate(parsed):
+            if ins.base in ("BRA", "JMP") and pending & set(ins.reads):
+                out.add(i)
+            preds = {w for w in ins.writes if w.startswith(("P", "UP"))}
+            if ins.base == "SYNCS" and "PHASECHK" in ins.modifiers:
+                pending |= preds
+            else:
+                pending -= preds
+    return out
+
+
 def _infer(sass: pd.DataFrame) -> list[str]:
     texts = sass["sass"].tolist()
-    if attention_evidence(texts) is None:
-        return _infer_neutral(sass)
+    waits = mbarrier_wait_branches(texts)
+    names = _infer_neutral(sass) if attention_evidence(texts) is None else _infer_attention(sass)
+    return ["sync" if i in waits else n for i, n in enumerate(names)]
+
+
+def _infer_attention(sass: pd.DataFrame) -> list[str]:
+    texts = sass["sass"].tolist()
     rules = M.region_config()["infer"]
     bases = sass["base"].tolist()
     addresses = [int(a) for a in sass["address"].tolist()]

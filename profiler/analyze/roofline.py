@@ -77,7 +77,7 @@ def _sass_tensor_split(launch) -> dict[str, tuple[float | None, float | None]]:
     """Per path: (tensor FLOPs from the SASS, the part done on 8-bit types: QGMMA, IGMMA, ``.S8``/``.U8``/
     ``.E4M3``/``.E5M2`` MMAs)."""
     sass = launch.sass
-    if sass.empty or "inst_executed" not in sass.columns:
+    if sass.empty or "inst_executed" not in sass.columns or not sass["inst_executed"].notna().any():
         return {p: (None, None) for p in _SASS_TENSOR}
     out: dict[str, tuple[float | None, float | None]] = {}
     executed = pd.to_numeric(sass["inst_executed"], errors="coerce").fillna(0).to_numpy(dtype=np.float64)
@@ -87,7 +87,7 @@ def _sass_tensor_split(launch) -> dict[str, tuple[float | None, float | None]]:
             if b not in bases or not n:
                 continue
             mods = M.full_opcode(text).split(".")[1:]
-            shape = None
+            shape: tuple[int, ...] | None = None
             for m in mods:
                 if m in _MMA_SYNC_SHAPE:
                     shape = _MMA_SYNC_SHAPE[m]
@@ -113,13 +113,22 @@ def _tensor_flops(launch) -> tuple[dict, list]:
     for path, (counters, section) in M.tensor_op_counters().items():
         vals = [launch.value(c) for c in counters]
         present = [v for v in vals if v is not None]
-        out[path] = float(sum(present)) if present else None
+        counted = float(sum(present)) if present else None
         from_sass = sass.get(path)
-        if from_sass and (out[path] is None or from_sass > 1.001 * out[path]):
-            out[path] = from_sass
+        if from_sass is not None and (counted is None or from_sass > 1.001 * counted):
+            counted = from_sass
+        if counted is None and path == "hgmma" and not _has_wgmma(launch):
+            counted = 0.0  # no wgmma on this chip (before CC 9.0): the path carries nothing, it is not unknown
+        out[path] = counted
         if out[path] is None:
             gone.append(missing(f"roofline.flops_by_path.tensor_{path}", section))
     return out, gone
+
+
+def _has_wgmma(launch) -> bool:
+    """Whether the launch's GPU has wgmma (compute capability 9.x); True when the report does not say."""
+    major, _ = launch.get("cc_major")
+    return major is None or int(major) == 9
 
 
 def flops(f: _Frame) -> dict:
@@ -250,7 +259,7 @@ def ceilings(f: _Frame, sm_hz: float | None, sm_hz_name: str) -> dict:
             out[f"tensor_{path}"] = per_sm_fallback(f"{path}_fp16_flop_per_cycle_per_sm")
         total, eight = split.get(path, (None, None))
         v, src, hz = out[f"tensor_{path}"]
-        if v is not None and total and eight and eight > total / 2:  # the path ran mostly 8-bit types
+        if v is not None and total and eight is not None and eight > total / 2:  # the path ran mostly 8-bit types
             out[f"tensor_{path}"] = (v * ratio, f"{src} x {ratio} (8-bit types: gpus.toml tensor_8bit_over_16bit)", hz)
     dense = [(v, k) for k, (v, _, _) in out.items() if v]
     out["tensor_dense"] = ((max(dense)[0], f"max dense path roof ({max(dense)[1]})", sm_hz) if dense

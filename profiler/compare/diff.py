@@ -9,6 +9,7 @@ Shares are fractions of all stall samples of a launch; changes are ``B - A``; in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -345,7 +346,7 @@ def _phase_frame(a: dict, b: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=PHASE_COLUMNS)
 
 
-def debug_notes(labelled: list[tuple[str, dict]]) -> list[str]:
+def debug_notes(labelled: list) -> list[str]:
     """One note per summary of a ``-G`` debug build (``build.debug``): its times are not an optimised build's."""
     out = []
     for label, s in labelled:
@@ -381,14 +382,14 @@ def phase_sentence(phases: pd.DataFrame) -> str | None:
     return " and ".join(parts) + " of the kernel's time" if parts else None
 
 
-def kernel_names(summary: dict) -> list[str]:
+def kernel_names(summary: Mapping) -> list[str]:
     """The function names of a summary's kernel(s) (a merged summary joins several with `` + ``)."""
     from profiler.compare.subjects import kernel_name  # noqa: PLC0415
 
     return list(dict.fromkeys(kernel_name(k) for k in str(summary.get("kernel") or "?").split(" + ")))
 
 
-def same_kernel_names(a: dict, b: dict) -> bool:
+def same_kernel_names(a: Mapping, b: Mapping) -> bool:
     """Whether two summaries share a kernel function name (``flash_fwd`` in every rung of the ladder)."""
     return bool(set(kernel_names(a)) & set(kernel_names(b)))
 

@@ -174,8 +174,9 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
     tops = []
     for i, p in enumerate(profiled):
         s = p.summary
-        prev = (profiled[bases[i]].summary.get("duration_ns")
-                if bases[i] is not None and same_problem(profiled[bases[i]], p) else None)
+        base = bases[i]
+        prev = (profiled[base].summary.get("duration_ns")
+                if base is not None and same_problem(profiled[base], p) else None)
         first_same = same_problem(profiled[0], p)
         n = total_samples(s)
         top = top_waiter(s)

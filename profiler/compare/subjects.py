@@ -360,7 +360,7 @@ def match_launches(profiled: list[Profiled]) -> None:
                 p.meta.setdefault("left_out", []).append(
                     f"{p.label}: launches matched by kernel name and grid ({', '.join(sorted(names))}); "
                     f"left out {', '.join(f'{n} ×{c}' for n, c in gone.items())}")
-                p.parts, p.summary, p.launches = keep, merge_launches(keep), len(keep)
+                p.parts, p.summary, p.launches = keep, dict(merge_launches(keep)), len(keep)
     for p in profiled:
         _say_summed(p)
 

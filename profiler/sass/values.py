@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from profiler import metrics as M
+from profiler.sass.instruction import register_mask
 
 __all__ = ["Resolver", "Value"]
 
@@ -94,6 +95,12 @@ class Resolver:
         self.offsets = [int(o) for o in offsets]
         self._defs: dict[tuple[int, str], tuple[int, ...] | None] = {}
         self._vals: dict[tuple[int, str], Value] = {}
+        self._pidx: list[tuple[int, ...]] | None = None  # per block: predecessor blocks
+        self._wm: list[int] = []
+        self._kills: list[bool] = []
+        self._bmask: list[int] = []  # per block: registers it writes
+        self._bstart: list[int] = []
+        self._bend: list[int] = []
 
     def reaching(self, i: int, reg: str) -> tuple[int, ...] | None:
         """Indices of the definitions of ``reg`` that reach instruction ``i`` (sorted); None when a
@@ -101,27 +108,52 @@ class Resolver:
         key = (i, reg)
         if key in self._defs:
             return self._defs[key]
-        preds = self.cfg.preds
+        if reg in _ZERO:
+            return ()
+        if self._pidx is None:
+            blocks = self.cfg.blocks
+            self._pidx = [b.preds for b in blocks]
+            self._wm = [p.wmask for p in self.ins]
+            self._kills = [p.guard is None or p.guard.endswith("PT") for p in self.ins]
+            self._bmask = []
+            for b in blocks:
+                m = 0
+                for k in range(b.start, b.end + 1):
+                    m |= self._wm[k]
+                self._bmask.append(m)
+            self._bstart = [b.start for b in blocks]
+            self._bend = [b.end for b in blocks]
+        wm, kills = self._wm, self._kills
+        bit = register_mask((reg,))
         found: set[int] = set()
         from_entry = False
-        seen: set[int] = set()
-        todo = [p for p, _ in preds[i]]
-        if i == 0:
-            from_entry = True
-        while todo:
-            j = todo.pop()
-            if j in seen:
-                continue
-            seen.add(j)
-            p = self.ins[j]
-            if reg in p.writes:
-                found.add(j)
-                if p.guard is None or p.guard.endswith("PT"):
-                    continue  # an unconditional definition kills the paths behind it
-            pj = preds[j]
-            if j == 0:
-                from_entry = True  # instruction 0 is the kernel's only entry
-            todo.extend(q for q, _ in pj if q not in seen)
+
+        def scan(hi: int, lo: int) -> bool:
+            """Definitions in hi..lo (backwards); True when one kills the paths behind it."""
+            for k in range(hi, lo - 1, -1):
+                if wm[k] & bit:
+                    found.add(k)
+                    if kills[k]:
+                        return True
+            return False
+
+        b0 = self.cfg.block_of(i)
+        start = self._bstart[b0]
+        if not scan(i - 1, start):
+            if start == 0:
+                from_entry = True
+            seen: set[int] = set(self._pidx[b0])
+            todo = list(self._pidx[b0])
+            while todo:
+                b = todo.pop()
+                if self._bmask[b] & bit and scan(self._bend[b], self._bstart[b]):
+                    continue
+                if self._bstart[b] == 0:
+                    from_entry = True  # instruction 0 is the kernel's only entry
+                for q in self._pidx[b]:
+                    if q not in seen:
+                        seen.add(q)
+                        todo.append(q)
         out = None if from_entry else tuple(sorted(found))
         self._defs[key] = out
         return out

@@ -266,7 +266,8 @@ def warp_reach(ins: Sequence[Instruction], cfg: CFG, res: Resolver, block_dim: t
     decisive = [i for i, p in enumerate(ins) if p.decided_by() and (p.is_branch or p.base in ("EXIT",))]
     decided: dict[int, list[str]] = {}
     reach: list[frozenset] = []
-    succs = cfg.succs
+    blocks = cfg.blocks
+    spans: dict[frozenset, frozenset] = {}
     for w in range(warps):
         lanes = _Lanes(ins, res, _tid(w, block_dim))
         alive = np.arange(w * _LANES, (w + 1) * _LANES) < threads
@@ -276,24 +277,30 @@ def warp_reach(ins: Sequence[Instruction], cfg: CFG, res: Resolver, block_dim: t
             if o is not None:
                 outcome[i] = o
                 decided.setdefault(i, ["both"] * warps)[w] = o
-        seen = {0}
+        if w == 0:  # what warp 0 cannot evaluate no warp can (the same definitions, another thread index)
+            decisive = list(outcome)
+        seen = {0}  # blocks: a decided instruction (a branch, an exit) ends its block
         todo = [0]
         while todo:
-            i = todo.pop()
+            b = blocks[todo.pop()]
+            i = b.end
             p = ins[i]
             o = outcome.get(i)
-            nxt = succs[i]
+            nxt = list(b.succs)
             if o is not None and o != "both":
                 tgt = addr_index.get(p.target) if p.is_branch and p.target is not None else None
                 if p.base == "EXIT":
                     nxt = [] if o == "taken" else nxt
                 elif o == "taken":
-                    nxt = [tgt] if tgt is not None else nxt
+                    nxt = [cfg.block_of(tgt)] if tgt is not None else nxt
                 else:
-                    nxt = [j for j in nxt if j == i + 1]
-            for j in nxt:
-                if j not in seen:
-                    seen.add(j)
-                    todo.append(j)
-        reach.append(frozenset(seen))
+                    nxt = [k for k in nxt if blocks[k].start == i + 1]
+            for k in nxt:
+                if k not in seen:
+                    seen.add(k)
+                    todo.append(k)
+        key = frozenset(seen)
+        if key not in spans:
+            spans[key] = frozenset(j for k in seen for j in range(blocks[k].start, blocks[k].end + 1))
+        reach.append(spans[key])
     return WarpReach(warps, tuple(reach), {i: tuple(v) for i, v in decided.items()})

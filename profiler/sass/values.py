@@ -408,6 +408,8 @@ class Resolver:
                 return vb + va.shifted(int(sh, 0))
             return vb + Value(0, va.runtime + (f"{a} << {sh} at {pc:#x}",), va.assumed)
         if base in ("SHF", "USHF", "SHL", "USHL") and "L" in mods and len(srcs) >= 2 and _IMM.match(srcs[1]):
+            if int(srcs[1], 0) == _window_shift():
+                return Value(0)  # a CTA rank into the window bits (USHF.L.U32 UR5, UR_rank, 0x18)
             va = self.operand(d, srcs[0], depth)
             if va.exact:
                 return va.shifted(int(srcs[1], 0))

@@ -24,8 +24,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 NVTX_PREFIX = "whowaits:zoo-"
 
@@ -164,7 +165,7 @@ def _flex(torch: Any) -> tuple[Callable, Callable]:
     b, h, s, d = 4, 16, 4096, 128
     q, k, v = (_randn(torch, b, h, s, d, dtype=torch.float16) for _ in range(3))
 
-    def causal(b_, h_, q_idx, kv_idx):  # noqa: ANN001 - flex's mask_mod signature
+    def causal(b_, h_, q_idx, kv_idx):
         return q_idx >= kv_idx
 
     mask = create_block_mask(causal, B=None, H=None, Q_LEN=s, KV_LEN=s, device="cuda")

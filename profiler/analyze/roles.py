@@ -253,7 +253,7 @@ class _MbarIndex:
         inits: dict[int, int | None] = {}
         self.indexed_inits: list[int] = []
         for i, p in enumerate(ins):
-            if p.base == "SYNCS" or _match(p.opcode, rules["release"]["tma_load"]):
+            if p.base == "SYNCS" or _is_commit(p) or _match(p.opcode, rules["release"]["tma_load"]):
                 v = self._resolve(i)
                 if v is None:
                     continue
@@ -283,7 +283,7 @@ class _MbarIndex:
         inner = _mem_operand(p.text)
         if inner is None:
             return None
-        if p.base == "SYNCS":
+        if p.base == "SYNCS" or _is_commit(p):
             return self.R.address(i, inner)
         m = re.match(r"^UR(\d+)$", inner.strip())  # UTMALDG [URn]: URn+1 holds the mbarrier address
         if not m:
@@ -357,6 +357,12 @@ def _pointer_rings(vals: list[Value]) -> dict[tuple, tuple[int, int, int]]:
 # --- wait sites ----------------------------------------------------------------------------------
 
 
+def _is_commit(p) -> bool:
+    """A tcgen05.commit (``UTCBAR [UR6], URZ``): an mbarrier arrive issued by the tensor core once the
+    thread's earlier tcgen05 operations completed; its memory operand is the barrier."""
+    return p.base != "SYNCS" and any(b.kind == "mbarrier" for b in p.barriers)
+
+
 def _tma_barrier_offsets(ins, i: int) -> set[int]:
     """The mbarrier offsets a ``UTMALDG [URn]`` at ``i`` signals: the odd register of the pair
     (URn+1) holds the mbarrier address; follow ``UIADD3 URx, URy, imm`` / ``UMOV URx, URy`` back
@@ -425,7 +431,7 @@ def _releasers(ins, roles, bases, mb: _MbarIndex | None = None, notes: dict | No
     notes = {} if notes is None else notes
     r = rules["release"]
     names = rules["names"]
-    arrives: dict[int, dict[str, set]] = {}   # offset -> role -> {"arrive", "expect_tx"}
+    arrives: dict[int, dict[str, set]] = {}   # offset -> role -> {"arrive", "expect_tx", "commit"}
     tma: dict[int, set] = {}                 # offset -> roles whose UTMALDG signals it
     bar_arv: dict[int, set] = {}             # named barrier id -> roles arriving
     bar_sync: dict[int, set] = {}
@@ -438,8 +444,9 @@ def _releasers(ins, roles, bases, mb: _MbarIndex | None = None, notes: dict | No
             if off is None:
                 continue
             regs_ = [o for o in p.srcs if o.kind == "reg"]
-            tx = bool(regs_) and regs_[-1].text not in ("RZ", "URZ")
-            arrives.setdefault(off, {}).setdefault(roles[i], set()).add("expect_tx" if tx else "arrive")
+            tx = p.base == "SYNCS" and bool(regs_) and regs_[-1].text not in ("RZ", "URZ")
+            kind = "expect_tx" if tx else ("commit" if _is_commit(p) else "arrive")
+            arrives.setdefault(off, {}).setdefault(roles[i], set()).add(kind)
         elif _match(p.opcode, r["tma_load"]):
             if mb is None:
                 labels = {_label(o) for o in _tma_barrier_offsets(ins, i)}
@@ -473,7 +480,7 @@ def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
         by_role = rel["arrives"].get(off, {})
         tma_roles = rel["tma"].get(off, set())
         tx_roles = sorted(ro for ro, kinds in by_role.items() if "expect_tx" in kinds)
-        plain = sorted(ro for ro, kinds in by_role.items() if "arrive" in kinds)
+        plain = sorted(ro for ro, kinds in by_role.items() if kinds & {"arrive", "commit"})
         parts = []
         ev = []
         issuers = sorted(set(tx_roles) | tma_roles)
@@ -486,9 +493,10 @@ def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
         for ro in plain:
             if ro not in issuers:
                 parts.append(f"{ro} (its other warps)" if ro == site.role else ro)
-                ev.append(f"SYNCS.ARRIVE at {at} in {ro}")
+                what = "SYNCS.ARRIVE" if "arrive" in by_role[ro] else "UTCBAR (tcgen05 commit)"
+                ev.append(f"{what} at {at} in {ro}")
         if not parts:
-            return None, not rel["resolved"], f"no SYNCS.ARRIVE or TMA load on {site.barrier} in the SASS"
+            return None, not rel["resolved"], f"no SYNCS.ARRIVE, tcgen05 commit or TMA load on {site.barrier} in the SASS"
         if not rel["resolved"]:
             return " + ".join(parts), True, "; ".join(ev) + " (matched by displacement: no address resolved)"
         assumed = sorted(notes.get(("assumed", off), ()))

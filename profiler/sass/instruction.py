@@ -157,6 +157,8 @@ def _isa() -> dict:
         "gmma": frozenset(d["gmma"]["opcodes"]),
         "gmma_acc": (float(d["gmma"]["acc_per_n_32bit"]), float(d["gmma"]["acc_per_n_16bit"])),
         "gmma_a": int(d["gmma"]["a_regs"]),
+        "tmem_regs": frozenset(d.get("tcgen05", {}).get("tmem_regs", ())),
+        "mbar_arrive": frozenset(d.get("tcgen05", {}).get("mbarrier_arrive", ())),
     }
 
 
@@ -290,6 +292,12 @@ def _widths(opcode: str, n_src: int) -> tuple[int | None, dict[int, int]]:
             acc = int(n * (per16 if (len(mods) > 2 and mods[2] == "F16") else per32))
             dest_w = acc
             src_w = {0: cfg["gmma_a"], 2: acc}  # A (when a register), C (when a register)
+    elif base in cfg["tmem_regs"]:  # LDTM.x32 R4, tmem[UR4] / STTM.x8 tmem[UR4], R4
+        n = next((int(m[1:]) for m in mods[1:] if re.fullmatch(r"x\d+", m)), 1)
+        if base.startswith("LD"):
+            dest_w = n
+        else:
+            src_w[n_src - 1] = n
     elif "64" in mods[1:] and base in cfg["pair64"]:
         dest_w = 2
     return dest_w, src_w
@@ -316,7 +324,7 @@ def _barriers(base: str, opcode: str, ops: list[str]) -> tuple[Barrier, ...]:
         m = re.match(r"^B(\d+)$", ops[0])
         if m:
             out.append(Barrier("convergence", int(m.group(1))))
-    elif base == "SYNCS":
+    elif base == "SYNCS" or base in _isa()["mbar_arrive"]:  # UTCBAR: tcgen05.commit arrives on an mbarrier
         mem = next((o for o in ops if o.startswith("[")), None)
         if mem is not None:
             out.append(Barrier("mbarrier", mem))

@@ -41,6 +41,7 @@ A pure function of a launch's per-PC SASS frame (``address``, ``offset``, ``sass
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -213,7 +214,7 @@ def _launch_int(launch, name: str) -> int:
     except (AttributeError, KeyError):
         v = None
     try:
-        return int(v) if v is not None and v == v else 0
+        return 0 if v is None or math.isnan(float(v)) else int(v)
     except (TypeError, ValueError):
         return 0
 
@@ -431,10 +432,10 @@ def _releasers(ins, roles, bases, mb: _MbarIndex | None = None, notes: dict | No
     notes = {} if notes is None else notes
     r = rules["release"]
     names = rules["names"]
-    arrives: dict[int, dict[str, set]] = {}   # offset -> role -> {"arrive", "expect_tx", "commit"}
-    tma: dict[int, set] = {}                 # offset -> roles whose UTMALDG signals it
-    bar_arv: dict[int, set] = {}             # named barrier id -> roles arriving
-    bar_sync: dict[int, set] = {}
+    arrives: dict[str, dict[str, set]] = {}  # barrier label -> role -> {"arrive", "expect_tx", "commit"}
+    tma: dict[str | None, set] = {}          # barrier label -> roles whose UTMALDG signals it
+    bar_arv: dict[int | str, set] = {}       # named barrier id -> roles arriving
+    bar_sync: dict[int | str, set] = {}
     bar_count: dict[int | str, set] = {}     # named barrier id -> thread counts of its BAR.SYNCs (None: all)
     role_ops: dict[str, set] = {}
     for i, p in enumerate(ins):
@@ -583,7 +584,7 @@ def role_graph(launch) -> RoleGraph:
             continue
         entry = sr.entry if sr is not None else None
         role_list.append(Role(
-            name, "inferred", int(len(idx)), _ranges(idx, offsets), sr.setmaxnreg if sr else None,
+            name, "inferred", len(idx), _ranges(idx, offsets), sr.setmaxnreg if sr else None,
             int(executed[idx].sum()), int(samples[idx].sum()),
             sr.does if sr else ("every role" if name == "common" else "several roles"),
             list(sr.warps) if sr else [],
@@ -591,14 +592,15 @@ def role_graph(launch) -> RoleGraph:
             None if entry is None else int(executed[entry]),
             sr.entry_warps * ctas if sr is not None and sr.warps and ctas and entry is not None else None))
     total = int(samples.sum())
+    mbi: _MbarIndex | None = mb
     if not mb.anchored:
-        mb = None  # no mbarrier address resolves anywhere: fall back to displacements (inferred)
+        mbi = None  # no mbarrier address resolves anywhere: fall back to displacements (inferred)
     notes: dict = {}
     stalls = {c[len("stall_"):]: sf[c].fillna(0).to_numpy(dtype=np.int64)
               for c in sf.columns if c.startswith("stall_")}
     sites = find_sites(ins, cfg, addr_index, roles, offsets, samples, stalls, _rules(),
-                       lambda i: _mbar_key(ins, i, mb, notes), _bar_labeler(ins, _rules()))
-    rel = _releasers(ins, roles, bases, mb, notes)
+                       lambda i: _mbar_key(ins, i, mbi, notes), _bar_labeler(ins, _rules()))
+    rel = _releasers(ins, roles, bases, mbi, notes)
     bd = _block_dim(launch)
     rel["threads"] = bd[0] * bd[1] * bd[2] if bd else 0
     grouped: dict[tuple, dict] = {}

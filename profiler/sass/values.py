@@ -54,14 +54,14 @@ class Value:
     def exact(self) -> bool:
         return not self.runtime
 
-    def __add__(self, other: "Value") -> "Value":
+    def __add__(self, other: Value) -> Value:
         return Value(self.const + other.const, self.runtime + other.runtime, self.assumed + other.assumed,
                      self.ring or other.ring)
 
-    def shifted(self, sh: int) -> "Value":
+    def shifted(self, sh: int) -> Value:
         return Value(self.const << sh, self.runtime, self.assumed)
 
-    def assuming(self, why: str) -> "Value":
+    def assuming(self, why: str) -> Value:
         return Value(self.const, self.runtime, self.assumed + (why,))
 
 

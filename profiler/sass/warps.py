@@ -85,9 +85,10 @@ class _Lanes:
         head = t.split(".")[0]
         if not head or head[0] not in "RUP":
             return None
-        v = self.value(i, head, depth)
-        if v is None:
+        got = self.value(i, head, depth)
+        if got is None:
             return None
+        v = got
         if inv:
             return ~v
         return (-v) & _MASK if neg else v
@@ -101,15 +102,16 @@ class _Lanes:
         if depth < 24:
             defs = self.res.reaching(i, reg)
             if defs:
-                vals = [self._eval(d, reg, depth + 1) for d in defs]
-                if all(v is not None for v in vals) and all(np.array_equal(vals[0], v) for v in vals[1:]):
+                got = [self._eval(d, reg, depth + 1) for d in defs]
+                vals = [v for v in got if v is not None]
+                if len(vals) == len(got) and all(np.array_equal(vals[0], v) for v in vals[1:]):
                     out = vals[0]
                 if out is not None and any(self.ins[d].guard is not None for d in defs):
                     out = None  # a guarded definition may not happen: the value before it also reaches
         self.memo[key] = out
         return out
 
-    def _eval(self, d: int, reg: str, depth: int) -> np.ndarray | None:  # noqa: C901 - one case per opcode
+    def _eval(self, d: int, reg: str, depth: int) -> np.ndarray | None:
         p = self.ins[d]
         base, mods = p.base, set(p.modifiers)
         ops = [o.text for o in (*p.dsts, *p.srcs)]
@@ -131,10 +133,14 @@ class _Lanes:
                 v = np.full(_LANES, v[0])  # one lane's value for the whole warp
             return v
         if base in ("IADD3", "UIADD3", "VIADD", "IADD") and "X" not in mods:
-            vals = [o(k) for k, s in enumerate(src) if not _is_pred(s)]
-            if any(v is None for v in vals):
+            got = [o(k) for k, s in enumerate(src) if not _is_pred(s)]
+            terms = [v for v in got if v is not None]
+            if len(terms) != len(got) or not terms:
                 return None
-            return sum(vals) & _MASK if vals else None  # type: ignore[return-value]
+            total = np.zeros(_LANES, dtype=np.int64)
+            for v in terms:
+                total = total + v
+            return total & _MASK
         if base in ("IMAD", "UIMAD") and not ({"X", "HI", "WIDE"} & mods) and len(src) == 3:
             a, b, c = o(0), o(1), o(2)
             return None if a is None or b is None or c is None else (a * b + c) & _MASK

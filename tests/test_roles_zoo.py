@@ -201,3 +201,30 @@ def test_cudnn_d64_by_hand():
     e = _edge(g, "producer", "mbarrier@0x458[i]")
     assert e.releaser == "consumer" and {0x3C20, 0x3C30} <= set(e.pcs)
     assert _edge(g, "consumer", "mbarrier@0x410[i]").releaser == "TMA ← producer"
+
+
+@pytest.mark.parametrize("subject, heavy, full", [
+    # (waiter, barrier, releaser, PCs of its heaviest readers) for the heaviest role-to-role edge and the
+    # consumers' TMA-filled ring, read off the SASS: every PC a `BRA !P` (or the NANOSLEEP poll) reading
+    # a try-wait's predicate, with ncu's long_scoreboard samples there.
+    ("cublas-gemm-bf16", ("producer", "mbarrier@0x2e3f0+0x8×3", "consumer", {0x49B0, 0x51E0, 0x4B30}),
+     ("mbarrier@0x2e418+0x10×8", {0x9A0, 0x3A20, 0x3FB0})),
+    ("cublas-gemm-fp8", ("producer", "mbarrier@0x373d8+0x8×6", "consumer", {0x5550, 0x5CC0, 0x5600}),
+     ("mbarrier@0x37430+0x10×6", {0xE20, 0xE80, 0x4B50})),
+    ("cublas-gemm-skinny", ("producer", "mbarrier@0x343c8+0x8×8", "consumer", {0x3420, 0x3BC0, 0x3320}),
+     ("mbarrier@0x34440+0x10×9", {0xA10, 0x2900, 0x2610})),
+    ("scaled-mm-fp8-rowwise", ("scheduler", "mbarrier@0x348b8", "producer", {0x6FF0, 0x7000, 0x7010}),
+     ("mbarrier@0x34840+0x10×7", set())),
+])
+def test_other_nvjet_shapes_by_hand(subject, heavy, full):
+    """The same nvjet design at other types and shapes: the producer (or, in the row-wise fp8 kernel,
+    the tile scheduler polling 0x6ff0 `@!P0 NANOSLEEP.SYNCS` on a barrier the producer arrives on) waits
+    longest on another role; the consumers' full ring is filled by TMA."""
+    _, g = _graph(subject)
+    roles = {r.name for r in g.roles}
+    waiter, barrier, releaser, pcs = heavy
+    e = next(x for x in g.edges if x.releaser.split(" ")[0] in roles - {x.waiter})
+    assert (e.waiter, e.barrier, e.releaser) == (waiter, barrier, releaser)
+    assert pcs <= set(e.pcs) and not e.inferred
+    f = _edge(g, "consumer", full[0])
+    assert f.releaser == "TMA ← producer" and full[1] <= set(f.pcs)

@@ -4,19 +4,16 @@ A pure function of a launch's per-PC SASS frame (``address``, ``offset``, ``sass
 ``inst_executed``, ``samples``, ``stall_*``) -> :class:`RoleGraph`. The opcodes it looks for are data
 (``profiler/data/roles.toml``).
 
-1. **Roles.** A warp-specialised kernel splits its warps with ``setmaxnreg`` (SASS
-   ``USETMAXREG.TRY_ALLOC`` / ``.DEALLOC``): the code reached (through the control-flow graph of
-   :mod:`profiler.sass`) from one register count is one role's code. A role whose code issues
-   tensor-core MMAs is a ``consumer``, one that only issues copies (TMA, cp.async) a ``producer``.
-   Code reached from no split point (the prologue, padding) is ``common``; code reached from several
-   is ``shared``. A kernel with no split point has one role, ``cta``. Roles found this way are
-   ``source = "inferred"``.
-2. **Wait sites.** An mbarrier wait is a ``SYNCS.PHASECHK…TRYWAIT`` together with the branches on its
-   predicate right after it and the out-of-line retry loop (``NANOSLEEP`` + ``PHASECHK``) they jump
-   to: ncu gives such a loop no stall reason of its own (its samples land as selected / branch /
-   long-scoreboard on any of those instructions), so every sample on any of them counts for the wait.
-   A named-barrier wait is a ``BAR.SYNC``/``BAR.RED`` with its id; a wgmma wait a
-   ``WARPGROUP.DEPBAR``; an asynchronous-copy group wait a ``DEPBAR``.
+1. **Roles** (:mod:`profiler.analyze.role_split`): thread-index branches decided warp by warp, warps
+   grouped by the code they reach and named by what it does (``consumer``, ``producer``,
+   ``scheduler``, ``epilogue``, ``exit``), with their warps, setmaxnreg and a check of the warp count
+   against ncu's executed count; the code reached from each ``setmaxnreg`` count as the fallback; one
+   role ``cta`` without either. Code every role runs is ``common``, code several run ``shared``.
+   Roles found this way are ``source = "inferred"``.
+2. **Wait sites** (:mod:`profiler.analyze.wait_sites`): a try-wait with every reader of its predicate
+   and its retry loop, a named barrier with the ``barrier`` samples of the next instruction, wgmma
+   group and operand (``warpgroup_arrive``) waits, asynchronous-copy group waits; each sample given
+   to one site.
 3. **Releasers.** An mbarrier is named by its shared-memory address: the address operand's registers
    are resolved to their definitions (:mod:`profiler.sass.values`: ``[UR12]`` with
    ``UR12 = ULEA(SR_CgaCtaId, UMOV 0x400 + 0x40, 0x18)`` -> ``0x440``), only where one definition
@@ -28,13 +25,15 @@ A pure function of a launch's per-PC SASS frame (``address``, ``offset``, ``sass
    arrive that carries a transaction count (``SYNCS.ARRIVE.TRANS64 RZ, [UR31+0x10], R4``:
    ``expect_tx``) hands the release to the TMA engine, which completes it when the bytes of that
    role's ``UTMALDG`` land (its barrier register resolved the same way). A wait whose address does not
-   resolve is unresolved, with the reason. Only in a kernel where *no* mbarrier address resolves do
+   resolve is unresolved, with the reason. A ring pointer bumped in a loop is named by its base,
+   stride and stage count (``mbarrier@0x2e418+0x10×8``), pointers into one ring by one name; the CTA
+   rank in a cluster address is window bits (a peer CTA's barrier is the same barrier). Only in a kernel where *no* mbarrier address resolves do
    sites fall back to their operand's displacement (``[R20+URZ+0x10]`` -> ``mbarrier+0x10``), matched
    across base registers: those edges are ``inferred``, as are edges that rest on a guarded
    definition paired with a differently guarded use (:attr:`profiler.sass.values.Value.assumed`). A named barrier
    is released by the roles that ``BAR.ARV`` (or ``BAR.SYNC``) on the same id; a wgmma group by the
    tensor core; a ``DEPBAR`` by the role's cp.async or TMA-store copies.
-4. **Edges** ``waiter —[barrier]→ releaser`` weighted by all samples of their wait sites, as a share
+4. **Edges** ``waiter —[barrier]→ releaser`` weighted by the samples of their wait sites, as a share
    of the launch's samples. A wait whose releaser is not in the SASS is ``unresolved``, with the
    reason; nothing is guessed.
 """

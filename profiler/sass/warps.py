@@ -146,7 +146,7 @@ class _Lanes:
             return None if a is None or b is None or c is None else (a * b + c) & _MASK
         if base in ("SHF", "USHF") and len(src) == 3:
             lo, sh, hi = o(0), o(1), o(2)
-            if sh is None:
+            if sh is None or (sh < 0).any() or (sh > 31).any():
                 return None
             if "R" in mods and "HI" in mods and hi is not None and _zero(src[0]):
                 signed = "S32" in mods
@@ -159,7 +159,9 @@ class _Lanes:
             return None
         if base in ("LEA", "ULEA") and not ({"HI", "X"} & mods) and len(src) >= 3:
             a, b, sh = o(0), o(1), o(2)
-            return None if a is None or b is None or sh is None else ((a << sh) + b) & _MASK
+            if a is None or b is None or sh is None or (sh < 0).any() or (sh > 31).any():
+                return None
+            return ((a << sh) + b) & _MASK
         if base in ("LOP3", "ULOP3"):
             k0 = 1 if _is_pred(reg) else 0  # LOP3.LUT P0, RZ, a, b, c, lut, Pc: P0 = (result != 0)
             if len(src) < k0 + 4 or not src[k0 + 3].startswith("0x"):

@@ -228,3 +228,40 @@ def test_other_nvjet_shapes_by_hand(subject, heavy, full):
     assert pcs <= set(e.pcs) and not e.inferred
     f = _edge(g, "consumer", full[0])
     assert f.releaser == "TMA ← producer" and full[1] <= set(f.pcs)
+
+
+def _ncu_golden(subject: str) -> tuple[dict[int, int], dict[int, int]]:
+    """ncu's own source page of a zoo subject (tests/golden/zoo): per-PC all samples and executed
+    instructions, keyed by offset from the first PC."""
+    import csv
+    import gzip
+
+    (path,) = sorted((ROOT / "tests/golden/zoo").glob(f"{subject}_*.source-sass.csv.gz"))
+    with gzip.open(path, "rt", newline="") as fh:
+        rows = list(csv.reader(fh))
+    hi = next(k for k, r in enumerate(rows) if "Address" in r and "Warp Stall Sampling (All Samples)" in r)
+    head = rows[hi]
+    ia, iss, iex = head.index("Address"), head.index("Warp Stall Sampling (All Samples)"), \
+        head.index("Instructions Executed")
+    body = [r for r in rows[hi + 1:] if len(r) > iex and r[ia].startswith("0x")]
+    first = int(body[0][ia], 16)
+    return ({int(r[ia], 16) - first: int(r[iss] or 0) for r in body},
+            {int(r[ia], 16) - first: int(r[iex] or 0) for r in body})
+
+
+@pytest.mark.parametrize("subject", WS)
+def test_zoo_edges_and_entries_are_ncus_own_numbers(subject):
+    """Edge samples are ncu's own per-PC samples (whole PCs, plus the reasons taken of shared ones, each
+    at most the PC's total), and each role's entry count is ncu's executed count, from ncu's source page."""
+    ncu, executed = _ncu_golden(subject)
+    _, g = _graph(subject)
+    assert sum(ncu.values()) == g.total_samples
+    for e in g.edges:
+        part = 0
+        for pc, _, n in e.partial:
+            assert 0 < n <= ncu[pc]
+            part += n
+        assert e.samples == sum(ncu[pc] for pc in e.pcs) + part, (e.waiter, e.barrier)
+    for r in g.roles:
+        if r.entry is not None:
+            assert r.entry_executed == executed[r.entry], r.name

@@ -150,9 +150,9 @@ def test_nvjet_fp16_heaviest_role_edge_by_hand():
     roles = {r.name for r in g.roles}
     heaviest = next(e for e in g.edges if e.releaser.split(" ")[0] in roles - {e.waiter})
     assert (heaviest.waiter, heaviest.barrier, heaviest.releaser) == (
-        "producer", "mbarrier@0x2e3f0+0x8×3", "consumer")
+        "producer", "mbarrier@0x2e3f8+0x8×3", "consumer")
     assert {0x4B30, 0x49B0, 0x48B0, 0x51E0, 0x5360} <= set(heaviest.pcs)
-    assert "SYNCS.ARRIVE at mbarrier@0x2e3f0+0x8×3 in consumer" in heaviest.evidence
+    assert "SYNCS.ARRIVE at mbarrier@0x2e3f8+0x8×3 in consumer" in heaviest.evidence
     assert heaviest.samples >= 6169 and not heaviest.inferred
 
 
@@ -207,11 +207,11 @@ def test_cudnn_d64_by_hand():
     # (waiter, barrier, releaser, PCs of its heaviest readers) for the heaviest role-to-role edge and the
     # consumers' TMA-filled ring, read off the SASS: every PC a `BRA !P` (or the NANOSLEEP poll) reading
     # a try-wait's predicate, with ncu's long_scoreboard samples there.
-    ("cublas-gemm-bf16", ("producer", "mbarrier@0x2e3f0+0x8×3", "consumer", {0x49B0, 0x51E0, 0x4B30}),
+    ("cublas-gemm-bf16", ("producer", "mbarrier@0x2e3f8+0x8×3", "consumer", {0x49B0, 0x51E0, 0x4B30}),
      ("mbarrier@0x2e418+0x10×8", {0x9A0, 0x3A20, 0x3FB0})),
-    ("cublas-gemm-fp8", ("producer", "mbarrier@0x373d8+0x8×6", "consumer", {0x5550, 0x5CC0, 0x5600}),
+    ("cublas-gemm-fp8", ("producer", "mbarrier@0x373f8+0x8×6", "consumer", {0x5550, 0x5CC0, 0x5600}),
      ("mbarrier@0x37430+0x10×6", {0xE20, 0xE80, 0x4B50})),
-    ("cublas-gemm-skinny", ("producer", "mbarrier@0x343c8+0x8×8", "consumer", {0x3420, 0x3BC0, 0x3320}),
+    ("cublas-gemm-skinny", ("producer", "mbarrier@0x343f8+0x8×8", "consumer", {0x3420, 0x3BC0, 0x3320}),
      ("mbarrier@0x34440+0x10×9", {0xA10, 0x2900, 0x2610})),
     ("scaled-mm-fp8-rowwise", ("scheduler", "mbarrier@0x348b8", "producer", {0x6FF0, 0x7000, 0x7010}),
      ("mbarrier@0x34840+0x10×7", set())),

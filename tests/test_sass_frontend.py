@@ -240,7 +240,7 @@ def test_ring_pointer_stride_and_stages():
     ]
     r = _resolver(texts)
     v, anchored = r.address(3, "UR7")
-    assert anchored and not v.exact and v.ring == (0x10, 8) and v.const == 0x2E428
+    assert anchored and not v.exact and v.ring == (0x10, 8, 0x2E428) and v.const == 0x2E428
 
 
 def test_thread_index_branches_per_warp():

@@ -312,7 +312,7 @@ class _MbarIndex:
             why = "; ".join(v.runtime) or "no register defines a base address"
             return _Mbar(None, f"address at {pc:#x} does not resolve to a base ({why})")
         if v.ring:
-            lo, stride, stages = self.pointer_rings[(v.ring, v.const)]
+            lo, stride, stages = self.pointer_rings[v.ring]
             if self.inits and not self.indexed_inits and \
                     not any(lo + k * stride in self.inits for k in range(max(stages, 1))):
                 return _Mbar(None, f"ring {lo:#x}+{stride:#x} at {pc:#x} holds no mbarrier the kernel initialises")
@@ -336,21 +336,23 @@ class _MbarIndex:
 def _pointer_rings(vals: list[Value]) -> dict[tuple, tuple[int, int, int]]:
     """Ring pointers (:attr:`profiler.sass.values.Value.ring`) named as one ring: the same stride and
     stage count, addresses in the same residue class, overlapping extents (nvjet's producer starts
-    its pointer one stage later than the consumer's). (ring, base) -> (lowest base, stride, stages)."""
+    its pointer one stage later than the consumer's). Clustered by the pointers' initial values, not
+    by the addresses formed from them (a pointer minus the wrap is below the ring). ring -> (lowest
+    base, stride, stages)."""
     out: dict[tuple, tuple[int, int, int]] = {}
     by: dict[tuple, list[int]] = {}
     for v in vals:
         assert v.ring is not None
-        stride, stages = v.ring
-        by.setdefault((stride, stages, v.const % stride), []).append(v.const)
-    for (stride, stages, _), consts in by.items():
+        stride, stages, base = v.ring
+        by.setdefault((stride, stages, base % stride), []).append(base)
+    for (stride, stages, _), bases in by.items():
         span = stride * max(stages - 1, 0)
         lo = hi = None
-        for c in sorted(set(consts)):
+        for c in sorted(set(bases)):
             if lo is None or hi is None or c > hi:
                 lo = c
             hi = max(hi or c, c + span)
-            out[((stride, stages), c)] = (lo, stride, stages)
+            out[(stride, stages, c)] = (lo, stride, stages)
     return out
 
 

@@ -42,13 +42,15 @@ _WINDOW = "SR_CgaCtaId"  # the CTA's id within its cluster: the window bits of a
 @dataclass(frozen=True)
 class Value:
     """``const`` plus runtime terms (``runtime``: why each is not a constant); ``exact`` when there
-    are none. ``ring`` (stride, stages; 0 stages when no wrap is seen) when the value is a ring
-    pointer's base (:meth:`Resolver._ring`); a displacement added to it keeps it."""
+    are none. ``ring`` (stride, stages, base; 0 stages when no wrap is seen) when the value is a ring
+    pointer (:meth:`Resolver._ring`) whose initial value is ``base``; a displacement added to it keeps
+    it (nvjet's producer waits on ``[R10+UR45]``, the pointer plus the next stage's or the wrapped
+    stage's offset)."""
 
     const: int
     runtime: tuple[str, ...] = ()
     assumed: tuple[str, ...] = ()
-    ring: tuple[int, int] | None = None
+    ring: tuple[int, int, int] | None = None
 
     @property
     def exact(self) -> bool:
@@ -267,7 +269,7 @@ class Resolver:
         (nvjet: ``UIADD3 UR6, UR7, 0x10`` and, at the wrap, ``UIADD3 UR6, UR7, -0x70`` with
         ``UR7 = UMOV UR6``). The pointer's definitions, closed over the sources of its bumps
         (through moves), are bumps of the pointer itself or its base; the value is the base plus a
-        runtime stage term, ``ring`` = (stride, stages) with the stage count from the wrap
+        runtime stage term, ``ring`` = (stride, stages, base) with the stage count from the wrap
         (0x70 / 0x10 + 1 = 8)."""
         group: set[int] = set()
         srcs: dict[int, set[int]] = {}
@@ -327,7 +329,7 @@ class Resolver:
         why = (f"{reg} at {self.offsets[i]:#x}: ring pointer from {bases[0].const:#x}, +{stride:#x}"
                + (f", wraps {downs[0]:#x} ({stages} stages)" if stages else ""))
         return Value(bases[0].const, bases[0].runtime + (why,), tuple(a for b in bases for a in b.assumed),
-                     (stride, stages))
+                     (stride, stages, bases[0].const))
 
     def operand(self, i: int, text: str, depth: int = 0) -> Value:
         """The value of a source operand's text (``UR7``, ``-UR4``, ``0x40``) at instruction ``i``."""

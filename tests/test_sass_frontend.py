@@ -194,3 +194,79 @@ def test_nvjet_branch_forms():
     assert len(reachable(build_cfg(addrs, texts))) == 1404
     ex = la.sass["inst_executed"].fillna(0).astype(int).tolist()
     assert sum(e > 0 for e in ex) == 1040
+
+
+# --- values: CTA-rank window bits, ring pointers -----------------------------------------------------
+
+
+def _resolver(texts):
+    from profiler.sass.values import Resolver
+
+    addrs = list(range(0, 16 * len(texts), 16))
+    ins = [parse(t) for t in texts]
+    return Resolver(ins, build_cfg(addrs, texts), addrs)
+
+
+@pytest.mark.parametrize("window", [
+    ["UPRMT UR6, UR4, 0x4210, UR5"],                 # nvjet: the rank's low byte on top
+    ["PRMT R7, R5, 0x654, R4", "R2UR UR6, R7"],     # CUTLASS' cluster arrive: rank R5, address R4
+    ["IMAD R7, R5, 0x1000000, R4", "R2UR UR6, R7"],
+    ["IMAD R7, R5, -0x1000000, R4", "R2UR UR6, R7"],
+    ["USHF.L.U32 UR7, UR5, 0x18, URZ", "UIADD3 UR6, UR7, UR4, URZ"],
+    ["ULEA UR6, UR5, UR4, 0x18"],
+])
+def test_cta_rank_is_window_bits(window):
+    """Whichever way the compiler puts a CTA's rank (own or a peer's, here an unknown register UR5/R5
+    after a XOR) above bit 24, the barrier is the low bits: 0x2e418 + 0x8."""
+    texts = ["S2UR UR5, SR_CgaCtaId", "ULOP3.LUT UR5, UR5, 0x1, URZ, 0x3c, !UPT", "MOV R5, UR5",
+             "UMOV UR4, 0x2e418", "MOV R4, UR4", *window, "SYNCS.ARRIVE.TRANS64.RED.A1T0 RZ, [UR6+0x8], RZ", "EXIT"]
+    r = _resolver(texts)
+    v, anchored = r.address(len(texts) - 2, "UR6+0x8")
+    assert anchored and v.exact and v.const == 0x2E420, v
+
+
+def test_ring_pointer_stride_and_stages():
+    """nvjet's consumer ring: a base, bumped by 0x10 in the loop, wrapped by -0x70 (8 stages), moved
+    through a copy before the try-wait."""
+    texts = [
+        "UMOV UR7, 0x2e418",                               # 0x00
+        "UIADD3 UR6, UR7, 0x10, URZ",                      # 0x10 the first stage after the base
+        "UMOV UR7, UR6",                                   # 0x20 loop head
+        "SYNCS.PHASECHK.TRANS64.TRYWAIT P2, [UR7], R4",    # 0x30
+        "UISETP.NE.AND UP3, UPT, UR8, 0x7, UPT",           # 0x40
+        "@!UP3 UIADD3 UR6, UR7, 0x10, URZ",                # 0x50
+        "@UP3 UIADD3 UR6, UR7, -0x70, URZ",                # 0x60
+        "BRA 0x20",                                        # 0x70
+    ]
+    r = _resolver(texts)
+    v, anchored = r.address(3, "UR7")
+    assert anchored and not v.exact and v.ring == (0x10, 8, 0x2E428) and v.const == 0x2E428
+
+
+def test_thread_index_branches_per_warp():
+    """A 384-thread CTA split as cuBLAS does: tid < 256 (warps 0-7) to the consumer code, warp 8 of the
+    rest to a TMA copy, the others exit."""
+    from profiler.sass.values import Resolver
+    from profiler.sass.warps import warp_reach
+
+    texts = [
+        "S2R R0, SR_TID.X",                          # 0x00
+        "ISETP.LT.AND P0, PT, R0, 0x100, PT",        # 0x10
+        "BRA !P0, 0x50",                             # 0x20 warps 8-11 jump
+        "HGMMA.64x64x16.F32 R24, gdesc[UR16], RZ",   # 0x30 consumers
+        "EXIT",                                      # 0x40
+        "SHF.R.U32.HI R1, RZ, 0x5, R0",              # 0x50 warp index
+        "ISETP.NE.AND P1, PT, R1, 0x8, PT",          # 0x60
+        "@P1 EXIT",                                  # 0x70 warps 9-11 leave
+        "UTMALDG.2D [UR8], [UR4]",                   # 0x80 warp 8
+        "EXIT",                                      # 0x90
+    ]
+    addrs = list(range(0, 16 * len(texts), 16))
+    ins = [parse(t) for t in texts]
+    cfg = build_cfg(addrs, texts)
+    wr = warp_reach(ins, cfg, Resolver(ins, cfg, addrs), (384, 1, 1), {a: i for i, a in enumerate(addrs)})
+    assert wr.warps == 12
+    assert all(3 in wr.reach[w] and 5 not in wr.reach[w] for w in range(8))
+    assert 8 in wr.reach[8] and 3 not in wr.reach[8]
+    assert all(8 not in wr.reach[w] and 7 in wr.reach[w] for w in (9, 10, 11))
+    assert wr.decided[2] == ("not",) * 8 + ("taken",) * 4

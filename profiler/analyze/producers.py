@@ -60,12 +60,12 @@ from profiler.analyze._common import missing, shared_cfg, with_missing
 from profiler.sass import late_read_mask, parse, scoreboard_of
 
 __all__ = [
+    "SCOREBOARD_REASONS",
     "parse_operands",
     "producer_pcs",
+    "wait_kind",
     "waits_on",
     "waits_on_unresolved",
-    "wait_kind",
-    "SCOREBOARD_REASONS",
 ]
 
 #: stall reason -> the scoreboard (``data/sass.toml`` [scoreboard] key) its producers set

@@ -4,19 +4,16 @@ A pure function of a launch's per-PC SASS frame (``address``, ``offset``, ``sass
 ``inst_executed``, ``samples``, ``stall_*``) -> :class:`RoleGraph`. The opcodes it looks for are data
 (``profiler/data/roles.toml``).
 
-1. **Roles.** A warp-specialised kernel splits its warps with ``setmaxnreg`` (SASS
-   ``USETMAXREG.TRY_ALLOC`` / ``.DEALLOC``): the code reached (through the control-flow graph of
-   :mod:`profiler.sass`) from one register count is one role's code. A role whose code issues
-   tensor-core MMAs is a ``consumer``, one that only issues copies (TMA, cp.async) a ``producer``.
-   Code reached from no split point (the prologue, padding) is ``common``; code reached from several
-   is ``shared``. A kernel with no split point has one role, ``cta``. Roles found this way are
-   ``source = "inferred"``.
-2. **Wait sites.** An mbarrier wait is a ``SYNCS.PHASECHK…TRYWAIT`` together with the branches on its
-   predicate right after it and the out-of-line retry loop (``NANOSLEEP`` + ``PHASECHK``) they jump
-   to: ncu gives such a loop no stall reason of its own (its samples land as selected / branch /
-   long-scoreboard on any of those instructions), so every sample on any of them counts for the wait.
-   A named-barrier wait is a ``BAR.SYNC``/``BAR.RED`` with its id; a wgmma wait a
-   ``WARPGROUP.DEPBAR``; an asynchronous-copy group wait a ``DEPBAR``.
+1. **Roles** (:mod:`profiler.analyze.role_split`): thread-index branches decided warp by warp, warps
+   grouped by the code they reach and named by what it does (``consumer``, ``producer``,
+   ``scheduler``, ``epilogue``, ``exit``), with their warps, setmaxnreg and a check of the warp count
+   against ncu's executed count; the code reached from each ``setmaxnreg`` count as the fallback; one
+   role ``cta`` without either. Code every role runs is ``common``, code several run ``shared``.
+   Roles found this way are ``source = "inferred"``.
+2. **Wait sites** (:mod:`profiler.analyze.wait_sites`): a try-wait with every reader of its predicate
+   and its retry loop, a named barrier with the ``barrier`` samples of the next instruction, wgmma
+   group and operand (``warpgroup_arrive``) waits, asynchronous-copy group waits; each sample given
+   to one site.
 3. **Releasers.** An mbarrier is named by its shared-memory address: the address operand's registers
    are resolved to their definitions (:mod:`profiler.sass.values`: ``[UR12]`` with
    ``UR12 = ULEA(SR_CgaCtaId, UMOV 0x400 + 0x40, 0x18)`` -> ``0x440``), only where one definition
@@ -28,19 +25,22 @@ A pure function of a launch's per-PC SASS frame (``address``, ``offset``, ``sass
    arrive that carries a transaction count (``SYNCS.ARRIVE.TRANS64 RZ, [UR31+0x10], R4``:
    ``expect_tx``) hands the release to the TMA engine, which completes it when the bytes of that
    role's ``UTMALDG`` land (its barrier register resolved the same way). A wait whose address does not
-   resolve is unresolved, with the reason. Only in a kernel where *no* mbarrier address resolves do
+   resolve is unresolved, with the reason. A ring pointer bumped in a loop is named by its base,
+   stride and stage count (``mbarrier@0x2e418+0x10×8``), pointers into one ring by one name; the CTA
+   rank in a cluster address is window bits (a peer CTA's barrier is the same barrier). Only in a kernel where *no* mbarrier address resolves do
    sites fall back to their operand's displacement (``[R20+URZ+0x10]`` -> ``mbarrier+0x10``), matched
    across base registers: those edges are ``inferred``, as are edges that rest on a guarded
    definition paired with a differently guarded use (:attr:`profiler.sass.values.Value.assumed`). A named barrier
    is released by the roles that ``BAR.ARV`` (or ``BAR.SYNC``) on the same id; a wgmma group by the
    tensor core; a ``DEPBAR`` by the role's cp.async or TMA-store copies.
-4. **Edges** ``waiter —[barrier]→ releaser`` weighted by all samples of their wait sites, as a share
+4. **Edges** ``waiter —[barrier]→ releaser`` weighted by the samples of their wait sites, as a share
    of the launch's samples. A wait whose releaser is not in the SASS is ``unresolved``, with the
    reason; nothing is guessed.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -212,7 +212,7 @@ def _launch_int(launch, name: str) -> int:
     except (AttributeError, KeyError):
         v = None
     try:
-        return int(v) if v is not None and v == v else 0
+        return 0 if v is None or math.isnan(float(v)) else int(v)
     except (TypeError, ValueError):
         return 0
 
@@ -311,7 +311,7 @@ class _MbarIndex:
             why = "; ".join(v.runtime) or "no register defines a base address"
             return _Mbar(None, f"address at {pc:#x} does not resolve to a base ({why})")
         if v.ring:
-            lo, stride, stages = self.pointer_rings[(v.ring, v.const)]
+            lo, stride, stages = self.pointer_rings[v.ring]
             if self.inits and not self.indexed_inits and \
                     not any(lo + k * stride in self.inits for k in range(max(stages, 1))):
                 return _Mbar(None, f"ring {lo:#x}+{stride:#x} at {pc:#x} holds no mbarrier the kernel initialises")
@@ -335,21 +335,23 @@ class _MbarIndex:
 def _pointer_rings(vals: list[Value]) -> dict[tuple, tuple[int, int, int]]:
     """Ring pointers (:attr:`profiler.sass.values.Value.ring`) named as one ring: the same stride and
     stage count, addresses in the same residue class, overlapping extents (nvjet's producer starts
-    its pointer one stage later than the consumer's). (ring, base) -> (lowest base, stride, stages)."""
+    its pointer one stage later than the consumer's). Clustered by the pointers' initial values, not
+    by the addresses formed from them (a pointer minus the wrap is below the ring). ring -> (lowest
+    base, stride, stages)."""
     out: dict[tuple, tuple[int, int, int]] = {}
     by: dict[tuple, list[int]] = {}
     for v in vals:
         assert v.ring is not None
-        stride, stages = v.ring
-        by.setdefault((stride, stages, v.const % stride), []).append(v.const)
-    for (stride, stages, _), consts in by.items():
+        stride, stages, base = v.ring
+        by.setdefault((stride, stages, base % stride), []).append(base)
+    for (stride, stages, _), bases in by.items():
         span = stride * max(stages - 1, 0)
         lo = hi = None
-        for c in sorted(set(consts)):
+        for c in sorted(set(bases)):
             if lo is None or hi is None or c > hi:
                 lo = c
             hi = max(hi or c, c + span)
-            out[((stride, stages), c)] = (lo, stride, stages)
+            out[(stride, stages, c)] = (lo, stride, stages)
     return out
 
 
@@ -430,10 +432,10 @@ def _releasers(ins, roles, bases, mb: _MbarIndex | None = None, notes: dict | No
     notes = {} if notes is None else notes
     r = rules["release"]
     names = rules["names"]
-    arrives: dict[int, dict[str, set]] = {}   # offset -> role -> {"arrive", "expect_tx", "commit"}
-    tma: dict[int, set] = {}                 # offset -> roles whose UTMALDG signals it
-    bar_arv: dict[int, set] = {}             # named barrier id -> roles arriving
-    bar_sync: dict[int, set] = {}
+    arrives: dict[str, dict[str, set]] = {}  # barrier label -> role -> {"arrive", "expect_tx", "commit"}
+    tma: dict[str | None, set] = {}          # barrier label -> roles whose UTMALDG signals it
+    bar_arv: dict[int | str, set] = {}       # named barrier id -> roles arriving
+    bar_sync: dict[int | str, set] = {}
     bar_count: dict[int | str, set] = {}     # named barrier id -> thread counts of its BAR.SYNCs (None: all)
     role_ops: dict[str, set] = {}
     for i, p in enumerate(ins):
@@ -582,7 +584,7 @@ def role_graph(launch) -> RoleGraph:
             continue
         entry = sr.entry if sr is not None else None
         role_list.append(Role(
-            name, "inferred", int(len(idx)), _ranges(idx, offsets), sr.setmaxnreg if sr else None,
+            name, "inferred", len(idx), _ranges(idx, offsets), sr.setmaxnreg if sr else None,
             int(executed[idx].sum()), int(samples[idx].sum()),
             sr.does if sr else ("every role" if name == "common" else "several roles"),
             list(sr.warps) if sr else [],
@@ -590,14 +592,15 @@ def role_graph(launch) -> RoleGraph:
             None if entry is None else int(executed[entry]),
             sr.entry_warps * ctas if sr is not None and sr.warps and ctas and entry is not None else None))
     total = int(samples.sum())
+    mbi: _MbarIndex | None = mb
     if not mb.anchored:
-        mb = None  # no mbarrier address resolves anywhere: fall back to displacements (inferred)
+        mbi = None  # no mbarrier address resolves anywhere: fall back to displacements (inferred)
     notes: dict = {}
     stalls = {c[len("stall_"):]: sf[c].fillna(0).to_numpy(dtype=np.int64)
               for c in sf.columns if c.startswith("stall_")}
     sites = find_sites(ins, cfg, addr_index, roles, offsets, samples, stalls, _rules(),
-                       lambda i: _mbar_key(ins, i, mb, notes), _bar_labeler(ins, _rules()))
-    rel = _releasers(ins, roles, bases, mb, notes)
+                       lambda i: _mbar_key(ins, i, mbi, notes), _bar_labeler(ins, _rules()))
+    rel = _releasers(ins, roles, bases, mbi, notes)
     bd = _block_dim(launch)
     rel["threads"] = bd[0] * bd[1] * bd[2] if bd else 0
     grouped: dict[tuple, dict] = {}

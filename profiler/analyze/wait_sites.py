@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -52,7 +53,8 @@ class WaitSite:
     partial: tuple = field(default=())
 
 
-def _match(opcode: str, prefixes) -> bool:
+@lru_cache(maxsize=16384)
+def _match(opcode: str, prefixes: tuple) -> bool:
     return any(opcode == p or opcode.startswith(p + ".") for p in prefixes)
 
 

@@ -8,7 +8,6 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -17,8 +16,8 @@ from profiler.cli._app import FORMAT_OPTION, Format, app
 
 def graphs(report: Path, kernel: str | None = None) -> list:
     """The :class:`~profiler.analyze.roles.RoleGraph` of every selected launch of ``report``."""
-    from profiler.analyze.roles import role_graph  # noqa: PLC0415
-    from profiler.report import load_report, select_launches  # noqa: PLC0415
+    from profiler.analyze.roles import role_graph
+    from profiler.report import load_report, select_launches
 
     return [role_graph(la) for la in select_launches(load_report(report), kernel)]
 
@@ -39,7 +38,7 @@ def _warps(ws: list) -> str:
 @app.command()
 def roles(
     report: Path = typer.Argument(..., help="An Nsight Compute report (.ncu-rep).", show_default=False),
-    kernel: Optional[str] = typer.Option(None, "--kernel", "-k", help="Regex on the demangled kernel name."),
+    kernel: str | None = typer.Option(None, "--kernel", "-k", help="Regex on the demangled kernel name."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Who waits on whom between warp roles: roles found by deciding thread-index branches warp by
@@ -59,9 +58,9 @@ def roles(
                 w.writerow([g.launch_index, g.kernel, e.waiter, e.barrier, e.releaser, e.samples,
                             f"{e.share:.6f}", e.inferred])
         return
-    from rich.console import Console  # noqa: PLC0415
-    from rich.markup import escape  # noqa: PLC0415
-    from rich.table import Table  # noqa: PLC0415
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
 
     width = int(os.environ.get("COLUMNS", "0")) if os.environ.get("COLUMNS", "").isdigit() else 0
     con = Console(width=width or (None if sys.stdout.isatty() else 150), soft_wrap=False, highlight=False)

@@ -31,9 +31,9 @@ from profiler.sass.instruction import (
 )
 
 __all__ = [
+    "CFG",
     "Barrier",
     "Block",
-    "CFG",
     "Instruction",
     "Operand",
     "build_cfg",

@@ -24,7 +24,7 @@ from functools import cached_property
 from profiler import metrics as M
 from profiler.sass.instruction import parse
 
-__all__ = ["Block", "CFG", "build_cfg"]
+__all__ = ["CFG", "Block", "build_cfg"]
 
 _UNCOND_END = ("EXIT", "RET", "BRX", "JMX", "KILL")
 _TARGETED = frozenset(("BRA", "JMP", "CALL"))

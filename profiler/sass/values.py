@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from profiler import metrics as M
+from profiler.sass.instruction import register_mask
 
 __all__ = ["Resolver", "Value"]
 
@@ -41,26 +42,28 @@ _WINDOW = "SR_CgaCtaId"  # the CTA's id within its cluster: the window bits of a
 @dataclass(frozen=True)
 class Value:
     """``const`` plus runtime terms (``runtime``: why each is not a constant); ``exact`` when there
-    are none. ``ring`` (stride, stages; 0 stages when no wrap is seen) when the value is a ring
-    pointer's base (:meth:`Resolver._ring`); a displacement added to it keeps it."""
+    are none. ``ring`` (stride, stages, base; 0 stages when no wrap is seen) when the value is a ring
+    pointer (:meth:`Resolver._ring`) whose initial value is ``base``; a displacement added to it keeps
+    it (nvjet's producer waits on ``[R10+UR45]``, the pointer plus the next stage's or the wrapped
+    stage's offset)."""
 
     const: int
     runtime: tuple[str, ...] = ()
     assumed: tuple[str, ...] = ()
-    ring: tuple[int, int] | None = None
+    ring: tuple[int, int, int] | None = None
 
     @property
     def exact(self) -> bool:
         return not self.runtime
 
-    def __add__(self, other: "Value") -> "Value":
+    def __add__(self, other: Value) -> Value:
         return Value(self.const + other.const, self.runtime + other.runtime, self.assumed + other.assumed,
                      self.ring or other.ring)
 
-    def shifted(self, sh: int) -> "Value":
+    def shifted(self, sh: int) -> Value:
         return Value(self.const << sh, self.runtime, self.assumed)
 
-    def assuming(self, why: str) -> "Value":
+    def assuming(self, why: str) -> Value:
         return Value(self.const, self.runtime, self.assumed + (why,))
 
 
@@ -94,6 +97,12 @@ class Resolver:
         self.offsets = [int(o) for o in offsets]
         self._defs: dict[tuple[int, str], tuple[int, ...] | None] = {}
         self._vals: dict[tuple[int, str], Value] = {}
+        self._pidx: list[tuple[int, ...]] | None = None  # per block: predecessor blocks
+        self._wm: list[int] = []
+        self._kills: list[bool] = []
+        self._bmask: list[int] = []  # per block: registers it writes
+        self._bstart: list[int] = []
+        self._bend: list[int] = []
 
     def reaching(self, i: int, reg: str) -> tuple[int, ...] | None:
         """Indices of the definitions of ``reg`` that reach instruction ``i`` (sorted); None when a
@@ -101,27 +110,52 @@ class Resolver:
         key = (i, reg)
         if key in self._defs:
             return self._defs[key]
-        preds = self.cfg.preds
+        if reg in _ZERO:
+            return ()
+        if self._pidx is None:
+            blocks = self.cfg.blocks
+            self._pidx = [b.preds for b in blocks]
+            self._wm = [p.wmask for p in self.ins]
+            self._kills = [p.guard is None or p.guard.endswith("PT") for p in self.ins]
+            self._bmask = []
+            for b in blocks:
+                m = 0
+                for k in range(b.start, b.end + 1):
+                    m |= self._wm[k]
+                self._bmask.append(m)
+            self._bstart = [b.start for b in blocks]
+            self._bend = [b.end for b in blocks]
+        wm, kills = self._wm, self._kills
+        bit = register_mask((reg,))
         found: set[int] = set()
         from_entry = False
-        seen: set[int] = set()
-        todo = [p for p, _ in preds[i]]
-        if i == 0:
-            from_entry = True
-        while todo:
-            j = todo.pop()
-            if j in seen:
-                continue
-            seen.add(j)
-            p = self.ins[j]
-            if reg in p.writes:
-                found.add(j)
-                if p.guard is None or p.guard.endswith("PT"):
-                    continue  # an unconditional definition kills the paths behind it
-            pj = preds[j]
-            if j == 0:
-                from_entry = True  # instruction 0 is the kernel's only entry
-            todo.extend(q for q, _ in pj if q not in seen)
+
+        def scan(hi: int, lo: int) -> bool:
+            """Definitions in hi..lo (backwards); True when one kills the paths behind it."""
+            for k in range(hi, lo - 1, -1):
+                if wm[k] & bit:
+                    found.add(k)
+                    if kills[k]:
+                        return True
+            return False
+
+        b0 = self.cfg.block_of(i)
+        start = self._bstart[b0]
+        if not scan(i - 1, start):
+            if start == 0:
+                from_entry = True
+            seen: set[int] = set(self._pidx[b0])
+            todo = list(self._pidx[b0])
+            while todo:
+                b = todo.pop()
+                if self._bmask[b] & bit and scan(self._bend[b], self._bstart[b]):
+                    continue
+                if self._bstart[b] == 0:
+                    from_entry = True  # instruction 0 is the kernel's only entry
+                for q in self._pidx[b]:
+                    if q not in seen:
+                        seen.add(q)
+                        todo.append(q)
         out = None if from_entry else tuple(sorted(found))
         self._defs[key] = out
         return out
@@ -235,7 +269,7 @@ class Resolver:
         (nvjet: ``UIADD3 UR6, UR7, 0x10`` and, at the wrap, ``UIADD3 UR6, UR7, -0x70`` with
         ``UR7 = UMOV UR6``). The pointer's definitions, closed over the sources of its bumps
         (through moves), are bumps of the pointer itself or its base; the value is the base plus a
-        runtime stage term, ``ring`` = (stride, stages) with the stage count from the wrap
+        runtime stage term, ``ring`` = (stride, stages, base) with the stage count from the wrap
         (0x70 / 0x10 + 1 = 8)."""
         group: set[int] = set()
         srcs: dict[int, set[int]] = {}
@@ -295,7 +329,7 @@ class Resolver:
         why = (f"{reg} at {self.offsets[i]:#x}: ring pointer from {bases[0].const:#x}, +{stride:#x}"
                + (f", wraps {downs[0]:#x} ({stages} stages)" if stages else ""))
         return Value(bases[0].const, bases[0].runtime + (why,), tuple(a for b in bases for a in b.assumed),
-                     (stride, stages))
+                     (stride, stages, bases[0].const))
 
     def operand(self, i: int, text: str, depth: int = 0) -> Value:
         """The value of a source operand's text (``UR7``, ``-UR4``, ``0x40``) at instruction ``i``."""
@@ -376,6 +410,8 @@ class Resolver:
                 return vb + va.shifted(int(sh, 0))
             return vb + Value(0, va.runtime + (f"{a} << {sh} at {pc:#x}",), va.assumed)
         if base in ("SHF", "USHF", "SHL", "USHL") and "L" in mods and len(srcs) >= 2 and _IMM.match(srcs[1]):
+            if int(srcs[1], 0) == _window_shift():
+                return Value(0)  # a CTA rank into the window bits (USHF.L.U32 UR5, UR_rank, 0x18)
             va = self.operand(d, srcs[0], depth)
             if va.exact:
                 return va.shifted(int(srcs[1], 0))

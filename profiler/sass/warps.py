@@ -85,9 +85,10 @@ class _Lanes:
         head = t.split(".")[0]
         if not head or head[0] not in "RUP":
             return None
-        v = self.value(i, head, depth)
-        if v is None:
+        got = self.value(i, head, depth)
+        if got is None:
             return None
+        v = got
         if inv:
             return ~v
         return (-v) & _MASK if neg else v
@@ -101,15 +102,16 @@ class _Lanes:
         if depth < 24:
             defs = self.res.reaching(i, reg)
             if defs:
-                vals = [self._eval(d, reg, depth + 1) for d in defs]
-                if all(v is not None for v in vals) and all(np.array_equal(vals[0], v) for v in vals[1:]):
+                got = [self._eval(d, reg, depth + 1) for d in defs]
+                vals = [v for v in got if v is not None]
+                if len(vals) == len(got) and all(np.array_equal(vals[0], v) for v in vals[1:]):
                     out = vals[0]
                 if out is not None and any(self.ins[d].guard is not None for d in defs):
                     out = None  # a guarded definition may not happen: the value before it also reaches
         self.memo[key] = out
         return out
 
-    def _eval(self, d: int, reg: str, depth: int) -> np.ndarray | None:  # noqa: C901 - one case per opcode
+    def _eval(self, d: int, reg: str, depth: int) -> np.ndarray | None:
         p = self.ins[d]
         base, mods = p.base, set(p.modifiers)
         ops = [o.text for o in (*p.dsts, *p.srcs)]
@@ -131,16 +133,20 @@ class _Lanes:
                 v = np.full(_LANES, v[0])  # one lane's value for the whole warp
             return v
         if base in ("IADD3", "UIADD3", "VIADD", "IADD") and "X" not in mods:
-            vals = [o(k) for k, s in enumerate(src) if not _is_pred(s)]
-            if any(v is None for v in vals):
+            got = [o(k) for k, s in enumerate(src) if not _is_pred(s)]
+            terms = [v for v in got if v is not None]
+            if len(terms) != len(got) or not terms:
                 return None
-            return sum(vals) & _MASK if vals else None  # type: ignore[return-value]
+            total = np.zeros(_LANES, dtype=np.int64)
+            for v in terms:
+                total = total + v
+            return total & _MASK
         if base in ("IMAD", "UIMAD") and not ({"X", "HI", "WIDE"} & mods) and len(src) == 3:
             a, b, c = o(0), o(1), o(2)
             return None if a is None or b is None or c is None else (a * b + c) & _MASK
         if base in ("SHF", "USHF") and len(src) == 3:
             lo, sh, hi = o(0), o(1), o(2)
-            if sh is None:
+            if sh is None or (sh < 0).any() or (sh > 31).any():
                 return None
             if "R" in mods and "HI" in mods and hi is not None and _zero(src[0]):
                 signed = "S32" in mods
@@ -153,7 +159,9 @@ class _Lanes:
             return None
         if base in ("LEA", "ULEA") and not ({"HI", "X"} & mods) and len(src) >= 3:
             a, b, sh = o(0), o(1), o(2)
-            return None if a is None or b is None or sh is None else ((a << sh) + b) & _MASK
+            if a is None or b is None or sh is None or (sh < 0).any() or (sh > 31).any():
+                return None
+            return ((a << sh) + b) & _MASK
         if base in ("LOP3", "ULOP3"):
             k0 = 1 if _is_pred(reg) else 0  # LOP3.LUT P0, RZ, a, b, c, lut, Pc: P0 = (result != 0)
             if len(src) < k0 + 4 or not src[k0 + 3].startswith("0x"):
@@ -266,7 +274,8 @@ def warp_reach(ins: Sequence[Instruction], cfg: CFG, res: Resolver, block_dim: t
     decisive = [i for i, p in enumerate(ins) if p.decided_by() and (p.is_branch or p.base in ("EXIT",))]
     decided: dict[int, list[str]] = {}
     reach: list[frozenset] = []
-    succs = cfg.succs
+    blocks = cfg.blocks
+    spans: dict[frozenset, frozenset] = {}
     for w in range(warps):
         lanes = _Lanes(ins, res, _tid(w, block_dim))
         alive = np.arange(w * _LANES, (w + 1) * _LANES) < threads
@@ -276,24 +285,30 @@ def warp_reach(ins: Sequence[Instruction], cfg: CFG, res: Resolver, block_dim: t
             if o is not None:
                 outcome[i] = o
                 decided.setdefault(i, ["both"] * warps)[w] = o
-        seen = {0}
+        if w == 0:  # what warp 0 cannot evaluate no warp can (the same definitions, another thread index)
+            decisive = list(outcome)
+        seen = {0}  # blocks: a decided instruction (a branch, an exit) ends its block
         todo = [0]
         while todo:
-            i = todo.pop()
+            b = blocks[todo.pop()]
+            i = b.end
             p = ins[i]
             o = outcome.get(i)
-            nxt = succs[i]
+            nxt = list(b.succs)
             if o is not None and o != "both":
                 tgt = addr_index.get(p.target) if p.is_branch and p.target is not None else None
                 if p.base == "EXIT":
                     nxt = [] if o == "taken" else nxt
                 elif o == "taken":
-                    nxt = [tgt] if tgt is not None else nxt
+                    nxt = [cfg.block_of(tgt)] if tgt is not None else nxt
                 else:
-                    nxt = [j for j in nxt if j == i + 1]
-            for j in nxt:
-                if j not in seen:
-                    seen.add(j)
-                    todo.append(j)
-        reach.append(frozenset(seen))
+                    nxt = [k for k in nxt if blocks[k].start == i + 1]
+            for k in nxt:
+                if k not in seen:
+                    seen.add(k)
+                    todo.append(k)
+        key = frozenset(seen)
+        if key not in spans:
+            spans[key] = frozenset(j for k in seen for j in range(blocks[k].start, blocks[k].end + 1))
+        reach.append(spans[key])
     return WarpReach(warps, tuple(reach), {i: tuple(v) for i, v in decided.items()})

@@ -71,6 +71,9 @@ BASELINES_BEFORE_FLEX = BASELINES[:6]  # what result files written before flex-a
 OPTIONAL_BASELINES = ("flashinfer",)  # added only when importable (module docstring)
 GEMM_N = 8192  # the dense fp16 GEMM's M = N = K
 CUDNN_ROWS = ("sdpa-cudnn", "sdpa-auto")  # one cuDNN kernel on the H200, timed as two rows (module docstring)
+# The baselines a race against the fastest libraries needs (ladder IV's device script benches these with
+# --no-baselines: sdpa-efficient, sdpa-math and torch-unfused are slow at the long shapes and no target names them).
+RACE_BASELINES = CUDNN_ROWS + ("sdpa-flash", "flex-attention")
 REPO = Path(__file__).resolve().parent.parent
 METHOD = (
     "same process and inputs for all rows; randn inputs; warm-up then median of timed reps; CUDA events around "

@@ -51,15 +51,17 @@ ENV_KNOBS = ("WHOWAITS_MAX_CTAS", "WHOWAITS_TRACED_BUILD")  # environment that c
 class LaunchPlan:
     """What a launch of one problem needs besides the data pointers (module docstring)."""
 
-    __slots__ = ("fn", "handle", "grid", "threads", "smem", "seqlen", "scale", "num_bh", "box_rows", "args")
+    __slots__ = ("fn", "handle", "device", "grid", "threads", "smem", "seqlen", "scale", "num_bh", "box_rows", "args")
 
-    def __init__(self, fn, grid, threads, smem, seqlen, scale, num_bh, box_rows):
+    def __init__(self, fn, device, grid, threads, smem, seqlen, scale, num_bh, box_rows):
         self.fn = fn
         self.handle = _handle(fn)
+        self.device = device  # CUDA device index (part of the problem key)
         self.grid, self.threads, self.smem = grid, threads, smem
         self.seqlen, self.scale, self.num_bh = seqlen, scale, num_bh
         self.box_rows = box_rows  # rows of the q, k, v[, o] map boxes; () for the pointer ABI
-        self.args: dict[tuple[int, int, int, int], tuple] = {}  # pointer_key -> (kernelParams, what it points into)
+        # pointer_key -> (address of the kernelParams array, the array, what it points into)
+        self.args: dict[tuple[int, int, int, int], tuple] = {}
 
 
 _plans: dict[tuple, LaunchPlan] = {}
@@ -237,7 +239,7 @@ def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | 
             args = plan.args.get(pointer_key(q, k, v, out))
             if args is None:
                 args = _pack(plan, q, k, v, out)
-            _launch_packed(plan, args[0], q.get_device())
+            _launch_packed(plan, args[0])
             return out
     else:
         pkey = None
@@ -284,8 +286,9 @@ def _forward_full(q, k, v, causal, version, config, out, pkey):
             box_rows = (config.block_m, config.block_n, config.block_n)
             if registry.TENSOR_MAPS[ver.abi] == 4:
                 box_rows += (64,)
-        remember(_plans, pkey, LaunchPlan(fn, grid, config.threads, result.smem_dynamic_bytes, s, 1.0 / math.sqrt(d),
-                                          num_bh, box_rows), PLANS_MAX)
+        device = q.device.index if q.device.index is not None else torch.cuda.current_device()
+        remember(_plans, pkey, LaunchPlan(fn, device, grid, config.threads, result.smem_dynamic_bytes, s,
+                                          1.0 / math.sqrt(d), num_bh, box_rows), PLANS_MAX)
     return out
 
 
@@ -306,7 +309,8 @@ def _pack(plan: LaunchPlan, q, k, v, out) -> tuple:
         scalars.append(ctypes.c_int(plan.num_bh))
     addrs += [ctypes.addressof(a) for a in scalars]
     params = (ctypes.c_void_p * len(addrs))(*addrs)
-    return remember(plan.args, pointer_key(q, k, v, out), (params, keep, scalars), POINTER_SETS_MAX)
+    return remember(plan.args, pointer_key(q, k, v, out), (ctypes.addressof(params), params, keep, scalars),
+                    POINTER_SETS_MAX)
 
 
 _libcuda_launch: list = []  # [cuLaunchKernel through ctypes, or None where libcuda cannot be opened]
@@ -329,21 +333,24 @@ def _launcher():
     return _libcuda_launch[0]
 
 
+_stream_of: list = []  # [fn(device index) -> raw handle of torch's current stream there], resolved once
+
+
 def _current_stream(device_index: int) -> int:
     """The raw handle of torch's current stream on a device."""
-    import torch
+    if not _stream_of:
+        import torch
 
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw(device_index)
-    return torch.cuda.current_stream(device_index).cuda_stream
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _stream_of.append(raw if raw is not None else (lambda i: torch.cuda.current_stream(i).cuda_stream))
+    return _stream_of[0](device_index)
 
 
-def _launch_packed(plan: LaunchPlan, params, device_index: int) -> None:
-    """cuLaunchKernel of a plan with a packed kernelParams array on torch's current stream."""
+def _launch_packed(plan: LaunchPlan, params_addr: int) -> None:
+    """cuLaunchKernel of a plan with a packed kernelParams array (its address) on torch's current stream."""
     g = plan.grid
-    rc = _launcher()(plan.handle, g[0], g[1], g[2], plan.threads, 1, 1, plan.smem, _current_stream(device_index),
-                     ctypes.addressof(params), None)
+    rc = _libcuda_launch[0](plan.handle, g[0], g[1], g[2], plan.threads, 1, 1, plan.smem,
+                            _current_stream(plan.device), params_addr, None)
     if rc:
         _call(_driver().CUresult(rc), "cuLaunchKernel")
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from kernels.config import Shape
 from profiler import freshness
 from profiler.provenance import SIDECAR_KEYS
 
@@ -62,8 +63,12 @@ def test_committed_sidecars_have_the_provenance_fields():
         data = json.loads(s.read_text())
         assert set(NEW_KEYS) <= set(data), s
         assert set(SIDECAR_KEYS) <= set(data), s
-        # problem FLOPs of the seed shape: 4·B·H·S²·D = 4·1·64·1024²·128, as ncu counted on SDPA flash (NCU-NOTES)
-        assert data["problem_flops"] == 4 * 1 * 64 * 1024 ** 2 * 128 == 34359738368
+        # problem FLOPs of the seed shape: 4·B·H·S²·D = 4·1·64·1024²·128, as ncu counted on SDPA flash (NCU-NOTES);
+        # reports at other shapes (ladder IV: d64, b4, causal) carry their own shape's 4·B·H·S²·D (half when causal)
+        if data["shape"] == "b1_h64_s1024_d128_fp16":
+            assert data["problem_flops"] == 4 * 1 * 64 * 1024 ** 2 * 128 == 34359738368
+        else:
+            assert data["problem_flops"] == Shape.parse(data["shape"]).flops(), s
         assert data["title"], s
         if s.parent.name.startswith("ext-"):
             assert data["build_hash"] is None and data["ladder_order"] is None

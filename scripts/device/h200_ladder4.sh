@@ -9,7 +9,8 @@
 #      launch plans, two pointer sets, new pointers each call; SDPA auto / cuDNN) -> host_us.json;
 #   3. the same-run bench of BASE + RUNG + sdpa-cudnn, sdpa-auto, sdpa-flash, flex-attention at issue 29's shapes,
 #      --repeat 3, one process (SHAPES overrides);
-#   4. RUNG's whowaits-set report at b1_h64_s1024_d128_fp16 and b4_h32_s4096_d64_fp16 (cubins built on the device so
+#   4. (TUNE="VERSION:SHAPE ...") a whowaits tune sweep; then
+#   5. RUNG's whowaits-set report at b1_h64_s1024_d128_fp16 and b4_h32_s4096_d64_fp16 (cubins built on the device so
 #      ncu embeds the marked sources), if time is left.
 #
 # How to call it:
@@ -110,6 +111,13 @@ ARGS=""; for s in $SHAPES; do ARGS="$ARGS --shape $s"; done
 timeout -k 5 $(( $(left) - 60 )) whowaits bench $BASE $OK sdpa-cudnn sdpa-auto sdpa-flash flex-attention --no-baselines \
   --repeat ${REPEAT:-3} $ARGS --out "$R/bench" --format csv > "$R/bench.txt" 2>&1
 echo "bench rc=$?"; grep -E "^bench |best version" "$R/bench.txt" | cut -c1-240
+
+for vs in ${TUNE:-}; do  # VERSION:SHAPE: whowaits tune over the version's [tune] space (a config sweep, one process)
+  [ "$(left)" -lt 60 ] && break
+  stamp "tune $vs"
+  timeout -k 5 $(( $(left) - 40 )) whowaits tune ${vs%%:*} --shape ${vs#*:} --out "$R/tune" > "$R/tune-${vs%%:*}.txt" 2>&1
+  echo "tune $vs rc=$?"; tail -8 "$R/tune-${vs%%:*}.txt" | cut -c1-160
+done
 
 for vs in $PROFILES; do  # VERSION[,VERSION...]:SHAPE, the versions in one ncu session
   [ "$(left)" -lt 30 ] && break

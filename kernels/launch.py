@@ -42,7 +42,7 @@ _modules: list[object] = []  # keep modules alive
 _built: dict[tuple[str, FwdConfig], BuildResult] = {}  # per process: no source re-hash on every launch
 _tmaps: dict[tuple, object] = {}  # per process: encoded tensor maps by (pointer, shape, dtype, box rows)
 TMA_BOX_COLS = 64  # 64 16-bit elements = 128 bytes, the widest inner box the 128-byte swizzle allows
-LAUNCH_CACHE = os.environ.get("WHOWAITS_LAUNCH_CACHE", "1").strip() != "0"  # module docstring
+LAUNCH_CACHE = (settings.text("WHOWAITS_LAUNCH_CACHE") or "1") != "0"  # module docstring
 PLANS_MAX = 64  # problems kept per process (oldest dropped first)
 POINTER_SETS_MAX = 8  # pointer sets kept per problem (each holds up to four encoded tensor maps)
 ENV_KNOBS = ("WHOWAITS_MAX_CTAS", "WHOWAITS_TRACED_BUILD")  # environment that changes what a launch does
@@ -72,13 +72,12 @@ def problem_key(q, k, v, out, causal, version, config) -> tuple:
     validation and launch the same function on the same grid. ``out`` is None (forward allocates it like q) or
     the caller's tensor. Raises AttributeError/TypeError on something that is not a tensor (forward then
     takes the full path, which names the problem)."""
-    env = os.environ
     return (version, config, bool(causal),
             q.shape, q.stride(), q.dtype, q.get_device(),
             k.shape, k.stride(), k.dtype, k.get_device(),
             v.shape, v.stride(), v.dtype, v.get_device(),
             None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()),
-            env.get(ENV_KNOBS[0]), env.get(ENV_KNOBS[1]))
+            settings.raw(ENV_KNOBS[0]), settings.raw(ENV_KNOBS[1]))
 
 
 def pointer_key(q, k, v, out) -> tuple[int, int, int, int]:
@@ -228,6 +227,8 @@ def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | 
     ``out`` is an optional preallocated output (same shape and dtype, contiguous) that is fully overwritten.
     """
     if LAUNCH_CACHE:
+        pkey: tuple | None
+        plan: LaunchPlan | None
         try:
             pkey = problem_key(q, k, v, out, causal, version, config)
             plan = _plans.get(pkey)

@@ -90,7 +90,7 @@ from functools import lru_cache  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Iterable  # noqa: E402
 
-from profiler import settings
+from profiler import settings  # noqa: E402
 
 #: commands whose ``--format json`` output is replayed
 COMMANDS = ("show", "diff", "migration")

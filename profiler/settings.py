@@ -69,6 +69,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WHOWAITS_TEST_FRESH_CACHE", "flag", "off (on in CI)",
             "The test session starts from an empty ingestion cache in a temporary folder instead of the "
             "checkout's .cache/whowaits/tests (kept between runs).", "test"),
+    Setting("WHOWAITS_STORE_LOCK_WAIT", "int", "600",
+            "Seconds `whowaits index` waits for another writer's lock on the store before it stops in one line."),
+    Setting("WHOWAITS_LAUNCH_CACHE", "flag", "on",
+            "0: every kernels.launch.forward() call takes the full path (no cached launch plans); read at import.",
+            "device"),
     Setting("WHOWAITS_FUZZ_N", "int", "the fuzz test's own count (~10 s)",
             "How many mutated reports tests/test_fuzz.py feeds the reader.", "test"),
 )

@@ -156,7 +156,7 @@ def _read_state(store: Path) -> dict:
 
 def _lock_wait() -> float:
     try:
-        return max(0.0, float(os.environ.get("WHOWAITS_STORE_LOCK_WAIT", "600")))
+        return max(0.0, float(settings.text("WHOWAITS_STORE_LOCK_WAIT") or "600"))
     except ValueError:
         return 600.0
 

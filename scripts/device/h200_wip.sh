@@ -23,11 +23,11 @@
 #   1. device run, carry [".cache/whowaits/build-carry"], timeout_s 600:
 #        RUNGS="..." WHOWAITS_GIT_COMMIT=<commit> bash scripts/device/h200_wip.sh
 #   2. here: tar xzf results.tgz; whowaits diff <v14 report> <rung report>; land the rung (git mv kernels/wip/<id>
-#      kernels/, verdict, gate rows, readme_table CHANGES) or write what failed into its version.toml.
+#      kernels/, verdict, gate rows, ladder_table CHANGES) or write what failed into its version.toml.
 # A second call (optional, ~2-3 min: every rung at the two README shapes) regenerates the README ladder table:
 #        RUNGS="..." WHOWAITS_GIT_COMMIT=<commit> bash scripts/device/h200_wip.sh --full-bench
 #   then here: copy results/bench-full/<date>-<shape>.{json,csv} into reports/h200/bench/, python -m
-#   kernels.readme_table <date>.
+#   kernels.ladder_table <date>.
 set -u
 REPO0=$(cd "$(dirname "$0")/../.." && pwd)
 RUNGS=${RUNGS:-$(cd "$REPO0/kernels/wip" && ls -d v[0-9]*/ 2>/dev/null | tr -d / | tr '\n' ' ')}

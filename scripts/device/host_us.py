@@ -71,13 +71,13 @@ def main(out_path: str) -> int:
         big = torch.randn((q.numel() + 64 * 256,), device=q.device).to(q.dtype)
         rows: dict = {}
 
-        def same(i):
+        def same(i, q=q, k=k, v=v, shape=shape):
             return (q, k, v, shape.causal)
 
-        def two(i):
+        def two(i, q=q, k=k, v=v, q2=q2, k2=k2, v2=v2, shape=shape):
             return (q, k, v, shape.causal) if i % 2 else (q2, k2, v2, shape.causal)
 
-        def fresh(i):
+        def fresh(i, big=big, q=q, k=k, v=v, shape=shape):
             off = 64 * (i % 256)  # a new 128-byte aligned offset each call (256 distinct > the plan's 8 sets)
             return (big[off:off + q.numel()].view(q.shape), k, v, shape.causal)
 
@@ -104,7 +104,7 @@ def main(out_path: str) -> int:
                     med, rs = host_us(call, make)
                     rows[label] = {"host_us": round(med, 2), "min_us": round(min(rs), 2),
                                    "rounds_us": [round(r, 2) for r in rs]}
-                except Exception as exc:  # a rung that does not build or run here: say so, go on
+                except Exception as exc:  # noqa: BLE001 - a rung that does not build or run here: say so, go on
                     rows[label] = {"host_us": None, "note": f"{type(exc).__name__}: {str(exc)[:200]}"}
                 launch.LAUNCH_CACHE = True
                 print(f"{key} {label:36s} {rows[label]['host_us']}", flush=True)

@@ -121,8 +121,9 @@ def test_kernels_without_specialisation_have_one_role(subject):
 
 
 def test_nvjet_fp16_roles_by_hand():
-    """nvjet_sm90_hsh_320x128_64x3_1x2_h_bz_coopB_NNT, 384 threads: 0x40 `ISETP` on SR_TID.X sends
-    warps 8-11 (tid >= 256) to the producer side, where `USETMAXREG.DEALLOC 0x18` runs and further
+    """nvjet_sm90_hsh_320x128_64x3_1x2_h_bz_coopB_NNT, 384 threads: 0x30 `ISETP.LT.AND P0, PT, R2,
+    0x100, PT` on SR_TID.X and 0x50 `BRA !P0` send warps 8-11 (tid >= 256) to the producer side,
+    where 0x42a0 `USETMAXREG.DEALLOC.CTAPOOL 0x18` runs (528 executions: 4 warps x 132 CTAs) and further
     thread-index branches keep warp 8 on the TMA loads (0x4090 on), warp 10 on the tile scheduler
     (`ATOMG.E.ADD` 0x55e0, its `NANOSLEEP.SYNCS` poll 0x5740), warps 9 and 11 exit; warps 0-7 are
     the two cooperative consumer warpgroups (`USETMAXREG.TRY_ALLOC` 200 in a retry loop; their

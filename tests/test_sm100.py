@@ -251,12 +251,12 @@ def test_commit_addresses_resolve_to_the_empty_ring(arch):
         assert anchored and v.const == 0x20420, (hex(pc), v)
 
 
-@pytest.mark.xfail(strict=True, reason="front end: nvcc issues a uniform op from divergent code as an election loop "
-                   "(`@P0 ELECT P1` / `@P1 R2UR.BROADCAST UR4, R2` / UTCBAR / `@P0 BRA.U.ANY`); the guarded "
-                   "broadcast does not kill UR4's earlier definitions, so the last commit (0x2870) reads 5 and "
-                   "tmem_full (0x20440) shows only as the 5th member of the empty ring")
 @pytest.mark.parametrize("arch", ARCHS)
 def test_last_commit_is_tmem_full(arch):
+    """nvcc issues a uniform op from divergent code as an election loop (`@P0 ELECT P1` /
+    `@P1 R2UR.BROADCAST UR4, R2` / UTCBAR / `@P0 BRA.U.ANY`): one lane is elected whenever the body
+    runs, so the guarded broadcast defines UR4 for the warp and the last commit (0x2870) names
+    tmem_full (0x20440)."""
     from profiler.sass import build_cfg
     from profiler.sass.instruction import parse
     from profiler.sass.values import Resolver

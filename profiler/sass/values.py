@@ -78,6 +78,12 @@ def _guard(p) -> tuple[str, bool] | None:
 
 
 @lru_cache(maxsize=1)
+def _elect_ops() -> frozenset:
+    """Opcodes that elect one lane of the active ones (``data/sass.toml`` [values] ``elect``)."""
+    return frozenset(M._load("sass.toml")["values"].get("elect", ()))
+
+
+@lru_cache(maxsize=1)
 def _window_shift() -> int:
     """Where a CTA's rank sits in a shared::cluster address (``data/sass.toml`` [values])."""
     return int(M._load("sass.toml")["values"]["window_shift"])
@@ -116,7 +122,8 @@ class Resolver:
             blocks = self.cfg.blocks
             self._pidx = [b.preds for b in blocks]
             self._wm = [p.wmask for p in self.ins]
-            self._kills = [p.guard is None or p.guard.endswith("PT") for p in self.ins]
+            self._kills = [p.guard is None or p.guard.endswith("PT") or self._elected(k)
+                           for k, p in enumerate(self.ins)]
             self._bmask = []
             for b in blocks:
                 m = 0
@@ -159,6 +166,20 @@ class Resolver:
         out = None if from_entry else tuple(sorted(found))
         self._defs[key] = out
         return out
+
+    def _elected(self, k: int) -> bool:
+        """Whether instruction ``k`` writes only uniform registers under a predicate an ``ELECT`` set
+        just before it (``@P0 ELECT P1`` … ``@P1 R2UR.BROADCAST UR4, R3``: nvcc's election loop
+        around a uniform operation in divergent code). One lane is elected whenever the loop body
+        runs, so the uniform register is written every time: the definition kills the ones before."""
+        p = self.ins[k]
+        if p.guard is None or p.guard_negated or not p.writes or not all(w.startswith("U") for w in p.writes):
+            return False
+        for j in range(k - 1, max(-1, k - 4), -1):
+            q = self.ins[j]
+            if p.guard in q.writes:
+                return q.base in _elect_ops()
+        return False
 
     def value(self, i: int, reg: str, depth: int = 0) -> Value:
         """The value ``reg`` holds when instruction ``i`` reads it."""

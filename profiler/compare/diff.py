@@ -1,7 +1,7 @@
 """Diff two versions' bottlenecks: stall breakdowns, who waits on whom, SSC, barriers, tensor
 utilisation, roofline point and duration, each change marked significant or within noise.
 
-:func:`diff` is a pure function of two summaries (DESIGN.md's ``show`` objects, e.g. from
+:func:`diff` is a pure function of two summaries (launch summaries, docs/contract.md; e.g. from
 :func:`profiler.compare.subjects.load`); the CLI and the notebooks only render what it returns.
 Shares are fractions of all stall samples of a launch; changes are ``B - A``; intervals come from
 :mod:`profiler.compare.stats` (Wilson per share, Newcombe per change, Bonferroni per table).
@@ -432,7 +432,7 @@ def diff(a: Summary, b: Summary, label_a: str = "A", label_b: str = "B", warning
     dur = stats.duration_change(a.get("duration_ns"), b.get("duration_ns"))
     from profiler.compare.gaps import gap_lines  # noqa: PLC0415
 
-    notes += gap_lines([(label_a, a), (label_b, b)], verbose=verbose)  # one line per report (issue 17)
+    notes += gap_lines([(label_a, a), (label_b, b)], verbose=verbose)  # one line per report, not one per missing field
     return Diff(a=label_a, b=label_b, stalls=stalls, classes=classes, waits=waits, ssc=ssc, barriers=barriers,
                 metrics=metrics,
                 verdict=verdict(label_a, label_b, a, b, top_a, top_b, waits, regions, phases),

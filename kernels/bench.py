@@ -48,14 +48,14 @@ import datetime as _dt
 import io
 import json
 import math
-import os
 import statistics
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kernels.config import Shape
+from kernels.config import FLUSH_BYTES, Shape
 from profiler.errors import WhowaitsError
+from profiler.io import write_atomic
 from profiler.paths import reports_root
 from profiler.provenance import git_state, gpu_slug
 
@@ -63,7 +63,6 @@ BASELINES = ("sdpa-auto", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-ma
 BASELINES_BEFORE_FLEX = BASELINES[:6]  # what result files written before flex-attention joined hold
 OPTIONAL_BASELINES = ("flashinfer",)  # added only when importable (module docstring)
 GEMM_N = 8192  # the dense fp16 GEMM's M = N = K
-FLUSH_BYTES = 256 * 1024 * 1024
 REPO = Path(__file__).resolve().parent.parent
 METHOD = (
     "same process and inputs for all rows; randn inputs; warm-up then median of timed reps; CUDA events around "
@@ -395,10 +394,7 @@ def provenance(reps: int, warmup: int) -> dict:
 def _atomic_write(path: Path, text: str, force: bool) -> None:
     if path.exists() and not force:
         raise WhowaitsError(f"{path} exists; pass --force to overwrite it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_atomic(path, text)
 
 
 def rows_csv(rows: list[dict], columns=CSV_COLUMNS) -> str:

@@ -43,6 +43,7 @@ from kernels import sass as _sass
 from kernels.config import FwdConfig
 from kernels.registry import KERNELS_DIR, PERSISTENT_ABIS, TENSOR_MAPS, Version
 from profiler.errors import WhowaitsError
+from profiler.paths import build_dir
 
 NVCC_FLAGS: tuple[str, ...] = (
     "-cubin",
@@ -142,17 +143,10 @@ def nvcc_version() -> str:
 
 
 def cache_dir() -> Path:
-    """``$WHOWAITS_BUILD_DIR``, else ``.cache/whowaits/build`` of the source checkout (what the device scripts
-    carry), else, for an installed wheel, ``build/`` of the user's cache folder (:func:`profiler.paths.cache_dir`),
-    never inside site-packages. kernels.trace and kernels.sass keep their entries beside it (``../trace``,
-    ``../sass``)."""
-    from profiler.paths import cache_dir as user_cache, checkout  # noqa: PLC0415
-
-    env = os.environ.get("WHOWAITS_BUILD_DIR")
-    if env:
-        return Path(env)
-    root = checkout()
-    return root / ".cache" / "whowaits" / "build" if root is not None else user_cache() / "build"
+    """Where builds are kept: :func:`profiler.paths.build_dir` (``$WHOWAITS_BUILD_DIR``, else the checkout's
+    ``.cache/whowaits/build``, else the user's cache). kernels.tracebuild and kernels.sass keep their entries
+    beside it (``../trace``, ``../sass``)."""
+    return build_dir()
 
 
 def source_include(version: Version) -> str:
@@ -325,7 +319,7 @@ def _key_lock(out: Path):
     locks = Path(tempfile.gettempdir()) / "whowaits-build-locks"  # not in the cache folder: it holds builds only
     try:
         locks.mkdir(exist_ok=True)
-        f = open(locks / (hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:24] + ".lock"), "a")  # noqa: SIM115
+        f = open(locks / (hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:24] + ".lock"), "a")
     except OSError:  # an unwritable temporary folder: build without the lock
         yield
         return

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from profiler.errors import WhowaitsError
 
@@ -40,6 +40,8 @@ _CXX_TO_DTYPE = {v: k for k, v in DTYPES.items()}
 _CXX_TO_DTYPE["half"] = "fp16"  # some demanglers print the typedef
 _CXX_TO_DTYPE["__nv_bfloat16_raw"] = "bf16"
 ELEMENT_BYTES = {"fp16": 2, "bf16": 2}
+#: bytes written between timed launches to flush the L2 (bench, tune and the trace time the same way)
+FLUSH_BYTES = 256 * 1024 * 1024
 
 # Dynamic shared memory per CTA for each `smem_layout` a version may declare (CONTRACT.md).
 SMEM_LAYOUTS = ("none", "kv", "q_kv", "tma_q_kv", "tma_q2_kv", "tma_q2_kv_o")
@@ -55,6 +57,18 @@ class _ConfigMixin:
     FAMILY: ClassVar[str]
     TUNABLE: ClassVar[tuple[str, ...]]  # template int arguments after head_dim, in order
     SHORT: ClassVar[tuple[str, ...]]  # one letter per TUNABLE field for short_form
+
+    if TYPE_CHECKING:  # the fields every family's dataclass declares (for the type checker)
+        __dataclass_fields__: ClassVar[dict[str, Any]]
+        head_dim: int
+        dtype: str
+        causal: bool
+        block_m: int
+        block_n: int
+        stages: int
+
+        @property
+        def threads(self) -> int: ...
 
     def _validate(self) -> None:
         if self.dtype not in DTYPES:

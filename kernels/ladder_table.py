@@ -53,7 +53,7 @@ def table(date: str) -> str:
         benches.append({r["implementation"]: r for r in data["rows"] if r.get("tflops")})
     versions = sorted(v for v in benches[0] if re.match(r"v\d\d_", v))
     names = versions + [b for b in BASELINE_ROWS if all(b in bench for bench in benches)]
-    cells = {n: [] for n in names}
+    cells: dict[str, list] = {n: [] for n in names}
     for bench in benches:
         flash, cudnn = bench["sdpa-flash"]["tflops"], bench["sdpa-cudnn"]["tflops"]
         for n in names:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 import threading
 
 from kernels import registry
 from kernels.build import BuildResult, build
 from kernels.config import FwdConfig
 from profiler.errors import WhowaitsError
+from profiler import settings
 
 SMEM_OPTIN_LIMIT = 227 * 1024  # H100/H200 per-block opt-in maximum
 _DEFAULT_DYNAMIC_SMEM = 48 * 1024
@@ -140,19 +140,16 @@ def problem_of(q, k, v) -> tuple[int, int, int, int, str]:
     return b, h, s, d, dtype
 
 
-def _build_for_launch(ver, config) -> BuildResult:
-    """The rung's build, or, with ``WHOWAITS_TRACED_BUILD=waits[:CLASS]`` (a diagnostic: profile the wait-log
-    build under ncu, issue 12), its wait-log build with no buffer set: the same instructions, no record stored."""
-    spec = os.environ.get("WHOWAITS_TRACED_BUILD", "").strip()
-    if not spec:
-        return build(ver, config)
-    mode, _, classes = spec.partition(":")
-    if mode != "waits" or ver.family != "ws":
-        raise WhowaitsError(f"WHOWAITS_TRACED_BUILD={spec!r}: only waits[:CLASS] of a warp-specialised rung "
-                            f"(v10 on) can be launched this way; unset it for {ver.id}")
-    from kernels.trace import build_traced  # noqa: PLC0415 - kernels.trace imports this module
+def use_build(version_id: str, config: FwdConfig, result: BuildResult) -> None:
+    """From now on in this process, launch ``result`` for (``version_id``, ``config``) instead of the rung's own
+    build: a diagnostic build with the same kernel signature, chosen outside :func:`forward` by its caller
+    (``kernels.runner`` for ``WHOWAITS_TRACED_BUILD``, with ``kernels.tracebuild.diagnostic_build``)."""
+    _built[(version_id, config)] = result
 
-    return build_traced(ver, config, "waits", classes or "all")
+
+def _build_for_launch(ver, config) -> BuildResult:
+    """The rung's own build (what :func:`use_build` put in ``_built`` is found before this is called)."""
+    return build(ver, config)
 
 
 def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | None = None, out=None):
@@ -200,7 +197,7 @@ def tensor_maps(ver, config, q, k, v, out) -> tuple:
     """The tensor maps a TMA ABI passes first: Q, K, V (boxes of block_m, block_n, block_n rows), and for
     ``tensor_maps_persistent_o`` O's too, with boxes of 64 rows: each consumer warpgroup stores its own 64 rows
     (kernels/common/sm90/tma_store.cuh)."""
-    maps = (tensor_map(q, config.block_m), tensor_map(k, config.block_n), tensor_map(v, config.block_n))
+    maps: tuple = (tensor_map(q, config.block_m), tensor_map(k, config.block_n), tensor_map(v, config.block_n))
     if registry.TENSOR_MAPS[ver.abi] == 4:
         maps += (tensor_map(out, 64),)
     return maps
@@ -252,7 +249,7 @@ def tensor_map(t, box_rows: int):
 def persistent_ctas(device) -> int:
     """CTAs of a persistent grid: the SM count, or ``$WHOWAITS_MAX_CTAS`` when set (a test knob: a small
     problem then still walks several tiles per CTA, e.g. under compute-sanitizer)."""
-    cap = os.environ.get("WHOWAITS_MAX_CTAS", "").strip()
+    cap = settings.text("WHOWAITS_MAX_CTAS") or ""
     if cap:
         if not cap.isdigit() or int(cap) < 1:
             raise WhowaitsError(f"WHOWAITS_MAX_CTAS must be a positive integer, got {cap!r}")

@@ -15,7 +15,7 @@ Under Nsight Compute catch exactly that launch with::
 
 (or a kernel-name regex with ``--launch-skip N --launch-count 1`` where N = warmup). Inputs are fresh
 random normal q, k, v of the shape (seed ``--seed``, default 0, so runs are repeatable); the output
-of each measured launch is checked against nothing here (``kernels.check`` does correctness).
+of each measured launch is checked against nothing here (``kernels.correctness`` does correctness).
 Prints one line per implementation: name, the NVTX range, the kernel it runs. Exit 2 on a usage error.
 """
 
@@ -25,6 +25,7 @@ import argparse
 import sys
 
 from kernels.config import Shape
+from profiler import settings
 from profiler.errors import WhowaitsError
 
 SDPA_BACKENDS = ("sdpa-auto", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math")
@@ -62,7 +63,21 @@ def implementation(name: str):
     from kernels.launch import forward
 
     ver = registry.get(name)
-    return ver.id, lambda q, k, v, causal: forward(q, k, v, causal, version=ver.id)
+    spec = settings.text("WHOWAITS_TRACED_BUILD")
+    if not spec:
+        return ver.id, lambda q, k, v, causal: forward(q, k, v, causal, version=ver.id)
+    from kernels.launch import problem_of, use_build
+    from kernels.tracebuild import check_diagnostic, diagnostic_build
+
+    check_diagnostic(ver, spec)  # a bad spec fails before any GPU work
+
+    def run_diagnostic(q, k, v, causal):
+        _, _, _, d, dtype = problem_of(q, k, v)
+        config = ver.config_for(d, dtype, causal)
+        use_build(ver.id, config, diagnostic_build(ver, config, spec))
+        return forward(q, k, v, causal, version=ver.id, config=config)
+
+    return ver.id, run_diagnostic
 
 
 def run(names: list[str], shape: Shape, warmup: int = 3, seed: int = 0) -> list[str]:

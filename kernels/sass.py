@@ -65,9 +65,9 @@ def _tool_key(tool: str) -> str:
 
 
 def _text_entry(key: str) -> Path:
-    from kernels.build import cache_dir  # noqa: PLC0415 - kernels.build imports this module
+    from profiler.paths import build_dir  # noqa: PLC0415
 
-    return cache_dir().parent / "sass" / f"{key}.txt"
+    return build_dir().parent / "sass" / f"{key}.txt"
 
 
 def sass_text(cubin: Path) -> str:

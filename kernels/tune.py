@@ -145,7 +145,8 @@ def gpu_step(version: registry.Version, shape: Shape, survivors, *, reps: int = 
     """Step 4: time and check each survivor in place (GPU)."""
     import torch
 
-    from kernels.bench import FLUSH_BYTES, time_fn
+    from kernels.bench import time_fn
+    from kernels.config import FLUSH_BYTES
     from kernels.launch import forward
     from kernels.reference import TOLERANCE, attention_ref, random_qkv, rel_err
 

@@ -20,8 +20,8 @@ plus ``--launch-skip`` (the warm-up launches of that kernel) and ``--launch-coun
 
 ncu always runs with ``--clock-control none`` (the card's clocks are left alone), ``--cache-control all``
 and ``--import-source yes`` (ladder builds carry ``-lineinfo``, see ``kernels/build.py``). With the
-``whowaits`` set, ncu's section search path is replaced by the package's ``profiler/data/sections/`` folder, so only our
-six sections are collected (no built-in section or rule runs).
+``whowaits`` set, ncu's section search path is replaced by the checkout's ``sections/`` folder (an
+installed wheel's ``profiler/data/sections/``), so only our sections are collected (no built-in section or rule runs).
 
 A session writes into a temporary folder beside the destination and renames each finished file into
 place; on any error nothing is left behind, and an existing report is never overwritten without ``force``.
@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Callable
 
 from profiler import provenance
+from profiler import settings
 from profiler.errors import (
     CounterPermission,
     LaunchCount,
@@ -247,7 +248,7 @@ def _any_shape_key(shape: str) -> str:
 # the environment
 def find_ncu() -> str:
     """Path of ncu: ``$WHOWAITS_NCU`` or ``ncu`` on PATH."""
-    env = os.environ.get("WHOWAITS_NCU")
+    env = settings.text("WHOWAITS_NCU")
     if env:
         if not (Path(env).is_file() and os.access(env, os.X_OK)):
             raise NcuNotFound(f"WHOWAITS_NCU={env} is not an executable file")
@@ -305,13 +306,15 @@ def tool_version() -> str | None:
         from importlib.metadata import version
 
         return version("whowaits")
-    except Exception:
+    except ImportError:
+        pass
+    except Exception:  # noqa: BLE001 - importlib.metadata's PackageNotFoundError and kin: not installed
         pass
     try:
         import tomllib
 
         return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-    except Exception:
+    except (OSError, KeyError, TypeError, ValueError):  # no checkout or no version there (tomllib's error is a ValueError)
         return None
 
 
@@ -470,10 +473,6 @@ class SessionResult:
         return [r for r in self.results if not r.ok]
 
 
-def report_path(out_root: Path, gpu: str, name: str, shape: str) -> Path:
-    return Path(out_root) / gpu / name / f"{shape}.ncu-rep"
-
-
 def _stream(argv: list[str], cwd: Path, env: dict, on_line: Callable[[str], None] | None) -> tuple[int, str]:
     """Run argv, merging stderr into stdout; feed each line to ``on_line``; return (exit code, all output)."""
     full_env = os.environ | env
@@ -554,7 +553,7 @@ def run_session(session: Session, *, out_root: Path = REPORTS_DIR, gpu: str | No
     pinned = session.env.get("CUDA_VISIBLE_DEVICES", "")
     gpu_name, driver = gpu_info(pinned if pinned and "," not in pinned else None)  # a sweep's GPU, not GPU 0
     slug = gpu or provenance.gpu_slug(gpu_name)
-    dests = {t.name: report_path(out_root, slug, t.name, session.shape) for t in session.targets}
+    dests = {t.name: _paths.report_path(out_root, slug, t.name, session.shape) for t in session.targets}
     if not force:
         existing = [str(p) for p in dests.values() if p.exists()]
         if existing:

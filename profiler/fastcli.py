@@ -33,6 +33,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 
+from profiler import settings
+
 #: commands whose ``--format json`` output is replayed
 COMMANDS = ("show", "diff", "migration")
 #: options that make a command write a file or read inputs this key cannot see (a series file's reports,
@@ -114,7 +116,7 @@ def replayable(argv: list[str]) -> bool:
     """Whether ``argv`` (without the program name) is a command whose output is stored: one of
     :data:`COMMANDS` with ``--format json``, no ``--help`` and none of :data:`_NOT_REPLAYED` nor a ``.toml``
     series file."""
-    if not argv or argv[0] not in COMMANDS or os.environ.get("WHOWAITS_NO_RESULT_CACHE") == "1":
+    if not argv or argv[0] not in COMMANDS or settings.flag("WHOWAITS_NO_RESULT_CACHE"):
         return False
     if any(a in ("--help", "-h") or a.split("=")[0] in _NOT_REPLAYED or a.endswith(".toml") for a in argv):
         return False  # help, a file written, or inputs named inside another file (series, store)

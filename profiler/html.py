@@ -16,6 +16,7 @@ from __future__ import annotations
 import html as _html
 import os
 import re
+from collections.abc import Set as AbstractSet
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def _pct(x) -> str:
     return _num(None if x is None else 100 * x, "{:.1f}%")
 
 
-def _table(headers: list[str], rows: list[list[str]], num_cols: set[int] = frozenset()) -> str:
+def _table(headers: list[str], rows: list[list[str]], num_cols: AbstractSet[int] = frozenset()) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td class='num'>{c}</td>" if i in num_cols else f"<td>{c}</td>"
                                     for i, c in enumerate(r)) + "</tr>" for r in rows)
@@ -238,9 +239,9 @@ def _version_section(p, m, verbose: bool = False) -> str:
              f"{' · ' + str(p.launches) + ' launches merged' if p.launches > 1 else ''}</p>"]
     parts.append(_fig(plots.stall_breakdown.spec(shares, title=f"{label}: stall reasons (95% intervals)")))
     parts.append(_fig(plots.who_waits_heatmap.spec(waits, title=f"{label}: who waits on whom (% of samples)")))
-    from profiler.html_flow import flow_section  # noqa: PLC0415
+    from profiler.html_flow import flow_spec  # noqa: PLC0415
 
-    parts.append(flow_section(s, label))
+    parts.append(_fig(flow_spec(s, label)))
     edges = [e for e in (s.get("role_edges") or []) if e.get("samples")]
     if edges:
         parts.append(_fig(plots.role_graph.spec(

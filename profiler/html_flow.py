@@ -97,8 +97,6 @@ def who_waits_flow(summary: dict, title: str = "Who waits on whom", max_links: i
         "height": max(280, (14 + pad) * n + 170), "margin": {"l": 20, "r": 20, "t": 90, "b": 20}}}
 
 
-def flow_section(summary: dict, label: str) -> str:
-    """The flow figure of one version, as the HTML report embeds it."""
-    from profiler.html import _fig  # noqa: PLC0415
-
-    return _fig(who_waits_flow.spec(summary, title=f"{label}: who waits on whom, as a flow"))
+def flow_spec(summary: dict, label: str) -> dict:
+    """The flow figure of one version, as the HTML report embeds it (:func:`profiler.html._fig` draws it)."""
+    return who_waits_flow.spec(summary, title=f"{label}: who waits on whom, as a flow")

@@ -6,6 +6,8 @@ the few mappings between ncu's spellings that code needs.
 
 from __future__ import annotations
 
+import re
+
 # --- roofline levels -----------------------------------------------------------------------------------
 LEVELS: tuple[str, ...] = ("l1", "l2", "dram", "smem")
 """Memory levels of the roofline, in order: ncu's three (L1, L2, DRAM) and our shared-memory level."""
@@ -17,6 +19,9 @@ SMEM_OPS: tuple[str, ...] = ("ld", "st", "ldsm", "stsm", "ldgsts", "gmma", "atom
 """Shared-memory byte counters by operation (``roofline.smem.bytes_by_op``)."""
 
 # --- subjects ------------------------------------------------------------------------------------------
+SHAPE_RE = re.compile(r"^b\d+_h\d+_s\d+_d\d+_[a-z0-9]+(_causal)?$")
+"""A shape key, the stem of a report file (``b1_h64_s1024_d128_fp16``, ``…_causal``)."""
+
 EXT_PREFIX = "ext-"
 """External subjects (torch SDPA backends, cuBLAS, any program) are report folders named ``ext-*``."""
 

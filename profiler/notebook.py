@@ -151,7 +151,7 @@ def _as_outputs(views: list) -> tuple[dict, ...]:
     ip = get_ipython()
     if ip is None:
         return ()
-    outs = []
+    outs: list[dict] = []
     for v in views:
         if isinstance(v, str):
             outs.append({"output_type": "stream", "name": "stdout", "text": v + "\n"})

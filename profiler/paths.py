@@ -1,8 +1,9 @@
 """Where whowaits finds its own data and the user's reports: one place, the same for a checkout and an
 installed wheel.
 
-- :func:`sections_dir`: the ``whowaits`` section set, shipped as package data (``profiler/data/sections``),
-  found through :mod:`importlib.resources`; ``whowaits profile`` hands this folder to ncu (``--section-folder``).
+- :func:`sections_dir`: the ``whowaits`` section set: the checkout's top-level ``sections/`` (its source of
+  truth), or in an installed wheel the copy shipped as package data (``profiler/data/sections``, put there
+  by setup.py's build hook); ``whowaits profile`` hands this folder to ncu (``--section-folder``).
 - :func:`checkout`: the source checkout this package lives in (a folder with ``pyproject.toml`` and
   ``profiler/`` side by side), or None for an installed wheel.
 - :func:`reports_root` / :func:`reports_dir`: where reports are read and written. In order: the option
@@ -19,7 +20,10 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["DEFAULT_GPU", "REPORTS_ENV", "cache_dir", "checkout", "reports_dir", "reports_root", "sections_dir"]
+from profiler import settings
+
+__all__ = ["DEFAULT_GPU", "REPORTS_ENV", "build_dir", "cache_dir", "checkout", "report_path", "reports_dir", "reports_root",
+           "sections_dir"]
 
 #: the GPU folder under a reports root that views read unless told otherwise
 DEFAULT_GPU = "h200"
@@ -28,7 +32,11 @@ REPORTS_ENV = "WHOWAITS_REPORTS_DIR"
 
 
 def sections_dir() -> Path:
-    """The folder of the ``whowaits`` section set (``*.section`` + ``section-schema.textproto``)."""
+    """The folder of the ``whowaits`` section set (``*.section`` + ``section-schema.textproto``): the
+    checkout's ``sections/`` when running from a checkout, else the wheel's ``profiler/data/sections``."""
+    repo = checkout()
+    if repo is not None and (repo / "sections").is_dir():
+        return repo / "sections"
     from importlib.resources import files
 
     return Path(str(files("profiler") / "data" / "sections"))
@@ -51,9 +59,9 @@ def reports_root(out: str | os.PathLike | None = None) -> Path:
     else the checkout's ``reports/`` when running from one; else ``./reports`` (made when written to)."""
     if out is not None:
         return Path(out)
-    env = os.environ.get(REPORTS_ENV)
+    env = settings.path(REPORTS_ENV)
     if env:
-        return Path(env).parent
+        return env.parent
     here = Path.cwd() / "reports"
     if here.is_dir():
         return here
@@ -69,9 +77,9 @@ def reports_dir(gpu: str = DEFAULT_GPU, root: str | os.PathLike | None = None) -
     ``./reports/<gpu>``."""
     if root is not None:
         return Path(root)
-    env = os.environ.get(REPORTS_ENV)
+    env = settings.path(REPORTS_ENV)
     if env:
-        return Path(env)
+        return env
     here = Path.cwd() / "reports" / gpu
     if here.is_dir():
         return here
@@ -81,7 +89,23 @@ def reports_dir(gpu: str = DEFAULT_GPU, root: str | os.PathLike | None = None) -
     return here
 
 
+def build_dir() -> Path:
+    """``$WHOWAITS_BUILD_DIR``, else ``.cache/whowaits/build`` of the source checkout (what the device scripts
+    carry), else, for an installed wheel, ``build/`` of the user's cache folder (:func:`cache_dir`), never
+    inside site-packages: where kernel builds (and, beside it, their SASS text and trace builds) are kept."""
+    env = settings.path("WHOWAITS_BUILD_DIR")
+    if env:
+        return env
+    root = checkout()
+    return root / ".cache" / "whowaits" / "build" if root is not None else cache_dir() / "build"
+
+
+def report_path(root: str | os.PathLike, gpu: str, subject: str, shape: str) -> Path:
+    """Where the report of ``subject`` at ``shape`` on ``gpu`` lives under a reports root:
+    ``<root>/<gpu>/<subject>/<shape>.ncu-rep`` (what ``profile`` and ``sweep`` write, the views read)."""
+    return Path(root) / gpu / str(subject) / f"{shape}.ncu-rep"
+
+
 def cache_dir() -> Path:
     """``$WHOWAITS_CACHE_DIR`` or ``~/.cache/whowaits``: parsed reports, summaries, command results."""
-    env = os.environ.get("WHOWAITS_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "whowaits"
+    return settings.path("WHOWAITS_CACHE_DIR") or Path.home() / ".cache" / "whowaits"

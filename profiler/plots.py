@@ -130,7 +130,7 @@ def _grid(rows: int, cols: int, titles: list, horizontal_spacing: float | None =
     widths = [(1.0 - hs * (cols - 1)) / cols] * cols
     heights = [(1.0 - vs * (rows - 1)) / rows] * rows
     layout: dict = {}
-    refs = [[{} for _ in range(cols)] for _ in range(rows)]
+    refs: list[list[dict]] = [[{} for _ in range(cols)] for _ in range(rows)]
     annotations = []
     k = 0
     for r in range(rows):

@@ -55,6 +55,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from profiler import settings
 from profiler.errors import WhowaitsError
 from profiler.io import write_json_atomic
 
@@ -108,8 +109,8 @@ def git_state(repo: str | os.PathLike) -> tuple[str | None, bool | None]:
     """(HEAD commit, dirty?) of ``repo``; ``$WHOWAITS_GIT_COMMIT`` / ``$WHOWAITS_GIT_DIRTY`` when set (they
     win: the device machine gets a copy of the working tree without its .git, and a copy nested in another
     checkout, as ``.devcarry/<name>`` there, would otherwise report the outer checkout's HEAD)."""
-    env_commit = os.environ.get("WHOWAITS_GIT_COMMIT") or None
-    dirty = os.environ.get("WHOWAITS_GIT_DIRTY")
+    env_commit = settings.text("WHOWAITS_GIT_COMMIT")
+    dirty = settings.raw("WHOWAITS_GIT_DIRTY")
     env_dirty = (dirty not in ("", "0", "false")) if dirty is not None else None
     if env_commit:
         return env_commit, env_dirty

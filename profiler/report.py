@@ -136,6 +136,7 @@ class Launch:
         """The value of ncu metric ``name`` (float, or str for string metrics); None if absent."""
         if self._scalars is None:
             self._build_lookup()
+        assert self._scalars is not None
         v = self._scalars.get(name)
         if isinstance(v, float) and np.isnan(v):
             return None
@@ -145,12 +146,14 @@ class Launch:
         """Whether the report holds ncu metric ``name``."""
         if self._scalars is None:
             self._build_lookup()
+        assert self._scalars is not None
         return name in self._scalars
 
     def instances(self, name: str) -> dict[str, float]:
         """Instance key -> value of a metric instanced by string (e.g. per opcode); {} if absent."""
         if self._instanced is None:
             self._build_lookup()
+        assert self._instanced is not None
         return dict(self._instanced.get(name, {}))
 
     def get(self, canonical: str):
@@ -357,25 +360,9 @@ def check_file(path: Path) -> None:
 # --- ingestion ----------------------------------------------------------------------------------
 
 
-# --- the disassembler's thread ------------------------------------------------------------------
-#
-# ncu_report disassembles on a worker thread of its own: every ``sass_by_pc`` call hands one PC to
-# it and waits for the text. Until 2026-12-01 the ingester pinned itself and that thread to one CPU
-# while reading the SASS (a hand-off across CPUs was measured at ~70 us a call, ~30 us on one CPU).
-# Issue 8 §5 asked to keep that only if it still paid; on the shared 2-core machine it did not:
-#   load_report(v03, use_cache=False), 6 interleaved runs each in one process (WHOWAITS_PIN=1/0 of
-#   the commit before this one), load average 8.6: pinned median 0.597 s (0.51-0.77), unpinned
-#   0.600 s (0.53-0.71);
-#   scripts/bench_migration.py --rounds 1, 3 interleaved rounds, load 7.8-8.7: cold migrate()
-#   median 10.56 s pinned vs 12.59 s unpinned, warm 0.58 vs 0.65 s: within the round-to-round
-#   spread (7.99-13.06 s pinned, 10.33-16.99 s unpinned).
-# So it was removed (with the CPU hand-out of compare/cache.py's workers). Measured again in wave 4
-# (2026-12-01, the same pinning restored on wave4/speed 1c93222, WHOWAITS_PIN=1/0 alternating in one
-# process, load_report(flash full set + v03, use_cache=False)): load average 1.7, 8 rounds: pinned
-# 536.7 ms median wall (469.1 CPU), unpinned 542.1 (472.7); load 7.0, 10 rounds: 415.5 vs 411.1
-# (332.7 vs 332.1 CPU). No gain at either load, so it stays out. The CPU time of the slot loop
-# does grow on a quieter machine (the same reads: 470 ms at load 1.7, 332 at load 7), with or
-# without pinning; what the reader's thread does then is ncu_report's affair.
+# ncu_report disassembles on a worker thread of its own: every ``sass_by_pc`` call hands one PC to it and
+# waits for the text. Pinning the ingester and that thread to one CPU was measured (load 1.7 and 7.0, 8-10
+# interleaved rounds of load_report) to change nothing, so the ingester leaves scheduling to the OS.
 
 
 def _per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:
@@ -474,7 +461,7 @@ def _region_sources(action, index: int) -> list[tuple]:
     try:
         files = action.source_files()
         texts = {str(k): files[k] for k in files}
-    except Exception:  # pragma: no cover - an ncu_report without source_files()
+    except Exception:  # noqa: BLE001 - an ncu_report without source_files(), or one that fails inside it
         return []
     return [(index, f, t) for f, t in sorted(texts.items()) if isinstance(t, str) and token in t]
 
@@ -484,7 +471,9 @@ def _timeline_frame(action, index: int, pm_metrics: dict, f: dict) -> pd.DataFra
     if not pm_metrics:
         return _empty_timeline()
     timelines = action.timelines()
-    names, times, values = [], [], []
+    names: list[str] = []
+    times: list = []
+    values: list = []
     as_uint64, as_double, num_instances = f["as_uint64"], f["as_double"], f["num_instances"]
     for name in sorted(pm_metrics):
         aligned = timelines.aligned_metric(pm_metrics[name])
@@ -538,7 +527,7 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.D
         # inst_executed (the entry instruction always executes), which must be the first PC named
         executed = columns.get("inst_executed", ([], []))[0]
         at_start = bool(mangled) and bool(executed) and min(executed) == known[0]
-        cached = sasscache.lookup(modules, mangled, known[0], step) if at_start else None
+        cached = sasscache.lookup(modules, mangled, known[0], step) if at_start and mangled is not None else None
         if cached is not None and len(cached) * step > known[-1] - known[0]:
             texts = cached
             all_pcs = list(range(known[0], known[0] + len(cached) * step, step))
@@ -553,7 +542,7 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.D
                 texts.append(text)
                 all_pcs.append(pc)
                 pc += step
-            if at_start:
+            if at_start and mangled is not None:
                 opcodes = [M.full_opcode(t) for t in texts]
                 sasscache.store(modules, mangled, known[0], step, texts, opcodes)
     else:
@@ -586,7 +575,8 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.D
         idx = [pos[pc] for pc in pcs]
         arr[idx] = vals
         data[col] = arr
-    files, lines = [], []
+    files: list = []
+    lines: list = []
     for pc in all_pcs:
         si = action.source_info(pc)
         if si is None:

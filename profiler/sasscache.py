@@ -134,7 +134,7 @@ def _module(buf: bytes, at: int) -> tuple[int, list[tuple[str, int]]] | None:
 
 
 def _path(module_sha: str, mangled: str) -> Path:
-    from profiler.report import cache_dir  # noqa: PLC0415
+    from profiler.paths import cache_dir  # noqa: PLC0415
 
     name = hashlib.sha256(mangled.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return cache_dir() / f"{module_sha}.{cachefile.fingerprint(*_FROM)}.{name}{_SUFFIX}"

@@ -1,8 +1,8 @@
-"""The ``whowaits`` section set as data: which ``profiler/data/sections/*.section`` files belong to a set, parsed, and
+"""The ``whowaits`` section set as data: which ``sections/*.section`` files belong to a set, parsed, and
 the metric names they collect.
 
 Section files are ncu's ``ProfilerSection`` messages in protobuf text format. They are parsed against
-``profiler/data/sections/section-schema.textproto`` (a ``FileDescriptorProto`` compiled at run time, so no ``protoc``
+``sections/section-schema.textproto`` (a ``FileDescriptorProto`` compiled at run time, so no ``protoc``
 is needed). Reading them needs no GPU and no ncu; :mod:`profiler.collect` passes the folder to ncu
 (``--section-folder``) when it profiles with the set.
 

@@ -83,7 +83,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="whowaits-cost-") as td:
         tmp = Path(td)
         runs: dict[str, list[dict]] = {"whowaits": [], "full": [], "baseline": []}
-        for i in range(args.repeat):
+        for _i in range(args.repeat):
             for mode in runs:
                 runs[mode].append(measure(sessions[mode], ncu, tmp, mode))
         best = {m: min(r, key=lambda x: x["wall_s"]) for m, r in runs.items()}

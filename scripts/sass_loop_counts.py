@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels import build, registry, sass  # noqa: E402
-from profiler.errors import WhowaitsError  # noqa: E402
+from kernels import build, registry, sass
+from profiler.errors import WhowaitsError
 
 _BRA = re.compile(r"^(?:@!?U?P\w+\s+)?BRA(?:\.\w+)*\s+(?:`\()?(0x[0-9a-f]+)")
 COUNTED = ("HGMMA", "MUFU", "FMUL", "FFMA", "FADD", "FMNMX", "F2FP", "SHFL", "SYNCS", "BAR", "WARPGROUP", "R2UR",

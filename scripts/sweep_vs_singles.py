@@ -1,8 +1,8 @@
-"""Wall time of a sweep against single `whowaits profile` runs of the same jobs (scripts/h200_sweep.sh's output).
+"""Wall time of a sweep against single `whowaits profile` runs of the same jobs (scripts/device/h200_sweep.sh's output).
 
     python scripts/sweep_vs_singles.py LOGS [--out FILE.json]
 
-LOGS is the folder scripts/h200_sweep.sh sent back (``sweep-logs.tgz`` unpacked): ``logs/sweep.jsonl`` (the
+LOGS is the folder scripts/device/h200_sweep.sh sent back (``sweep-logs.tgz`` unpacked): ``logs/sweep.jsonl`` (the
 sweep's own event log), ``logs/results.json``, ``timings.jsonl`` (one line per step of the script and per
 single run, with start/end from the same clock). Per shape it compares
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels import build, registry, sass  # noqa: E402
+from kernels import build, registry, sass
 
 _DEPBAR = re.compile(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*(0x[0-9a-f]+)")
 VERSIONS = ("v10", "v11", "v12", "v13", "v14")
@@ -89,7 +89,7 @@ def _sass(cubin) -> list[tuple[int, str]]:
 def analyse(vid: str, mode: str = "events", classes: str = "all") -> dict:
     """The windows of ``vid``'s traced build (``mode`` "waits": the wait-log build, ``--waits``, logging the
     record ``classes``, ``--class``)."""
-    from kernels import trace as T
+    from kernels import tracebuild as T
 
     ver = registry.get_landed_or_wip(vid)
     cfg = ver.config_for(128, "fp16", False)
@@ -120,7 +120,7 @@ def main(argv=None) -> int:
     ap.add_argument("--format", choices=("text", "json"), default="text")
     ap.add_argument("--list", action="store_true", help="print each window's traced instructions")
     ap.add_argument("--waits", action="store_true", help="the wait-log build (-DWHOWAITS_TRACE_WAITS) instead")
-    ap.add_argument("--class", dest="classes", default="all", help="the wait log's record class (kernels.trace.WAIT_CLASSES)")
+    ap.add_argument("--class", dest="classes", default="all", help="the wait log's record class (kernels.tracebuild.WAIT_CLASSES)")
     a = ap.parse_args(argv)
     res = [analyse(v, "waits" if a.waits else "events", a.classes) for v in a.versions]
     if a.format == "json":

@@ -73,16 +73,27 @@ STARTER_REPORTS = {
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_cache_dir(tmp_path_factory):
-    """Point the ingestion cache at a fresh folder for the session (never ~/.cache).
+    """Point the ingestion cache at the session's own folder (never ~/.cache).
 
-    Under pytest-xdist the workers share one folder (the session's base folder, above each
-    worker's own): its entries are content-keyed and written atomically (profiler.cachefile),
-    so a report one worker ingested is a cache hit for the other, as in a one-process run."""
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent  # .../pytest-N/popen-gwK -> .../pytest-N, this session's own
-    folder = base / "whowaits-cache"
-    folder.mkdir(exist_ok=True)
+    In CI (or with ``WHOWAITS_TEST_FRESH_CACHE=1``) that is a fresh folder under the session's temporary
+    base: every ingestion runs cold. Elsewhere it is the checkout's ``.cache/whowaits/tests``, kept from
+    one run to the next: its entries are keyed on the report's bytes and a fingerprint of the code that
+    produced them (profiler.cachefile), so an edit to the analysis recomputes the summaries while the
+    parsed reports and their SASS text stay warm; that is what makes the fast tier's inner loop fast.
+    The tests of the caches themselves use folders of their own (seeded_cache, tmp_path).
+
+    Under pytest-xdist the workers share the folder: its entries are content-keyed and written
+    atomically, so a report one worker ingested is a cache hit for the other, as in a one-process run."""
+    from profiler import settings
+
+    if IN_CI or settings.flag("WHOWAITS_TEST_FRESH_CACHE"):
+        base = tmp_path_factory.getbasetemp()
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            base = base.parent  # .../pytest-N/popen-gwK -> .../pytest-N, this session's own
+        folder = base / "whowaits-cache"
+    else:
+        folder = ROOT / ".cache" / "whowaits" / "tests"
+    folder.mkdir(parents=True, exist_ok=True)
     global SESSION_CACHE
     SESSION_CACHE = folder
     mp = pytest.MonkeyPatch()
@@ -196,3 +207,20 @@ def golden_raw_si(stem: str, metric: str) -> float:
     if unit[:1] in _PREFIX and unit[1:].lower().startswith(("byte", "hz")):
         return value * _PREFIX[unit[0]]
     return value
+
+
+# --- the fast tier ---------------------------------------------------------------------------------------
+#: node ids marked ``slow`` at collection (scripts/slow_tests.py writes the list from a measured full run)
+SLOW_LIST = Path(__file__).resolve().parent / "slow_tests.txt"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the tests (or whole files) listed in tests/slow_tests.txt ``slow``: ``pytest -m "not slow"`` is the fast tier
+    (docs/testing.md); a test may also carry ``@pytest.mark.slow`` itself."""
+    try:
+        listed = {ln.strip() for ln in SLOW_LIST.read_text().splitlines() if ln.strip() and not ln.startswith("#")}
+    except OSError:
+        return
+    for item in items:
+        if item.nodeid in listed or item.nodeid.split("::", 1)[0] in listed:  # a test, or a whole file
+            item.add_marker(pytest.mark.slow)

@@ -374,7 +374,7 @@ def test_bad_policy_is_one_line_exit_2(tmp_path, capsys, body, words):
 
 
 @pytest.mark.parametrize("rule, extra, words", [
-    (f'shape = "b8_h8_s8192_d128_fp16"\nmin_tflops = 1\n', [], "no bench file for shape b8_h8_s8192_d128_fp16"),
+    ('shape = "b8_h8_s8192_d128_fp16"\nmin_tflops = 1\n', [], "no bench file for shape b8_h8_s8192_d128_fp16"),
     (f'shape = "{B1}"\nmin_relative = 0.97\n', [], "none is given: pass --baseline"),
     (f'shape = "{B1}"\nmin_relative = 0.97\n', ["--baseline", "nope.json"], "no such file, folder or git revision"),
     (f'shape = "{B4}"\nmin_relative = 0.97\n', ["--baseline", str(bench_json(B1))], "not b4_h16_s4096_d128_fp16"),

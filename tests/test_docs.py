@@ -170,9 +170,7 @@ def test_readme_is_a_front_door():
 # their bytes are the build hash their reports were profiled with. Reports are data.
 FROZEN = re.compile(r"^(kernels/v\d\d_[^/]+/|kernels/common/|reports/|tests/public-reports/|tests/fixtures/)")
 # Lines another branch rewrote at the same time (so this one left them alone); each goes when it is rewritten.
-KNOWN = ("other (DESIGN.md)", "build under ncu, issue 12)", "# Issue 8 §5 asked to keep that only if it still paid",
-         "Targets (issue 11, 2-core machine)", "\"\"\"Issue 15's figures from the sweep runs",
-         "# Issue 15: the same sweep on 1 GPU")
+KNOWN = ("other (DESIGN.md)",)
 
 
 def test_code_cites_the_repository_not_outside_files_or_tickets():

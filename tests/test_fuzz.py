@@ -28,6 +28,8 @@ import pytest
 
 from clirun import whowaits
 
+from profiler import settings
+
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = ROOT / "tests" / "fixtures" / "public" / "esmm-a10g-e22c00d.ncu-rep"
 SHAPE = "b1_h64_s1024_d128_fp16"
@@ -40,7 +42,7 @@ N_LARGE = 4    # mutants of v03 / v06 (~1 MB: ~0.6 s CPU each when they parse)
 
 
 def _count() -> tuple[int, int]:
-    n = os.environ.get("WHOWAITS_FUZZ_N")
+    n = settings.text("WHOWAITS_FUZZ_N")
     if not n:
         return N_SMALL, N_LARGE
     total = max(int(n), 10)

@@ -4,7 +4,8 @@ The wheel is built from a copy of the package sources (``pip wheel --no-deps --n
 no network is needed), installed with ``pip install --no-deps --target`` into a temporary folder, and run
 from other folders with only that folder on ``PYTHONPATH`` (its dependencies come from this venv; the
 checkout is never on the path: the test checks where ``profiler`` was imported from). It must ship the
-section set (``profiler/data/sections``) and hand it to ncu, and read and write reports where the user
+section set (the checkout's top-level ``sections/``, copied to ``profiler/data/sections`` by setup.py's
+build hook; the sdist carries ``sections/``) and hand it to ncu, and read and write reports where the user
 is (``./reports``, ``$WHOWAITS_REPORTS_DIR``, ``--out``), never inside the install folder.
 """
 
@@ -24,17 +25,23 @@ SHAPE = "b1_h64_s1024_d128_fp16"
 VERSIONS = ("v06_softmax_fusion", "v07_tuned")
 
 
+def _source_copy(base: Path) -> Path:
+    """What a fresh clone holds of the build's inputs, copied to ``base/src``."""
+    src = base / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "build", ".cache", "*.egg-info")
+    for pkg in ("profiler", "kernels", "sections"):
+        shutil.copytree(ROOT / pkg, src / pkg, ignore=ignore)
+    return src
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     """The wheel, installed into a folder of its own (``pip install --target``)."""
     base = tmp_path_factory.mktemp("wheel")
-    src = base / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "build", ".cache")
-    for pkg in ("profiler", "kernels"):
-        shutil.copytree(ROOT / pkg, src / pkg, ignore=ignore)
+    src = _source_copy(base)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(base / "dist"), str(src)],
                    check=True, cwd=base, capture_output=True, timeout=300)
@@ -68,9 +75,29 @@ def tree(tmp_path_factory) -> Path:
 
 def test_wheel_ships_the_section_set(site):
     shipped = sorted(p.name for p in (site / "profiler" / "data" / "sections").iterdir())
-    ours = sorted(p.name for p in (ROOT / "profiler" / "data" / "sections").iterdir())
+    ours = sorted(p.name for p in (ROOT / "sections").iterdir())
     assert shipped == ours and "section-schema.textproto" in shipped
-    assert not (site / "reports").exists()
+    for name in ours:  # byte for byte the checkout's source of truth
+        assert (site / "profiler" / "data" / "sections" / name).read_bytes() == (ROOT / "sections" / name).read_bytes()
+    assert not (site / "reports").exists() and not (site / "sections").exists()
+
+
+def test_sdist_carries_the_section_set(tmp_path):
+    """The sdist holds the top-level ``sections/`` (MANIFEST.in) and the build hook (setup.py), so a
+    wheel built from it ships the set too."""
+    import tarfile
+
+    code = ("import sys; from setuptools import build_meta; "
+            "print(build_meta.build_sdist(sys.argv[1]))")
+    src = _source_copy(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=src, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    name = proc.stdout.split()[-1]
+    with tarfile.open(tmp_path / name) as tf:
+        names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
+    ours = {f"sections/{p.name}" for p in (ROOT / "sections").iterdir()}
+    assert ours <= names and "setup.py" in names and "MANIFEST.in" in names
 
 
 def test_show_and_migration_read_reports_where_the_user_is(site, tree):
@@ -118,3 +145,10 @@ def test_reports_resolve_from_the_option_env_or_cwd(tmp_path, monkeypatch):
     assert paths.reports_dir() == tmp_path / "x" / "h200"
     assert paths.reports_root() == tmp_path / "x"
     assert paths.reports_dir(root=tmp_path / "y") == tmp_path / "y"
+
+
+def test_a_checkout_uses_its_top_level_sections():
+    from profiler import paths, sections
+
+    assert paths.sections_dir() == ROOT / "sections" == sections.SECTIONS_DIR
+    assert not (ROOT / "profiler" / "data" / "sections").exists()  # one copy in the checkout

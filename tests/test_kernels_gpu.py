@@ -9,7 +9,7 @@ pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU", allow_module_level=True)
 
-from kernels import check, registry  # noqa: E402
+from kernels import correctness as check, registry  # noqa: E402
 from kernels.launch import forward  # noqa: E402
 from profiler.errors import WhowaitsError  # noqa: E402
 

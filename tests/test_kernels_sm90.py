@@ -128,7 +128,7 @@ def test_fatal_ptxas_warnings():
     assert build.fatal_warnings(log) == [log.splitlines()[1].strip()]
     assert build.fatal_warnings("ptxas warning : (C7508) setmaxnreg ignored") != []
     assert build.fatal_warnings("ptxas info : Used 12 registers") == []
-    # nvcc 13.0's own line for a traced v11 build (kernels.trace.build_traced, 2026-12-01): an "info" line
+    # nvcc 13.0's own line for a traced v11 build (kernels.tracebuild.build_traced, 2026-12-01): an "info" line
     c7519 = ("ptxas info    : (C7519) warpgroup.arrive is injected in around line 3012 by compiler to allow use "
              "of registers in GMMA in function '_ZN8whowaits12v11_pingpong9flash_fwdI6__halfLi128ELi128ELi128ELi2ELi2ELb0EEEv14CUtensorMap_stS3_S3_PT_if'")
     assert build.fatal_warnings(c7519) == [c7519]

@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
-from profiler import notebook  # noqa: E402
-from profiler.compare.subjects import known_versions, reports_dir  # noqa: E402
+from profiler import notebook
+from profiler.compare.subjects import known_versions, reports_dir
 
 
 def test_pickers_offer_the_reports_folder_and_redraw_on_change():

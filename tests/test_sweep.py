@@ -28,7 +28,7 @@ SHAPE = "b1_h64_s1024_d128_fp16"
 GPU0, GPU1 = (f"GPU-00000000-0000-0000-0000-{i:012d}" for i in range(2))
 VERSIONS = ["v01_naive", "v02_smem_tiling", "v03_tensor_cores"]
 KERNELS = ",".join([f"void whowaits::{v}::flash_fwd<__half>()" for v in VERSIONS] + ["void pytorch_flash::flash_fwd_kernel<>()"])
-MANIFEST = f"""
+MANIFEST = """
 name = "t"
 out = "reports"
 logs = "logs"
@@ -41,7 +41,7 @@ lock_timeout_s = 60
 versions = ["v01", "v02", "v03"]
 [[subjects.cmd]]
 name = "ext-sdpa-flash"
-cmd = "python3 scripts/sdpa_subject.py --backend flash --shape {{shape}}"
+cmd = "python3 scripts/sdpa_subject.py --backend flash --shape {shape}"
 kernel = "flash_fwd_kernel"
 launch_skip = 3
 [shapes]
@@ -233,7 +233,7 @@ def test_lock_held_by_another_process_is_waited_for(tmp_path):
 
 
 def test_bench_and_check_jobs_fail_alone_without_torch(tmp_path):
-    """bench and check jobs run `whowaits bench` / `python -m kernels.check` pinned to a GPU; on this machine
+    """bench and check jobs run `whowaits bench` / `python -m kernels.correctness` pinned to a GPU; on this machine
     (no torch, no GPU) they fail with those tools' own one-line error, and the profile job beside them is done."""
     (tmp_path / "sweep.toml").write_text(MANIFEST.replace('versions = ["v01", "v02", "v03"]', 'versions = ["v01"]')
                                          .replace("[[subjects.cmd]]", "[[subjects.nocmd]]").replace(
@@ -258,7 +258,8 @@ def test_gpu_lock_across_processes(tmp_path):
     assert lock.try_acquire("test")
     code = ("import sys; from pathlib import Path; from profiler.sweep.gpus import Gpu, GpuLock; "
             f"l = GpuLock(Path({str(tmp_path)!r}), Gpu('0', {GPU0!r})); print(l.try_acquire('other'))")
-    other = lambda: subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    def other():
+        return subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True).stdout.strip()
     assert other() == "False"
     lock.release()
     assert other() == "True"
@@ -402,10 +403,10 @@ def test_git_commit_from_the_environment_wins_and_travels_with_the_job(monkeypat
     assert J.commit_env() == {"WHOWAITS_GIT_COMMIT": "c" * 40, "WHOWAITS_GIT_DIRTY": "0"}
     monkeypatch.delenv("WHOWAITS_GIT_COMMIT")
     assert git_state(REPO)[0] != "c" * 40
-    for script in ("kernels/h200_run.sh", "kernels/h200_ladder3.sh", "kernels/h200_v13.sh", "scripts/h200_profile_dataset.sh",
-                   "scripts/h200_sweep.sh", "scripts/h200_recollect.py"):
+    for script in ("scripts/device/h200_run.sh", "scripts/device/h200_ladder3.sh", "scripts/device/h200_v13.sh", "scripts/device/h200_profile_dataset.sh",
+                   "scripts/device/h200_sweep.sh", "scripts/device/h200_recollect.py"):
         text = (REPO / script).read_text()
-        assert "WHOWAITS_GIT_COMMIT:?" in text or 'os.environ.get("WHOWAITS_GIT_COMMIT")' in text, script
+        assert "WHOWAITS_GIT_COMMIT:?" in text or 'settings.text("WHOWAITS_GIT_COMMIT")' in text, script
 
 
 def test_an_interrupted_sweep_kills_its_running_ncu_sessions(tmp_path):

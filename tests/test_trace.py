@@ -84,7 +84,7 @@ def test_switch_off_sass_identical_to_no_trace_code(version, untraced_headers, t
     from kernels import build as B
     from kernels import registry
     from kernels import sass as S
-    from kernels import trace as T
+    from kernels import tracebuild as T
     from kernels.build import translation_unit
 
     ver = registry.get_landed_or_wip(version)
@@ -99,7 +99,7 @@ def test_switch_off_sass_identical_to_no_trace_code(version, untraced_headers, t
     off = S.sass_text(built.cubin)
     plain = _compile(tmp_path, "plain", unit, untraced_headers)
     assert off == plain
-    # switch on: kernels.trace's traced build (this unit with WHOWAITS_TRACE 1 first), the one the trace runs
+    # switch on: kernels.tracebuild's traced build (this unit with WHOWAITS_TRACE 1 first), the one the trace runs
     # and test_stamps_inside_wgmma_windows_are_parked reads, from its cache when that test ran first
     assert T.traced_unit(ver, cfg) == "#define WHOWAITS_TRACE 1\n" + unit
     on = S.sass_text(T.build_traced(ver, cfg).cubin)
@@ -216,7 +216,7 @@ def test_trace_heaviest_edge_agrees_with_static_graph(version):
     report) name the same heaviest edge, for the same version (trace edges weighted by the warps that
     wait, as ncu's sampler weighs them)."""
     from profiler.analyze.roles import role_graph
-    from profiler.analyze.trace import load_raw, summarize
+    from profiler.analyze.event_trace import load_raw, summarize
     from profiler.cli.trace import static_labels
     from profiler.report import load_report
 
@@ -237,7 +237,7 @@ def test_trace_heaviest_edge_agrees_with_static_graph(version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_committed_summary_is_what_the_raw_events_say(version):
-    from profiler.analyze.trace import load_raw, summarize
+    from profiler.analyze.event_trace import load_raw, summarize
     from profiler.cli.trace import static_labels
 
     committed = _summary(version)
@@ -268,11 +268,11 @@ UNDETERMINED = pytest.mark.xfail(strict=True, reason=(
 
 @pytest.mark.parametrize("version", [VERSIONS[0], *(pytest.param(v, marks=UNDETERMINED) for v in VERSIONS[1:])])
 def test_wgmma_untraced_estimate(version):
-    """The stamps between a wgmma commit and its wait given back (profiler/analyze/trace.py, "wgmma group,
+    """The stamps between a wgmma commit and its wait given back (profiler/analyze/event_trace.py, "wgmma group,
     untraced estimate"): even the lower bound of the consumers' wgmma-group waits, untraced, outweighs every
     other traced edge, as the static graph says. Holds for v10 (22.0M..26.8M warp-cycles vs the Q wait's
     12.1M); v11/v12 undetermined."""
-    from profiler.analyze.trace import load_raw, summarize
+    from profiler.analyze.event_trace import load_raw, summarize
     from profiler.cli.trace import static_labels
 
     _summary(version)
@@ -318,10 +318,10 @@ def test_trace_and_static_graph_name_the_same_edges(version):
 
 # --- trace format 2, measured (reports/h200/traces-format2/<version>/) ----------------------------------------
 # H200 runs, b1_h64_s1024_d128_fp16: at commit c1c9c6e (2026-12-01, ~23:10 UTC) v10-v14 from
-# `WHOWAITS_GIT_COMMIT=c1c9c6e BUDGET=170 bash kernels/h200_trace.sh`, the then-wip rungs v15/v16 from the trace
-# step of the kernels/h200_v15.sh call at the same commit (renamed kernels/h200_wip.sh since); at commit dbc67b3
+# `WHOWAITS_GIT_COMMIT=c1c9c6e BUDGET=170 bash scripts/device/h200_trace.sh`, the then-wip rungs v15/v16 from the trace
+# step of the kernels/h200_v15.sh call at the same commit (renamed scripts/device/h200_wip.sh since); at commit dbc67b3
 # (23:31 UTC) v17-v19 from the trace step of `RUNGS="v17_tma_store_o v18_desc_iterator_o v19_lazy_rescale"
-# WHOWAITS_GIT_COMMIT=dbc67b3 BUDGET=480 bash kernels/h200_wip.sh`, the call that took their committed reports.
+# WHOWAITS_GIT_COMMIT=dbc67b3 BUDGET=480 bash scripts/device/h200_wip.sh`, the call that took their committed reports.
 # The raw events are the device's; the summaries and Perfetto files were re-analysed here (`whowaits trace
 # <version> --raw <npz>`: the static graph's labels, heaviest_agrees, the park bound); the device's printed
 # output is reports/h200/traces-format2/run-2026-12-01.txt. The format-1 tests above stay as they are.
@@ -377,7 +377,7 @@ def _fmt2_report(version):
 @lru_cache(maxsize=None)
 def _fmt2_resummarized(version):
     """The committed raw events analysed again, with the static labels of the committed report."""
-    from profiler.analyze.trace import load_raw, summarize
+    from profiler.analyze.event_trace import load_raw, summarize
     from profiler.cli.trace import static_labels
 
     arrays, meta = load_raw(FORMAT2 / version / f"{SHAPE}.trace-raw.npz")
@@ -483,7 +483,7 @@ def test_format2_store_barriers_are_one_warpgroups(version):
     17, 27, 15). Counted from the raw events and reports/h200/<version>/b1_h64_s1024_d128_fp16.ncu-rep."""
     from collections import Counter
 
-    from profiler.analyze.trace import _slots, load_raw
+    from profiler.analyze.event_trace import _slots, load_raw
     from profiler.report import load_report
 
     _fmt2_summary(version)
@@ -594,7 +594,7 @@ def test_format2_verdict_hangs_on_the_unmeasured_park():
     edge) and v10's raw events."""
     import numpy as np
 
-    from profiler.analyze.trace import _slots, load_raw
+    from profiler.analyze.event_trace import _slots, load_raw
 
     def threshold(version):
         s = _fmt2_summary(version)
@@ -625,7 +625,7 @@ def test_format2_v16_qk_waits_do_not_block_once_traced():
     """v16's static wgmma edge (6.9% of samples) is its QK^T waits (the loop's wait_group 1: 425 of the edge's
     459 samples), whose windows hold 32/28 untraced instructions (v15: 50/47, 116 of 142 samples); traced (4
     parked stamps more in each window) those waits take 60.2 cycles on average, a park's 26 and little more."""
-    from profiler.analyze.trace import _slots, load_raw
+    from profiler.analyze.event_trace import _slots, load_raw
     from profiler.report import load_report
 
     def qk_samples(version):
@@ -663,7 +663,7 @@ def test_format2_tma_store_rungs_wgmma_waits_do_not_block_once_traced(version):
     softmax (scripts/trace_windows.py: 458/415 traced vs 148/141 untraced instructions, v19 484/440 vs
     148/137; reports/h200/traces/sass-windows.txt), v14's schedule that ncu does not sample; v18/v19's QK^T
     windows are v16's short ones (26/28 untraced, 47/51 traced: four parked stamps each)."""
-    from profiler.analyze.trace import _slots, load_raw
+    from profiler.analyze.event_trace import _slots, load_raw
     from profiler.report import load_report
 
     s = _fmt2_summary(version)
@@ -692,7 +692,7 @@ def test_format2_tma_store_rungs_wgmma_waits_do_not_block_once_traced(version):
 
 
 OVERHEAD_HYPOTHESIS = pytest.mark.xfail(strict=True, reason=(
-    "the hypothesis written before the run (kernels/h200_trace.sh, +10-40%) held for v10 only: v11-v16 ran "
+    "the hypothesis written before the run (scripts/device/h200_trace.sh, +10-40%) held for v10 only: v11-v16 ran "
     "+46.2/+52.4/+48.8/+53.9/+50.2/+52.5% longer traced (v17-v19, measured later with no hypothesis of their "
     "own, +70.0/+68.5/+65.1%: the same stamps over a 62-63 us kernel); the parked stamps moved the work to the "
     "flush (wait_group 0's end, 58-65 instructions, one dependent LDS -> STG per parked event) and it costs more "
@@ -770,7 +770,7 @@ def _hand_arrays(parked_bits: bool = True, hand: dict | None = None):
 
 
 def test_format2_parked_events_are_decoded_and_calibrated_apart():
-    from profiler.analyze.trace import _slots, summarize
+    from profiler.analyze.event_trace import _slots, summarize
 
     arrays, meta = _hand_arrays()
     slots = {s.wg: s for s in _slots(arrays, meta)}
@@ -803,7 +803,7 @@ def test_format2_park_cost_bounded_by_the_stamp_where_every_parked_wait_blocked(
     wgmma wait follows its commit by one parked stamp and no kernel instruction; shortest 192 cycles, stamp
     151): the park's cost is then bounded by the stamp, said so, and the untraced estimate's lower bound gives
     back nothing for a park. The same events as above with wait_group 0 ending at 3250 instead of 3008."""
-    from profiler.analyze.trace import summarize
+    from profiler.analyze.event_trace import summarize
 
     hand = {**HAND, 1: [(3250, 10, 0) if (tt, k) == (3008, 10) else (3260, 4 | P, EV) if tt == 3200 else (tt, k, a)
                         for tt, k, a in HAND[1]]}
@@ -825,7 +825,7 @@ def test_format2_park_cost_bounded_by_the_stamp_where_every_parked_wait_blocked(
 def test_format1_reading_of_the_same_events_is_unchanged():
     """Without the parked bits (format 1, the committed traces) every stamp is ordinary: the shortest wait of
     any kind calibrates all of them, and no format-2 key appears (the committed summaries stay as they are)."""
-    from profiler.analyze.trace import summarize
+    from profiler.analyze.event_trace import summarize
 
     arrays, meta = _hand_arrays(parked_bits=False)
     s = summarize(arrays, meta)
@@ -839,7 +839,7 @@ def test_format1_reading_of_the_same_events_is_unchanged():
 
 
 def test_format2_chrome_trace_marks_parked_events():
-    from profiler.analyze.trace import chrome_trace
+    from profiler.analyze.event_trace import chrome_trace
 
     arrays, meta = _hand_arrays()
     tr = chrome_trace(arrays, meta)
@@ -851,9 +851,9 @@ def test_format2_chrome_trace_marks_parked_events():
 
 
 def test_host_tail_is_the_headers():
-    """kernels/trace.py asks for the dynamic-smem tail trace.cuh addresses (cursors + parking areas, after the
+    """kernels/tracebuild.py asks for the dynamic-smem tail trace.cuh addresses (cursors + parking areas, after the
     kernel's own bytes, so the kernel's mbarriers do not move)."""
-    from kernels import trace as T
+    from kernels import tracebuild as T
     from kernels.build import KERNELS_DIR
 
     text = (KERNELS_DIR / "common/sm90/trace.cuh").read_text()
@@ -863,7 +863,7 @@ def test_host_tail_is_the_headers():
     bit = int(re.search(r"kTraceParkedBit = (0x[0-9a-f]+)u", text).group(1), 16)
     assert (T.SLOTS, T.PARK, T.PARK_DROPPED) == (slots, park, dropped)
     assert T.TAIL_BYTES == slots * (16 + park * 16)
-    from profiler.analyze import trace as A
+    from profiler.analyze import event_trace as A
 
     assert (A.PARKED_BIT, A.PARK_DROPPED) == (bit, dropped)
 
@@ -875,7 +875,7 @@ def test_end_pair_fits_the_clock_of_one_persistent_cta_per_sm():
     slot's events, first and last stamps are what they were without it)."""
     import numpy as np
 
-    from profiler.analyze.trace import END, _clock_ghz, _slots
+    from profiler.analyze.event_trace import END, _clock_ghz, _slots
 
     text = (ROOT / "kernels/common/sm90/trace.cuh").read_text()
     assert int(re.search(r"kTraceEnd = (\d+)u", text).group(1)) == END

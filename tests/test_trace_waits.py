@@ -2,7 +2,7 @@
 
 * Static (nvcc here, no GPU): the wait-log build of every warp-specialised rung keeps the untraced build's wgmma
   windows: one clock read per wait inside a window, an 8-byte STG per record and no other memory operation, and
-  the softmax (its MUFU.EX2) where ptxas puts it untraced: the hypothesis of kernels/h200_trace_waits.sh. The
+  the softmax (its MUFU.EX2) where ptxas puts it untraced: the hypothesis of scripts/device/h200_trace_waits.sh. The
   event trace's build fails the last one on v12-v14 and v17-v19 (the softmax moved into the PV window: 421-436
   instructions against 137-148 untraced), which is what made its heaviest edge disagree.
 * The analysis (:mod:`profiler.analyze.trace_waits`) on a hand-built wait log whose every figure is written here,
@@ -57,7 +57,7 @@ def test_wait_log_unit_and_sass():
     _nvcc()
     from kernels import build as B
     from kernels import sass as S
-    from kernels import trace as T
+    from kernels import tracebuild as T
 
     ver = registry.get("v17_tma_store_o")
     cfg = ver.config_for(128, "fp16", False)
@@ -186,7 +186,7 @@ def test_cli_reads_a_wait_log_and_refuses_bad_ones(tmp_path):
 
 
 # ----------------------------------------------------------------------------- the committed wait logs (H200)
-# reports/h200/traces-waits/<version>/: the device's own files (kernels/h200_trace_waits.sh: the all-class logs of
+# reports/h200/traces-waits/<version>/: the device's own files (scripts/device/h200_trace_waits.sh: the all-class logs of
 # 01:30 UTC at b1 and b4, commit 570bfea; the one-class logs of 01:45 UTC at b1, commit 26b57e2; the device's
 # printouts in device-0130/ and device-0145/), re-analysed here with the committed ncu reports' labels.
 

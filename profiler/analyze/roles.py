@@ -46,7 +46,6 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 import numpy as np
-import pandas as pd
 
 from profiler import metrics as M
 from profiler.analyze._common import shared_cfg
@@ -655,7 +654,7 @@ def role_graph(launch) -> RoleGraph:
 
 def mbarrier_labels(launch) -> dict[int, str]:
     """Shared address -> the graph's label of every mbarrier the launch's SASS names (each init'd
-    address, each ring member and ring base): what a measured trace (:mod:`profiler.analyze.trace`),
+    address, each ring member and ring base): what a measured trace (:mod:`profiler.analyze.event_trace`),
     which records addresses, needs to name barriers as the static graph does. {} where no address
     resolves."""
     sf = launch.sass
@@ -674,15 +673,6 @@ def mbarrier_labels(launch) -> dict[int, str]:
         if anchored and v.exact:
             out.setdefault(v.const, f"mbarrier@{v.const:#x}")
     return out
-
-
-def edges_frame(graphs: list[RoleGraph]) -> pd.DataFrame:
-    """Long frame of edges: launch, kernel, waiter, barrier, releaser, samples, share, inferred."""
-    rows = [{"launch": g.launch_index, "kernel": g.kernel, "waiter": e.waiter, "barrier": e.barrier,
-             "releaser": e.releaser, "samples": e.samples, "share": e.share, "inferred": e.inferred}
-            for g in graphs for e in g.edges]
-    return pd.DataFrame(rows, columns=["launch", "kernel", "waiter", "barrier", "releaser", "samples",
-                                       "share", "inferred"])
 
 
 def role_edges_json(launch) -> list[dict]:

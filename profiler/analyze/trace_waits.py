@@ -1,6 +1,6 @@
 """The wait log of one launch (``whowaits trace --waits``, docs/trace.md): 8-byte records -> per-edge wait time.
 
-Input: what ``kernels/trace.py`` (mode ``waits``) wrote on the GPU, ``<shape>.trace-waits.npz``: for every row =
+Input: what ``kernels/tracebuild.py`` (mode ``waits``) wrote on the GPU, ``<shape>.trace-waits.npz``: for every row =
 (CTA, warpgroup) the records its leader thread stored (``kernels/common/sm90/trace.cuh``, ``WHOWAITS_TRACE_WAITS``),
 each ``(entry << 40) | value``:
 
@@ -13,7 +13,7 @@ each ``(entry << 40) | value``:
   its end, at its end; 242 the SM.
 
 A pure function of those arrays (no GPU, no ncu), so it runs on committed data. Unlike the event trace
-(:mod:`profiler.analyze.trace`) there is no timeline: no stamp cost to calibrate (a wait holds one clock read),
+(:mod:`profiler.analyze.event_trace`) there is no timeline: no stamp cost to calibrate (a wait holds one clock read),
 no critical path. What it gives is the per-edge weight with the kernel's own schedule: the build's wgmma windows
 hold one clock read and the kernel's own instructions (``scripts/trace_windows.py --waits``).
 
@@ -34,24 +34,19 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 
-from profiler.analyze.trace import TENSOR, WARPS, _labels_for, _role, mbarrier_releaser, named_releaser
+from profiler.traceformat import WAIT_CLASSES, waits_name
+from profiler.analyze.event_trace import TENSOR, WARPS, _labels_for, _role, mbarrier_releaser, named_releaser
 from profiler.errors import WhowaitsError
 
 __all__ = ["WAIT_CLASSES", "load_waits", "summarize_waits", "combine_classes", "decode", "waits_name"]
 
-# the record classes a wait-log build logs (trace.cuh, WHOWAITS_TRACE_WAITS_CLASSES): one alone perturbs the kernel least
-WAIT_CLASSES = {"all": 15, "mbarrier": 1, "named": 2, "wgmma": 4, "arrivals": 8}
 VALUE_MASK = (1 << 40) - 1
 MBAR, BAR_SYNC, WGMMA, MBAR_ARRIVE, EXPECT_TX, BAR_ARRIVE = 0, 32, 48, 64, 96, 128
 CLOCK, GLOBAL, SMID = 240, 241, 242
-
-
-def waits_name(shape: str, classes: str = "all", per_warp: bool = False) -> str:
-    """The wait log's file name: ``<shape>.trace-waits[-<class>][-warps].npz`` (one class; one row per warp)."""
-    return f"{shape}.trace-waits" + ("" if classes == "all" else f"-{classes}") + ("-warps" if per_warp else "") + ".npz"
 
 
 def load_waits(path) -> tuple[dict, dict]:
@@ -96,7 +91,7 @@ def summarize_waits(arrays: dict, meta: dict, labels: dict | None = None, static
     names = _mbar_names(labels or {})
     per = int(meta["slots_per_cta"])
     counts, records = arrays["counts"], arrays["records"]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for s in np.flatnonzero(counts > 0):
         pairs = decode(records[s], int(min(counts[s], records.shape[1])))
         clocks = [v for e, v in pairs if e == CLOCK]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from profiler.check import fields, timing
 from profiler.check.inputs import (Baseline, Bench, bench_files, git_revision, load_summary, open_baseline,
-                                   read_bench, report_path, report_shapes)
+                                   read_bench, find_report, report_shapes)
 from profiler.check.policy import BENCH_CHECKS, BUILD_CHECKS, REPORT_CHECKS, Policy, Rule
 from profiler.errors import WhowaitsError
 
@@ -154,7 +154,7 @@ class _Context:
         return self._summaries[key]
 
     def report(self, version: str, shape: str) -> Path:
-        p = report_path(self.reports, version, shape)
+        p = find_report(self.reports, version, shape)
         if p is None:
             raise WhowaitsError(f"no report for {version} at {shape} in {self.reports} "
                                 f"(expected {version}/{shape}.ncu-rep); profile it: whowaits profile {version}")
@@ -166,7 +166,7 @@ class _Context:
             raise WhowaitsError(f"baseline {b.ref} is a bench file: shares need a baseline with reports "
                                 "(a folder or a git revision)")
         where = b.path(self._rel(self.policy.reports))
-        p = report_path(where, version, shape)
+        p = find_report(where, version, shape)
         if p is None:
             raise WhowaitsError(f"baseline {b.ref}: no report for {version} at {shape} under {where}")
         return p
@@ -385,7 +385,7 @@ def _hold(ctx: _Context, rule: Rule, version: str) -> list[Result]:
     for shape in _shapes(ctx, rule, version, kinds):
         j = _Judge(ctx, rule, version, shape)
         has_bench = (bench_on or regress_on) and shape is not None and ctx.has_row(shape, version)
-        has_report = shape is not None and report_path(ctx.reports, version, shape) is not None
+        has_report = shape is not None and find_report(ctx.reports, version, shape) is not None
         if bench_on and (bench_explicit or has_bench):
             j.bench()
         if regress_on:

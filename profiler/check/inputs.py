@@ -97,7 +97,7 @@ def bench_files(where: str | Path) -> dict[str, list[Path]]:
             for shape, files in sorted(found.items())}
 
 
-def report_path(reports: str | Path, version: str, shape: str) -> Path | None:
+def find_report(reports: str | Path, version: str, shape: str) -> Path | None:
     """The report (or stand-in summary) of ``version`` at ``shape`` under ``reports``, or None."""
     base = Path(reports) / version
     for cand in (base / f"{shape}{REPORT_SUFFIX}", base / f"{shape}{SUMMARY_SUFFIX}"):

@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from profiler.errors import WhowaitsError
+from profiler.names import SHAPE_RE
 
 POLICY_FILE = "whowaits.toml"
-SHAPE_RE = re.compile(r"^b\d+_h\d+_s\d+_d\d+_[a-z0-9]+(_causal)?$")
 
 #: every check a rule can hold, in the order results are listed
 CHECKS = ("min_tflops", "min_ratio", "min_relative", "no_regression", "max_share", "max_bank_conflict_ways",

@@ -44,6 +44,8 @@ if _is_console_script():
 
 import typer
 
+from profiler import settings
+
 try:  # typer >= 0.20 carries its own copy of click
     from typer._click.exceptions import ClickException, NoArgsIsHelpError
 except ImportError:  # pragma: no cover - older typer on click
@@ -62,6 +64,7 @@ from profiler.cli import roles as _roles  # noqa: F401,E402
 from profiler.cli import trace as _trace  # noqa: F401,E402
 from profiler.cli import check as _check  # noqa: F401,E402
 from profiler.cli import sweep as _sweep  # noqa: F401,E402
+from profiler.cli import env as _env  # noqa: F401,E402
 
 PROG = "whowaits"
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug, not bad input
@@ -161,7 +164,7 @@ def run(argv: list[str] | None = None) -> int:
         _quiet_stdout()
         return 141
     except Exception as err:  # noqa: BLE001 - the last guard: a bug, said in one line
-        if os.environ.get("WHOWAITS_DEBUG"):
+        if settings.flag("WHOWAITS_DEBUG"):
             raise
         where = err.__traceback__
         while where is not None and where.tb_next is not None:
@@ -230,7 +233,7 @@ def _supervised() -> int | None:
     Returns None where fork is unavailable (the caller then runs the CLI itself);
     ``$WHOWAITS_NO_SUPERVISOR=1`` skips it.
     """
-    if os.environ.get("WHOWAITS_NO_SUPERVISOR") or not hasattr(os, "fork") or "ncu_report" in sys.modules:
+    if settings.flag("WHOWAITS_NO_SUPERVISOR") or not hasattr(os, "fork") or "ncu_report" in sys.modules:
         return None
 
     stops = (signal.SIGINT, signal.SIGTERM)

@@ -153,12 +153,12 @@ def _profile_versions(collect, cmd, cmd_versions, kernel, name, shape, launch_sk
         return
     if not force:  # all or nothing: refuse before the first version runs
         from profiler import provenance
-        from profiler.paths import reports_root
+        from profiler.paths import report_path, reports_root
 
         slug = gpu or provenance.gpu_slug(collect.gpu_info()[0])
-        for v, s in sessions:
+        for _v, s in sessions:
             for t in s.targets:
-                dest = collect.report_path(reports_root(out), slug, t.name, s.shape)
+                dest = report_path(reports_root(out), slug, t.name, s.shape)
                 if dest.exists():
                     raise WhowaitsError(f"report exists: {dest} (use --force to overwrite)")
     done, wall = [], 0.0

@@ -100,7 +100,7 @@ def _table(title: str, columns: list[tuple[str, str]]):
 
     t = Table(title=title, title_justify="left", title_style="bold")
     for name, justify in columns:
-        t.add_column(name, justify=justify, no_wrap=justify == "right")
+        t.add_column(name, justify=justify, no_wrap=justify == "right")  # type: ignore[arg-type]
     return t
 
 

@@ -32,7 +32,7 @@ def sweep_cmd(
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Run a sweep: profile / bench / check jobs over subjects × shapes, on every GPU, resumable."""
-    from profiler.sweep import load_manifest, run_sweep
+    from profiler.sweep import load_manifest
 
     m = load_manifest(manifest)
     if out is not None:

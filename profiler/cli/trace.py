@@ -1,13 +1,12 @@
 """`whowaits trace`: the measured role trace of one warp-specialised rung (docs/trace.md) — runs the traced build
-on the GPU (:mod:`kernels.trace`) or re-reads its raw events (``--raw``), then writes the Perfetto / Chrome
-trace and the summary (:mod:`profiler.analyze.trace`): per-edge wait time, producer/consumer overlap, the
+on the GPU (:mod:`kernels.tracebuild`) or re-reads its raw events (``--raw``), then writes the Perfetto / Chrome
+trace and the summary (:mod:`profiler.analyze.event_trace`): per-edge wait time, producer/consumer overlap, the
 critical path through one steady-state iteration, and the trace's overhead (traced vs untraced, same run)."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -16,6 +15,7 @@ import typer
 
 from profiler.cli._app import FORMAT_OPTION, Format, app
 from profiler.errors import WhowaitsError
+from profiler.io import write_atomic
 
 DEFAULT_SHAPE = "b1_h64_s1024_d128_fp16"
 
@@ -51,7 +51,7 @@ def write(raw: Path, out_dir: Path, *, version: str | None = None, reports: Path
           max_ctas: int | None = None) -> dict:
     """Analyse a ``.trace-raw.npz``: writes ``<shape>.trace.json.gz`` and ``<shape>.trace-summary.json`` into
     ``out_dir``; returns the summary."""
-    from profiler.analyze.trace import chrome_trace, load_raw, summarize  # noqa: PLC0415
+    from profiler.analyze.event_trace import chrome_trace, load_raw, summarize  # noqa: PLC0415
 
     arrays, meta = load_raw(raw)
     ver = version or meta["version"]
@@ -62,9 +62,14 @@ def write(raw: Path, out_dir: Path, *, version: str | None = None, reports: Path
         summary["heaviest_agrees"] = same_edge(summary["heaviest"], static_top)
     out_dir.mkdir(parents=True, exist_ok=True)
     shape = meta["shape"]
-    with gzip.open(out_dir / f"{shape}.trace.json.gz", "wt", compresslevel=9) as fh:
-        json.dump(chrome_trace(arrays, meta, labels, names, max_ctas=max_ctas), fh, separators=(",", ":"))
-    (out_dir / f"{shape}.trace-summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    trace = chrome_trace(arrays, meta, labels, names, max_ctas=max_ctas)
+
+    def gzipped(tmp: Path) -> None:
+        with gzip.open(tmp, "wt", compresslevel=9) as fh:
+            json.dump(trace, fh, separators=(",", ":"))
+
+    write_atomic(out_dir / f"{shape}.trace.json.gz", gzipped)
+    write_atomic(out_dir / f"{shape}.trace-summary.json", json.dumps(summary, indent=1) + "\n")
     return summary
 
 
@@ -97,9 +102,7 @@ def write_waits(raw: Path, out_dir: Path, *, version: str | None = None, reports
                     summary[key]["heaviest_agrees"] = same_edge(summary[key]["heaviest"], static_top)
     out_dir.mkdir(parents=True, exist_ok=True)
     dest = out_dir / raw.name.replace(".npz", "-summary.json")
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    tmp.write_text(json.dumps(summary, indent=1) + "\n")
-    os.replace(tmp, dest)  # a summary is whole or absent
+    write_atomic(dest, json.dumps(summary, indent=1) + "\n")  # a summary is whole or absent
     return summary
 
 
@@ -153,7 +156,7 @@ def trace(
         raise WhowaitsError("--class and --per-warp go with --waits (the wait log); the event trace logs everything")
     if raw is None:
         from kernels import registry  # noqa: PLC0415
-        from kernels.trace import run  # noqa: PLC0415
+        from kernels.tracebuild import run  # noqa: PLC0415
 
         vid = registry.get(version).id
         dest = out / vid

@@ -42,7 +42,7 @@ import threading
 from collections import deque
 from pathlib import Path
 
-from profiler import cachefile
+from profiler import cachefile, settings
 from profiler.provenance import sha256_file
 
 _MEMO: dict = {}
@@ -168,7 +168,7 @@ def summaries_many(items: list[tuple[str | os.PathLike, str | None]], *,
     path."""
     if processes is None:
         try:
-            processes = int(os.environ.get("WHOWAITS_PROCESSES", "0"))
+            processes = settings.integer("WHOWAITS_PROCESSES") or 0
         except ValueError:
             processes = 0
         processes = processes if processes > 0 else _cpus()

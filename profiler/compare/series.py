@@ -86,7 +86,7 @@ def distinct_labels(paths: list[str | Path]) -> list[str]:
 
 
 def _single(stem_path: str) -> str:
-    from profiler.compare.subjects import SHAPE_RE  # noqa: PLC0415
+    from profiler.names import SHAPE_RE  # noqa: PLC0415
 
     parts = stem_path.split("/")
     if SHAPE_RE.match(parts[-1]) and len(parts) > 1 and parts[-2] not in ("", "."):

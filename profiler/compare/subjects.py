@@ -22,11 +22,10 @@ from pathlib import Path
 
 from profiler import paths as _paths
 from profiler.errors import WhowaitsError
-from profiler.names import is_external
+from profiler.names import SHAPE_RE, is_external
 
 REPORT_SUFFIX = ".ncu-rep"
 DEFAULT_GPU = "h200"
-SHAPE_RE = re.compile(r"^b\d+_h\d+_s\d+_d\d+_[a-z0-9]+(_causal)?$")
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from profiler.errors import WhowaitsError
 from profiler.io import write_atomic
+from profiler import paths, settings
 from profiler.store import schema
 
 REPORT_SUFFIX = ".ncu-rep"
@@ -36,18 +37,13 @@ STATE = "index.json"
 
 
 def default_store() -> Path:
-    env = os.environ.get("WHOWAITS_STORE_DIR")
-    return Path(env) if env else Path.cwd() / ".whowaits-store"
+    return settings.path("WHOWAITS_STORE_DIR") or Path.cwd() / ".whowaits-store"
 
 
 def default_roots() -> list[Path]:
     """The reports root (the folder holding ``<gpu>/<subject>/<shape>.ncu-rep``): the parent of
     ``$WHOWAITS_REPORTS_DIR``, else ``./reports``, else this checkout's ``reports/``."""
-    env = os.environ.get("WHOWAITS_REPORTS_DIR")
-    if env:
-        return [Path(env).parent]
-    here = Path.cwd() / "reports"
-    return [here if here.is_dir() else Path(__file__).resolve().parents[2] / "reports"]
+    return [paths.reports_root()]
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,9 +75,10 @@ def nvidia_smi_gpus() -> list[Gpu] | None:
     return out
 
 
-def visible_gpus(env: dict | None = None) -> list[Gpu]:
+def visible_gpus(env: Mapping[str, str] | None = None) -> list[Gpu]:
     """The GPUs this process may use (see the module docstring); WhowaitsError when there are none."""
-    env = os.environ if env is None else env
+    if env is None:
+        env = os.environ
     smi = nvidia_smi_gpus()
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:

@@ -2,7 +2,7 @@
 
 A :class:`Job` is one subject at one shape for ``profile`` (its report + sidecar), or one shape for
 ``bench`` (every manifest version plus the torch baselines, measured in one run, as ``whowaits bench``
-does) and ``check`` (``python -m kernels.check``). Profile jobs of ladder versions and runner subjects at
+does) and ``check`` (``python -m kernels.correctness``). Profile jobs of ladder versions and runner subjects at
 one shape are grouped into a :class:`Batch` of up to ``manifest.batch``: ONE ncu session over ONE runner
 process (ncu's first profiled kernel per process is the expensive one; :func:`profiler.collect.run_session`
 splits the session report per subject and goes on past a subject that crashes). ``--cmd`` subjects and
@@ -20,7 +20,7 @@ a check job when its log under the sweep's logs says it passed at the same commi
 :func:`execute` runs one batch in the calling process (it is what the job process, ``python -m
 profiler.sweep.jobproc SPEC.json RESULT.json``, calls; the local backend starts that process pinned to its GPU, a Ray task
 does the same on its node). It calls :func:`profiler.collect.run_session` for profile batches and the
-existing ``whowaits bench`` / ``kernels.check`` entry points for the others: nothing is duplicated here.
+existing ``whowaits bench`` / ``kernels.correctness`` entry points for the others: nothing is duplicated here.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from profiler import paths
 from profiler.errors import WhowaitsError
 from profiler.sweep.kinds import classify
 
@@ -177,7 +178,8 @@ def expected_build_hash(job: Job) -> str | None:
 
 
 def report_path(out: Path, gpu: str, job: Job) -> Path:
-    return Path(out) / gpu / str(job.subject) / f"{job.shape}.ncu-rep"
+    """The report a job writes (:func:`profiler.paths.report_path` of its subject and shape)."""
+    return paths.report_path(out, gpu, str(job.subject), job.shape)
 
 
 DONE = ("done", "restamp")  # statuses a resumed sweep skips
@@ -319,12 +321,12 @@ def _check(spec: Spec, job: Job, log) -> Outcome:
     from profiler.io import write_json_atomic
     from profiler.provenance import git_state
 
-    rc, text = _child([sys.executable, "-m", "kernels.check", *job.versions, "--shapes", job.shape], log, spec.env)
+    rc, text = _child([sys.executable, "-m", "kernels.correctness", *job.versions, "--shapes", job.shape], log, spec.env)
     if spec.logs:
         write_json_atomic(Path(spec.logs) / "check" / f"{job.shape}.json",
                           {"rc": rc, "git_commit": git_state(REPO)[0], "summary": text.strip().splitlines()[-1:]})
     if rc != 0:
-        msg = _last_error_line(text) if rc == 2 else f"kernels.check failed: {_last_error_line(text)}"
+        msg = _last_error_line(text) if rc == 2 else f"kernels.correctness failed: {_last_error_line(text)}"
         return Outcome(job.id, "failed", error=msg, error_kind=classify(msg))
     return Outcome(job.id, "done")
 

@@ -42,6 +42,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from profiler import settings
 from profiler.errors import WhowaitsError
 
 KINDS = ("profile", "bench", "check")
@@ -209,7 +210,7 @@ def load(path: str | os.PathLike) -> Manifest:
         retries=_typed(path, data, "retries", int, 2), retry_delay_s=float(_typed(path, data, "retry_delay_s", (int, float), 10)),
         batch=_typed(path, data, "batch", int, 8), timeout_s=float(_typed(path, data, "timeout_s", (int, float), 1800)),
         warmup=_typed(path, data, "warmup", int, 3),
-        lock_dir=where(_typed(path, data, "lock_dir", str, os.environ.get("WHOWAITS_LOCK_DIR") or DEFAULT_LOCK_DIR)),
+        lock_dir=where(_typed(path, data, "lock_dir", str, settings.text("WHOWAITS_LOCK_DIR") or DEFAULT_LOCK_DIR)),
         lock_timeout_s=float(_typed(path, data, "lock_timeout_s", (int, float), 3600)),
         env=dict(env),
     )

@@ -30,7 +30,7 @@ from typing import Callable
 from profiler.errors import WhowaitsError
 from profiler.io import write_atomic
 from profiler.sweep import jobs as J
-from profiler.sweep.driver import Record, _finish, _settle, prepare
+from profiler.sweep.record import Record, finish, prepare, settle
 
 
 def _recorded(manifest, jobs: list[J.Job], hashes: dict | None = None) -> dict:
@@ -190,7 +190,7 @@ def run_ray(manifest, *, address: str | None = None, accelerator_type: str | Non
                 retry = _land(manifest, b, res, record, final, flock)
                 if retry is not None:
                     waiting.append(retry)
-        return _finish(manifest, "ray", [f"ray:{address or 'auto'}"], todo, skipped, final, record, t0, started)
+        return finish(manifest, "ray", [f"ray:{address or 'auto'}"], todo, skipped, final, record, t0, started)
     finally:
         if started_here:
             ray.shutdown()
@@ -222,6 +222,6 @@ def _land(manifest, batch: J.Batch, res: dict, record: Record, final: dict, floc
     try:
         for line in (res.get("log") or "").splitlines():
             log(line)
-        return _settle(manifest, sub, ran, where, record, final, flock, log.paths)
+        return settle(manifest, sub, ran, where, record, final, flock, log.paths)
     finally:
         log.close()

@@ -5,7 +5,7 @@
 # user without the sweep runs them) for SINGLE_SHAPES, each timed; the whole script stops starting singles when
 # fewer than 30 s of BUDGET are left, and starts a second single shape only if the first one's time fits again.
 # Run from the repo root (a copy without .git: pass the commit) with $OUT set:
-#   WHOWAITS_GIT_COMMIT=<commit> WHOWAITS_GIT_DIRTY=0 BUDGET=360 bash scripts/h200_sweep.sh
+#   WHOWAITS_GIT_COMMIT=<commit> WHOWAITS_GIT_DIRTY=0 BUDGET=360 bash scripts/device/h200_sweep.sh
 # The cubins may be prebuilt at the same path (-lineinfo names absolute paths; ncu imports the sources from
 # there): WHOWAITS_BUILD_DIR=$PWD/.devbuild whowaits kernels build --all here, then carry .devbuild.
 # Back under $OUT: sweep-reports.tgz (h200/<version>/<shape>.{ncu-rep,json}), sweep-logs.tgz (logs/: sweep.jsonl,

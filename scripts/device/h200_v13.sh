@@ -11,7 +11,7 @@
 # On the H200 install with `python3 -m pip install --no-deps --no-build-isolation -e .` (the plain pip is another
 # Python's; NCU-NOTES.md). Sidecars/bench provenance: $WHOWAITS_GIT_COMMIT (required; it wins over main's .git
 # that a tree carried under /work/main/.devcarry/NAME finds upward: profiler.provenance.git_state).
-#   WHOWAITS_GIT_COMMIT=<commit> STEPS="check sanitize bench profile extra tune gputest" bash kernels/h200_v13.sh
+#   WHOWAITS_GIT_COMMIT=<commit> STEPS="check sanitize bench profile extra tune gputest" bash scripts/device/h200_v13.sh
 set -u
 : "${WHOWAITS_GIT_COMMIT:?set WHOWAITS_GIT_COMMIT=<commit of the code> (the device copy has no .git of its own)}"
 export WHOWAITS_GIT_COMMIT
@@ -31,17 +31,17 @@ for step in $STEPS; do
   stamp "$step"
   case $step in
     check)
-      timeout -k 5 60 python3 -m kernels.check v13 > "$R/check.txt" 2>&1; rc=$?
+      timeout -k 5 60 python3 -m kernels.correctness v13 > "$R/check.txt" 2>&1; rc=$?
       echo "check v13 rc=$rc"; tail -16 "$R/check.txt" | cut -c1-150
       if [ $rc = 0 ]; then
         # every tile through 1 CTA (the ring, q_empty and the scheduler barriers cross many tile boundaries)
-        WHOWAITS_MAX_CTAS=1 timeout -k 5 60 python3 -m kernels.check v13 --shapes b2_h3_s200_d128_fp16 \
+        WHOWAITS_MAX_CTAS=1 timeout -k 5 60 python3 -m kernels.correctness v13 --shapes b2_h3_s200_d128_fp16 \
           b1_h8_s1024_d128_fp16 b2_h2_s333_d128_fp16_causal b1_h3_s190_d64_bf16_causal b1_h4_s515_d128_bf16 \
           > "$R/check-1cta.txt" 2>&1; rc1=$?
         echo "check v13 1 CTA rc=$rc1"; tail -3 "$R/check-1cta.txt" | cut -c1-150
         [ $rc1 = 0 ] && V13=v13
       fi
-      timeout -k 5 60 python3 -m kernels.check v10 v11 v12 --shapes b1_h64_s1024_d128_fp16 b2_h40_s700_d64_bf16_causal \
+      timeout -k 5 60 python3 -m kernels.correctness v10 v11 v12 --shapes b1_h64_s1024_d128_fp16 b2_h40_s700_d64_bf16_causal \
         > "$R/check-v10-v12.txt" 2>&1
       echo "check v10-v12 new shapes rc=$?"; tail -1 "$R/check-v10-v12.txt" ;;
     sanitize)

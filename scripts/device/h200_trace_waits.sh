@@ -21,16 +21,16 @@
 # warp (PER_WARP=1) gives the wgmma edge ncu's weight within a few points, and the heaviest edge on all ten rungs.
 #
 # How to call it:
-#   0. here, no GPU: bash kernels/h200_trace_waits.sh --prebuild   (the untraced and wait-log cubins of v10-v19
-#      into .cache/whowaits/build-carry and .cache/whowaits/trace-waits); commit; bash scripts/device_tree.sh slim
+#   0. here, no GPU: bash scripts/device/h200_trace_waits.sh --prebuild   (the untraced and wait-log cubins of v10-v19
+#      into .cache/whowaits/build-carry and .cache/whowaits/trace-waits); commit; bash scripts/device/device_tree.sh slim
 #   1. device run, carry [".cache/whowaits/build-carry", ".cache/whowaits/trace-waits"], timeout_s 600:
-#        WHOWAITS_GIT_COMMIT=<commit> bash kernels/h200_trace_waits.sh
-#   2. here: bash scripts/device_tree.sh restore; unpack results.tgz into reports/h200/traces-waits/ and re-analyse
+#        WHOWAITS_GIT_COMMIT=<commit> bash scripts/device/h200_trace_waits.sh
+#   2. here: bash scripts/device/device_tree.sh restore; unpack results.tgz into reports/h200/traces-waits/ and re-analyse
 #      with the committed reports (whowaits trace <v> --raw <file>.trace-waits.npz).
 set -u
 VERSIONS=${VERSIONS:-"v10 v11 v12 v13 v14 v15 v16 v17 v18 v19"}
 SHAPES=${SHAPES:-"b1_h64_s1024_d128_fp16 b4_h16_s4096_d128_fp16"}
-CLASSES=${CLASSES:-"all"}  # the record classes, one log each (kernels.trace.WAIT_CLASSES: all wgmma mbarrier named arrivals)
+CLASSES=${CLASSES:-"all"}  # the record classes, one log each (kernels.tracebuild.WAIT_CLASSES: all wgmma mbarrier named arrivals)
 PER_WARP=${PER_WARP:-0}    # 1: a row per warp (--per-warp), not one per warpgroup
 if [ "${1:-}" = "--prebuild" ]; then
   set -e

@@ -4,7 +4,7 @@
 #
 #   whowaits kernels build --all                      # here, with WHOWAITS_BUILD_DIR=$PWD/.devcarry/build
 #   # device tool, carry [".devcarry/build"], from the repo root:
-#   WHOWAITS_GIT_COMMIT=<commit of the code> WHOWAITS_GIT_DIRTY=0 OUT=$OUT bash scripts/h200_profile_dataset.sh
+#   WHOWAITS_GIT_COMMIT=<commit of the code> WHOWAITS_GIT_DIRTY=0 OUT=$OUT bash scripts/device/h200_profile_dataset.sh
 #   # back here:  tar xzf <files_at>/reports.tgz -C reports/
 #   #             cp <files_at>/collection-cost.json reports/h200/
 #

@@ -6,7 +6,7 @@
 # one process, and v14's whowaits-set report at b1_h64_s1024 (cubin built on the device so ncu embeds the
 # sources). Every step runs under `timeout -k 5 N`; steps stop starting after $BUDGET s; v14 joins the bench
 # and the profile only if its checks passed. Everything lands in $OUT/results.tgz.
-#   WHOWAITS_GIT_COMMIT=<commit> bash kernels/h200_v14.sh
+#   WHOWAITS_GIT_COMMIT=<commit> bash scripts/device/h200_v14.sh
 set -u
 : "${WHOWAITS_GIT_COMMIT:?set WHOWAITS_GIT_COMMIT=<commit of the code>}"
 export WHOWAITS_GIT_COMMIT
@@ -27,11 +27,11 @@ for tool in synccheck racecheck; do
       --shape b1_h3_s320_d128_fp16 --warmup 0 > "$R/$tool.txt" 2>&1; echo "rc=$?" >> "$R/$tool.txt" ) &
 done
 stamp check
-timeout -k 5 60 python3 -m kernels.check v14 > "$R/check.txt" 2>&1; rc=$?
+timeout -k 5 60 python3 -m kernels.correctness v14 > "$R/check.txt" 2>&1; rc=$?
 echo "check v14 rc=$rc"; tail -12 "$R/check.txt" | cut -c1-150
 V14=
 if [ $rc = 0 ]; then
-  WHOWAITS_MAX_CTAS=1 timeout -k 5 45 python3 -m kernels.check v14 --shapes b2_h3_s200_d128_fp16 \
+  WHOWAITS_MAX_CTAS=1 timeout -k 5 45 python3 -m kernels.correctness v14 --shapes b2_h3_s200_d128_fp16 \
     b1_h8_s1024_d128_fp16 b2_h2_s333_d128_fp16_causal b1_h3_s190_d64_bf16_causal b1_h4_s515_d128_bf16 \
     > "$R/check-1cta.txt" 2>&1; rc1=$?
   echo "check v14 1 CTA rc=$rc1"; tail -6 "$R/check-1cta.txt" | cut -c1-150

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One device call for ladder III (v10-v12): correctness, barrier checks, the same-run bench (both target
-# shapes + the causal one), the whowaits-set reports. Same conventions as kernels/h200_run.sh (ladder II):
+# shapes + the causal one), the whowaits-set reports. Same conventions as scripts/device/h200_run.sh (ladder II):
 # run from the repo root on the H200 with $OUT set; prebuilt cubins travel in .cache/whowaits/build; the
 # profiled cubins are built on the device so ncu embeds the marked sources. Each step has a time limit and
 # the whole script stops starting steps after $BUDGET seconds. Everything lands in $OUT/results.tgz.
-#   STEPS="check bench causal profile sanitize" BUDGET=480 bash kernels/h200_ladder3.sh
+#   STEPS="check bench causal profile sanitize" BUDGET=480 bash scripts/device/h200_ladder3.sh
 set -u
 # sidecars record $WHOWAITS_GIT_COMMIT (the device copy has no .git of its own, or sits inside another checkout's):
 #   pass WHOWAITS_GIT_COMMIT=$(git rev-parse HEAD) [WHOWAITS_GIT_DIRTY=0] in the device command, after committing
@@ -23,7 +23,7 @@ for step in $STEPS; do
   echo "== $step at +$(( $(date +%s) - T0 ))s"
   case $step in
     check)
-      timeout 150 python3 -m kernels.check $NEW > "$R/check.txt" 2>&1
+      timeout 150 python3 -m kernels.correctness $NEW > "$R/check.txt" 2>&1
       echo "check rc=$?"; tail -20 "$R/check.txt" | cut -c1-150 ;;
     bench)
       timeout 240 whowaits bench ${BENCH_VERSIONS:-v01 v02 v03 v04 v05 v06 v07 v08 v09 v10 v11} --repeat ${REPEAT:-3} \

@@ -13,23 +13,23 @@
 # (kernels/h200_v15.sh until 2026-12-01 23:20 UTC: the v15 + v16 call, measured at c1c9c6e, ran 173.5 s of command time.)
 #
 # How to call it:
-#   0. here, no GPU: RUNGS="..." bash kernels/h200_wip.sh --prebuild   (builds every cubin the call needs, with the
+#   0. here, no GPU: RUNGS="..." bash scripts/device/h200_wip.sh --prebuild   (builds every cubin the call needs, with the
 #      rungs already in kernels/, i.e. under the device's build keys, and copies just those builds into
 #      .cache/whowaits/build-carry: the tracked tree (57 MB) and the whole build cache exceed the 64 MiB carry);
 #      commit the tree (the sidecars record the commit).
 #      The committed reports and fixtures alone exceed the device's 64 MiB (76 MiB tracked at 23:45 UTC): first
-#        bash scripts/device_tree.sh slim     (untracks reports/, tests/public-reports, tests/golden; index only)
-#      and right after the call: bash scripts/device_tree.sh restore.
+#        bash scripts/device/device_tree.sh slim     (untracks reports/, tests/public-reports, tests/golden; index only)
+#      and right after the call: bash scripts/device/device_tree.sh restore.
 #   1. device run, carry [".cache/whowaits/build-carry"], timeout_s 600:
-#        RUNGS="..." WHOWAITS_GIT_COMMIT=<commit> bash kernels/h200_wip.sh
+#        RUNGS="..." WHOWAITS_GIT_COMMIT=<commit> bash scripts/device/h200_wip.sh
 #   2. here: tar xzf results.tgz; whowaits diff <v14 report> <rung report>; land the rung (git mv kernels/wip/<id>
 #      kernels/, verdict, gate rows, ladder_table CHANGES) or write what failed into its version.toml.
 # A second call (optional, ~2-3 min: every rung at the ladder table's two shapes) regenerates docs/ladder.md's table:
-#        RUNGS="..." WHOWAITS_GIT_COMMIT=<commit> bash kernels/h200_wip.sh --full-bench
+#        RUNGS="..." WHOWAITS_GIT_COMMIT=<commit> bash scripts/device/h200_wip.sh --full-bench
 #   then here: copy results/bench-full/<date>-<shape>.{json,csv} into reports/h200/bench/, python -m
 #   kernels.ladder_table <date>.
 set -u
-REPO0=$(cd "$(dirname "$0")/.." && pwd)
+REPO0=$(cd "$(dirname "$0")/../.." && pwd)
 RUNGS=${RUNGS:-$(cd "$REPO0/kernels/wip" && ls -d v[0-9]*/ 2>/dev/null | tr -d / | tr '\n' ' ')}
 export RUNGS
 if [ "${1:-}" = "--prebuild" ]; then
@@ -44,7 +44,7 @@ if [ "${1:-}" = "--prebuild" ]; then
   WHOWAITS_CARRY_DIR="$CARRY" WHOWAITS_BUILD_DIR="$REPO/.cache/whowaits/build" "$PY" - <<'EOF'
 import kernels
 from kernels import build, registry
-from kernels.check import DEFAULT_SHAPES
+from kernels.correctness import DEFAULT_SHAPES
 from kernels.config import Shape
 assert kernels.__file__.startswith(__import__("os").getcwd()), kernels.__file__  # the moved copy, not the checkout
 jobs = {}
@@ -117,10 +117,10 @@ OK=
 for v in $NEW; do
   n=${v%%_*}
   stamp "check $n"
-  timeout -k 5 60 python3 -m kernels.check $n > "$R/check-$n.txt" 2>&1; rc=$?
+  timeout -k 5 60 python3 -m kernels.correctness $n > "$R/check-$n.txt" 2>&1; rc=$?
   echo "check $n rc=$rc"; tail -12 "$R/check-$n.txt" | cut -c1-150
   if [ $rc = 0 ]; then
-    WHOWAITS_MAX_CTAS=1 timeout -k 5 45 python3 -m kernels.check $n --shapes b2_h3_s200_d128_fp16 \
+    WHOWAITS_MAX_CTAS=1 timeout -k 5 45 python3 -m kernels.correctness $n --shapes b2_h3_s200_d128_fp16 \
       b1_h8_s1024_d128_fp16 b2_h2_s333_d128_fp16_causal b1_h3_s190_d64_bf16_causal b1_h4_s515_d128_bf16 \
       > "$R/check-1cta-$n.txt" 2>&1; rc1=$?
     echo "check $n 1 CTA rc=$rc1"; tail -6 "$R/check-1cta-$n.txt" | cut -c1-150

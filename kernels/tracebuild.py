@@ -16,7 +16,7 @@ copy; the launch ABI is unchanged: ``kernels/launch.py`` launches it like the un
   does, each CTA walking several tiles: a slot then holds several tiles' events (``CAPACITY_PERSISTENT``);
 * one traced launch kept: the raw events (``numpy`` arrays: per slot = (CTA, warpgroup) its count and events)
   written as ``<out>/<shape>.trace-raw.npz`` beside a ``meta`` JSON (version, config, shape, clock rate,
-  timings). :mod:`profiler.analyze.trace` turns that into the Perfetto JSON and the summary, on any machine.
+  timings). :mod:`profiler.analyze.event_trace` turns that into the Perfetto JSON and the summary, on any machine.
 
 torch and cuda.bindings are imported lazily.
 """
@@ -37,8 +37,10 @@ from pathlib import Path
 from kernels import build as B
 from kernels import registry
 from kernels.config import Shape
-from profiler.analyze.trace_waits import WAIT_CLASSES, waits_name
+from profiler.traceformat import WAIT_CLASSES, waits_name
 from profiler.errors import WhowaitsError
+from profiler import settings
+from profiler.io import write_atomic
 
 SLOTS = 4  # WHOWAITS_TRACE_SLOTS: warpgroups per CTA with a slot
 PARK = 16  # WHOWAITS_TRACE_PARK: parked events per warpgroup (trace.cuh, format 2)
@@ -110,6 +112,43 @@ def build_traced(version, config, mode: str = "events", classes: str = "all",
     return B._result(version, config, out, meta, cached=True)
 
 
+_diagnostic: dict = {}
+
+
+def diagnostic_build(ver, config, spec: str):
+    """The build ``WHOWAITS_TRACED_BUILD=spec`` asks the runner to launch in place of the rung's own:
+    ``waits[:CLASS]``, a warp-specialised rung's wait-log build with no buffer set (the same instructions, no
+    record stored), so ncu can profile the traced binary itself (the runner hands it to
+    ``kernels.launch.use_build``). Built once per (rung, config, spec)."""
+    classes = check_diagnostic(ver, spec)
+    key = (ver.id, config, spec)
+    if key not in _diagnostic:
+        _diagnostic[key] = build_traced(ver, config, "waits", classes)
+    return _diagnostic[key]
+
+
+def check_diagnostic(ver, spec: str) -> str:
+    """The record class of a ``WHOWAITS_TRACED_BUILD`` spec for rung ``ver``; a WhowaitsError when the spec
+    is not ``waits[:CLASS]`` or the rung is not warp-specialised."""
+    mode, _, classes = spec.partition(":")
+    if mode != "waits" or ver.family != "ws" or (classes or "all") not in WAIT_CLASSES:
+        raise WhowaitsError(f"WHOWAITS_TRACED_BUILD={spec!r}: only waits[:CLASS] of a warp-specialised rung "
+                            f"(v10 on) can be launched this way; unset it for {ver.id}")
+    return classes or "all"
+
+
+def _savez(path: Path, **arrays) -> None:
+    """``np.savez_compressed`` through :func:`profiler.io.write_atomic` (a file object, so no ``.npz`` is
+    appended to the temporary name)."""
+    import numpy as np  # noqa: PLC0415
+
+    def save(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, **arrays)
+
+    write_atomic(path, save)
+
+
 def _rel(path: Path) -> Path:
     """``path`` below kernels/ where it is (a rung moved into a copy of the tree keeps its key), else as is."""
     try:
@@ -174,7 +213,7 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     import torch
 
     from kernels import launch as L
-    from kernels.bench import FLUSH_BYTES
+    from kernels.config import FLUSH_BYTES
     from kernels.reference import random_qkv
 
     ver = registry.get(version_name)
@@ -259,7 +298,7 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
         "kernel": traced.entry, "registers_traced": traced.registers, "gpu": torch.cuda.get_device_name(dev),
         "clock_rate_khz": int(clock_khz), "max_abs_diff_traced_vs_untraced": diff,
         "untraced_ms": pm, "traced_ms": tm, "overhead_pct": 100.0 * (tm - pm) / pm, "reps": reps, "rounds": rounds,
-        "git_commit": os.environ.get("WHOWAITS_GIT_COMMIT", ""),
+        "git_commit": settings.text("WHOWAITS_GIT_COMMIT") or "",
     }
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -269,8 +308,8 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
         meta = {**common, "trace_format": "waits", "classes": classes, "full_slots": int((cnt >= capacity).sum()),
                 "slots_per_cta": SLOTS * rows_per_slot, "rows_per_warpgroup": rows_per_slot}
         keep = max(1, int(min(cnt.max(), capacity)))
-        np.savez_compressed(out / waits_name(shape.key, classes, per_warp), counts=cnt, records=rec[:, :keep],
-                            meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+        _savez(out / waits_name(shape.key, classes, per_warp), counts=cnt, records=rec[:, :keep],
+               meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
         log(f"{ver.id} {shape.key} (wait log, {classes}): untraced {pm * 1e3:.1f} us, traced {tm * 1e3:.1f} us "
             f"({meta['overhead_pct']:+.1f}%), max |traced - untraced| {diff:.3g}, {int(cnt.sum())} records")
         return meta
@@ -282,13 +321,13 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     meta = {
         **common, "trace_format": TRACE_FORMAT, "park": PARK, "tail_bytes": TAIL_BYTES,
         # a full slot drops what follows (counted as full_slots); a full parking area writes a PARK_DROPPED
-        # event whose arg counts the parked events it lost (profiler.analyze.trace adds those to the summary)
+        # event whose arg counts the parked events it lost (profiler.analyze.event_trace adds those to the summary)
         "dropped_events": 0, "parked_dropped_events": int(arg[kind == PARK_DROPPED].astype(np.int64).sum()),
         "full_slots": int((cnt >= capacity).sum()),
     }
     keep = max(1, int(min(cnt.max(), capacity)))
-    np.savez_compressed(out / f"{shape.key}.trace-raw.npz", counts=cnt, t=t[:, :keep], kind=kind[:, :keep],
-                        arg=arg[:, :keep], meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+    _savez(out / f"{shape.key}.trace-raw.npz", counts=cnt, t=t[:, :keep], kind=kind[:, :keep],
+           arg=arg[:, :keep], meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
     log(f"{ver.id} {shape.key}: untraced {pm * 1e3:.1f} us, traced {tm * 1e3:.1f} us "
         f"({meta['overhead_pct']:+.1f}%), max |traced - untraced| {diff:.3g}, {int(cnt.sum())} events")
     return meta

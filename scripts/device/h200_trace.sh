@@ -4,9 +4,9 @@
 # ncu's own per-PC samples of the committed v10-v12 reports (golden for tests/test_roles.py, GOLDEN=1). Run from
 # the repo root with $OUT set; every step has a time limit and the script stops starting steps after $BUDGET
 # seconds. Everything lands in $OUT/results.tgz (the device returns at most 8 files).
-#   WHOWAITS_GIT_COMMIT=$(git rev-parse HEAD) BUDGET=170 bash kernels/h200_trace.sh      (trace format 2: v10-v14)
-#   BUDGET=240 GOLDEN=1 VERSIONS="v10 v11 v12" bash kernels/h200_trace.sh                 (the first trace's run)
-#   BUDGET=170 EXTRA_SHAPES=b4_h16_s4096_d128_fp16 VERSIONS="v10 v11 v12" bash kernels/h200_trace.sh  (trace2's)
+#   WHOWAITS_GIT_COMMIT=$(git rev-parse HEAD) BUDGET=170 bash scripts/device/h200_trace.sh      (trace format 2: v10-v14)
+#   BUDGET=240 GOLDEN=1 VERSIONS="v10 v11 v12" bash scripts/device/h200_trace.sh                 (the first trace's run)
+#   BUDGET=170 EXTRA_SHAPES=b4_h16_s4096_d128_fp16 VERSIONS="v10 v11 v12" bash scripts/device/h200_trace.sh  (trace2's)
 #
 # Trace format 2 (parked stamps, trace.cuh; MEASURED 2026-12-01 at c1c9c6e, verdict below: the hypothesis FAILED).
 # What the run should show, written before it:
@@ -25,7 +25,7 @@
 # * dropped_events 0 (a window parks at most 7 of WHOWAITS_TRACE_PARK = 16) and full_slots 0
 #   (CAPACITY_PERSISTENT = 4096 events per slot for v13/v14).
 # The strict xfails of tests/test_trace.py describe the committed format-1 traces and stay as they are.
-# Verdict (WHOWAITS_GIT_COMMIT=c1c9c6e BUDGET=170 bash kernels/h200_trace.sh; v15/v16 from kernels/h200_v15.sh at the
+# Verdict (WHOWAITS_GIT_COMMIT=c1c9c6e BUDGET=170 bash scripts/device/h200_trace.sh; v15/v16 from kernels/h200_v15.sh at the
 # same commit; reports/h200/traces-format2/, the device's output in its run-2026-12-01.txt; docs/trace.md, format 2):
 # * dropped_events 0 and full_slots 0 everywhere, output bit-identical, the clock fitted on 132 SMs: as expected;
 # * overhead +28.9/+46.2/+52.4/+48.8/+53.9% (v10-v14; v15 +50.2, v16 +52.5), not +10-40% except v10, and above

@@ -5,10 +5,10 @@
 # in all; the committed reports, traces and test fixtures alone are more than that (du of `git ls-files`:
 # reports/ ~50 MB, tests/public-reports + tests/golden ~15 MB), and no device step reads them (the device
 # scripts write everything under $OUT or /tmp). So before a device call:
-#     bash scripts/device_tree.sh slim      # untracks (index only) and ignores them; the files stay on disk
+#     bash scripts/device/device_tree.sh slim      # untracks (index only) and ignores them; the files stay on disk
 # and right after it (also safe to run twice, or when nothing is slim):
-#     bash scripts/device_tree.sh restore   # index back to HEAD for those paths, the ignore lines removed
-#     bash scripts/device_tree.sh status    # slim or not, and the size the device would be sent
+#     bash scripts/device/device_tree.sh restore   # index back to HEAD for those paths, the ignore lines removed
+#     bash scripts/device/device_tree.sh status    # slim or not, and the size the device would be sent
 # While slim, `git status` shows the folders as deleted in the index: commit nothing but explicit paths
 # (`git commit -- <paths>`), or restore first. The marker .git/whowaits-device-slim says which paths are slim.
 set -euo pipefail
@@ -26,7 +26,7 @@ sent_bytes() {  # what the device tool would send: tracked + untracked-not-ignor
 
 case "${1:-status}" in
   slim)
-    [ -e "$MARK" ] && { echo "already slim ($(cat "$MARK")); run: bash scripts/device_tree.sh restore"; exit 0; }
+    [ -e "$MARK" ] && { echo "already slim ($(cat "$MARK")); run: bash scripts/device/device_tree.sh restore"; exit 0; }
     if ! git diff --quiet HEAD -- "${PATHS[@]}" || [ -n "$(git ls-files -o --exclude-standard -- "${PATHS[@]}")" ]; then
       echo "device_tree.sh: uncommitted changes under ${PATHS[*]}: commit them first (slim/restore resets those paths' index to HEAD)" >&2
       exit 1
@@ -50,5 +50,5 @@ case "${1:-status}" in
     if [ -e "$MARK" ]; then echo "slim ($(tr '\n' ' ' < "$MARK"))"; else echo "not slim"; fi
     echo "the device would be sent $(( $(sent_bytes) / 1048576 )) MiB + carry (limit 64 MiB)"
     ;;
-  *) echo "usage: bash scripts/device_tree.sh slim|restore|status" >&2; exit 2 ;;
+  *) echo "usage: bash scripts/device/device_tree.sh slim|restore|status" >&2; exit 2 ;;
 esac

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for ladder II (v08-v09): correctness, barrier checks, the same-run bench, the reports.
 # Run from the repo root on the H200 machine with $OUT set; the cubin cache travels in .cache/whowaits/build.
-#   STEPS="check sanitize bench profile" bash kernels/h200_run.sh     (also: gputest, tune)
+#   STEPS="check sanitize bench profile" bash scripts/device/h200_run.sh     (also: gputest, tune)
 # Everything lands in $OUT/results.tgz (logs, bench JSON/CSV, reports + sidecars); a summary is printed last.
 set -u
 # sidecars record $WHOWAITS_GIT_COMMIT (the device copy has no .git of its own, or sits inside another checkout's):
@@ -15,7 +15,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --fo
 for step in $STEPS; do
   case $step in
     check)
-      timeout 300 python3 -m kernels.check ${CHECK_VERSIONS:-v07 v08 v09} > "$R/check.txt" 2>&1
+      timeout 300 python3 -m kernels.correctness ${CHECK_VERSIONS:-v07 v08 v09} > "$R/check.txt" 2>&1
       echo "check rc=$?"; tail -4 "$R/check.txt" ;;
     sanitize)
       for tool in synccheck racecheck; do

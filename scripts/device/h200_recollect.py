@@ -1,6 +1,6 @@
 """Re-collect the committed data set with the extended `whowaits` set (PM sampling) in ONE device call.
 
-    OUT=$OUT WHOWAITS_GIT_COMMIT=<commit> WHOWAITS_GIT_DIRTY=0 python3 scripts/h200_recollect.py [--budget S]
+    OUT=$OUT WHOWAITS_GIT_COMMIT=<commit> WHOWAITS_GIT_DIRTY=0 python3 scripts/device/h200_recollect.py [--budget S]
 
 Run on the GPU machine from the repository root, with the cubins built beforehand at the same path (so the
 sources ncu imports, `--import-source yes`, are found: a cubin's line table names absolute paths).
@@ -31,10 +31,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from profiler import collect  # noqa: E402
+from profiler import collect, settings  # noqa: E402
 from profiler import metrics as M  # noqa: E402
 from profiler.errors import WhowaitsError  # noqa: E402
 
@@ -101,7 +101,7 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=400.0, help="seconds this script may use in all")
     ap.add_argument("--cost-repeat", type=int, default=2)
     args = ap.parse_args()
-    if not os.environ.get("WHOWAITS_GIT_COMMIT"):  # the sidecars' commit: the device copy has no .git of its own
+    if not settings.text("WHOWAITS_GIT_COMMIT"):  # the sidecars' commit: the device copy has no .git of its own
         sys.exit("set WHOWAITS_GIT_COMMIT=<commit of the code> (the device copy has no .git of its own)")
     out = Path(os.environ.get("OUT", "/tmp/recollect"))
     out.mkdir(parents=True, exist_ok=True)

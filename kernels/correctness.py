@@ -1,4 +1,4 @@
-"""Correctness of ladder versions on the GPU: ``python -m kernels.check [VERSION…] [--shapes KEY…]``.
+"""Correctness of ladder versions on the GPU: ``python -m kernels.correctness [VERSION…] [--shapes KEY…]``.
 
 For each version and shape: fresh random q, k, v (``randn``, a new seed per run), the output buffer
 poisoned with NaN before the launch (an element the kernel forgets to write stays NaN and fails), the
@@ -93,7 +93,7 @@ def print_table(rows: list[CheckRow]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="kernels.check: rel err vs float64 reference")
+    table = Table(title="kernels.correctness: rel err vs float64 reference")
     for col in ("version", "shape", "status", "rel_err", "tol", "snr_db", "note"):
         table.add_column(col, justify="right" if col in ("rel_err", "tol", "snr_db") else "left")
     for r in rows:
@@ -111,14 +111,14 @@ def print_table(rows: list[CheckRow]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kernels.check", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kernels.correctness", description=__doc__.split("\n\n")[0])
     parser.add_argument("versions", nargs="*", help="version ids (default: all)")
     parser.add_argument("--shapes", nargs="+", help="shape keys, e.g. b1_h8_s1000_d128_fp16_causal")
     args = parser.parse_args(argv)
     try:
         rows = check(args.versions, args.shapes)
     except WhowaitsError as err:
-        print(f"kernels.check: error: {err}", file=sys.stderr)
+        print(f"kernels.correctness: error: {err}", file=sys.stderr)
         return 2
     print_table(rows)
     failed = [r for r in rows if r.status == "FAIL"]

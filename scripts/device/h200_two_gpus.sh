@@ -4,7 +4,7 @@
 # Ray (a head started on this host with 2 GPUs) when `import ray` works there; each run --force into a reports
 # root of its own, each with its own logs (sweep.jsonl: lock/unlock per GPU, the proof that no GPU ran two ncu
 # sessions at once; read with scripts/sweep_gpus.py). Run from the repo root with $OUT set:
-#   WHOWAITS_GIT_COMMIT=<commit> WHOWAITS_GIT_DIRTY=0 BUDGET=300 bash scripts/h200_two_gpus.sh
+#   WHOWAITS_GIT_COMMIT=<commit> WHOWAITS_GIT_DIRTY=0 BUDGET=300 bash scripts/device/h200_two_gpus.sh
 # Prebuilt cubins may travel in .devbuild (built at the same path: -lineinfo names absolute paths).
 set -u
 : "${WHOWAITS_GIT_COMMIT:?set WHOWAITS_GIT_COMMIT=<commit of the code> (the device copy has no .git of its own)}"

@@ -1,6 +1,6 @@
 """The measured role trace of one launch (docs/trace.md): raw clock64 events -> Perfetto JSON + per-edge summary.
 
-Input: what ``kernels/trace.py`` wrote on the GPU (``<shape>.trace-raw.npz``): for every slot = (CTA,
+Input: what ``kernels/tracebuild.py`` wrote on the GPU (``<shape>.trace-raw.npz``): for every slot = (CTA,
 warpgroup) the events its leader thread stamped (``kernels/common/sm90/trace.cuh``): ``t`` (clock64 cycles
 of that SM), ``kind``, ``arg`` (an mbarrier's shared address with the waited parity in bit 31, a named
 barrier's id, wgmma_wait's N), the first two events of each slot being ``%smid`` and one ``%globaltimer``
@@ -155,7 +155,8 @@ def _slots(arrays: dict, meta: dict) -> list[Slot]:
             continue
         sl = Slot(int(s), int(s) // per, int(s) % per, _role(int(s) % per), int(arg[s, 0]), int(t[s, 0]),
                   int(t[s, 1]))
-        ev, parked = [], set()
+        ev: list[tuple[int, int, int]] = []
+        parked: set[int] = set()
         for i in range(2, n):
             k = int(kind[s, i])
             if k & ~PARKED_BIT == PARK_DROPPED:
@@ -251,7 +252,7 @@ def _releasers(slots: list[Slot]) -> tuple[dict, dict]:
     mb: dict[tuple[int, int], dict[str, set]] = defaultdict(lambda: defaultdict(set))
     nb: dict[tuple[int, int], set] = defaultdict(set)
     for s in slots:
-        for tt, k, a in s.events:
+        for _tt, k, a in s.events:
             if k == 4:
                 mb[s.cta, a & _ADDR_MASK][s.role].add("arrive")
             elif k == 5:
@@ -536,14 +537,14 @@ def _walk(wgs: dict, start_slot: Slot, t0: int, t1: int, mb, nb, labels, static_
         if w.kind == "mbarrier":
             prod = wgs.get(0)
             issue = _last_before(prod.events, (5,), w.key, w.end, _ADDR_MASK) if prod else None
-            if issue is not None and "TMA" in releaser:
+            if issue is not None and prod is not None and "TMA" in releaser:
                 segs.append({"role": "TMA", "wg": 0, "what": f"TMA load in flight ({barrier})",
                              "cycles": t - max(issue, t0)})
                 slot, t = prod, issue
                 continue
             # released by a role's arrive: the last arriving warpgroup before the wait ended
             best = None
-            for g, s2 in wgs.items():
+            for _g, s2 in wgs.items():
                 if s2 is slot:
                     continue
                 a = _last_before(s2.events, (4,), w.key, w.end, _ADDR_MASK)
@@ -560,7 +561,7 @@ def _walk(wgs: dict, start_slot: Slot, t0: int, t1: int, mb, nb, labels, static_
             continue
         # named barrier: the other warpgroup's arrive
         best = None
-        for g, s2 in wgs.items():
+        for _g, s2 in wgs.items():
             if s2 is slot:
                 continue
             a = _last_before(s2.events, (8,), w.key, w.end)

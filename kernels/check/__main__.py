@@ -1,0 +1,5 @@
+import sys
+
+from kernels.check import main
+
+sys.exit(main())

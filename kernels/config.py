@@ -309,6 +309,6 @@ class Shape:
         return cls(b, h, s, d, m.group(5), m.group(6) is not None)
 
     def flops(self) -> float:
-        """FLOPs of one forward call: 4·B·H·S²·D (two matmuls), half of it when causal (DESIGN.md)."""
+        """FLOPs of one forward call: 4·B·H·S²·D (two matmuls), half of it when causal (docs/methods.md, Bench)."""
         f = 4.0 * self.batch * self.heads * self.seqlen * self.seqlen * self.head_dim
         return f / 2 if self.causal else f

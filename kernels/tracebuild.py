@@ -1,4 +1,4 @@
-"""Run one ladder version with the measured role trace on (issue 12): the GPU side of ``whowaits trace``.
+"""Run one ladder version with the measured role trace on (docs/trace.md): the GPU side of ``whowaits trace``.
 
 The trace is a compile-time switch of the device headers (``kernels/common/sm90/trace.cuh``): this module
 builds the version's translation unit with ``#define WHOWAITS_TRACE 1`` in front (``build.translation_unit``,

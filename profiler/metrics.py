@@ -88,12 +88,12 @@ def stall_config() -> dict:
 
 
 def stall_reasons() -> tuple[str, ...]:
-    """ncu's stall reasons in DESIGN.md order (``gmma`` last: only some chips sample it)."""
+    """ncu's stall reasons in metrics.toml's order (``gmma`` last: only some chips sample it)."""
     return tuple(stall_config()["reasons"])
 
 
 def sampled_reasons(metric_names) -> list[str]:
-    """Stall reasons a report samples, from its metric names: DESIGN.md's reasons first (in
+    """Stall reasons a report samples, from its metric names: metrics.toml's reasons first (in
     order), then any other ``smsp__pcsamp_warps_issue_stalled_<reason>`` the chip's sampler has
     (newer GPUs add reasons), sorted."""
     cfg = stall_config()
@@ -158,7 +158,7 @@ def timeline_series(metric_names) -> dict[str, str]:
     """Series name -> ncu metric name for the PM-sampled metrics among ``metric_names``: the series of
     ``[timeline.series]`` (the first listed base name present wins; where a counter is there under both a
     chip-domain name and the generic ``pmsampling:`` alias, the chip-domain one), then ``warps_<reason>`` for every warp-state series (``…smsp__warps_issue_stalled_<reason>…``), in the
-    stall-reason order of DESIGN.md."""
+    stall-reason order of metrics.toml."""
     cfg = timeline_config()
     by_base: dict[str, str] = {}
     for n in sorted(metric_names, key=lambda n: (n.startswith("pmsampling:"), n)):

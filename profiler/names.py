@@ -74,7 +74,7 @@ and never fails ``whowaits check``'s ``no_missing``."""
 CLASS_COLUMN = "opcode_class"
 """The opcode-class column of analysis frames (the sass frame, who_waits, …)."""
 CLASS_KEY = "class"
-"""The same in summary records (``who_waits``, ``opcode_waits``, ``waits_on`` …: DESIGN.md's contract)."""
+"""The same in summary records (``who_waits``, ``opcode_waits``, ``waits_on`` …: docs/contract.md)."""
 
 __all__ = [
     "CLASS_COLUMN", "CLASS_KEY", "EXT_PREFIX", "EXT_RUNNER_TITLES", "LEVELS", "NCU_LEVELS", "NO_SECTION", "NOT_WAITING",

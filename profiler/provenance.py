@@ -1,4 +1,4 @@
-"""Provenance sidecars: ``<shape>.json`` beside every ``<shape>.ncu-rep`` (DESIGN.md, "Reports").
+"""Provenance sidecars: ``<shape>.json`` beside every ``<shape>.ncu-rep`` (docs/contract.md, the sidecar).
 
 A sidecar records how a report was taken, so that views can refuse to compare reports whose collection
 differs (the confound guard) and a reader can reproduce the profile. Keys (every one always present; a

@@ -1,7 +1,7 @@
 """The summary of a launch: one typed schema for a single launch and for merged launches.
 
 :class:`Summary` (a ``TypedDict``: the summary stays a plain dict, which is what ``whowaits show --format json``
-prints, DESIGN.md's contract) is produced by :func:`profiler.analyze.summarize_launch` for one launch and by
+prints; docs/contract.md) is produced by :func:`profiler.analyze.summarize_launch` for one launch and by
 :func:`profiler.compare.merge.merge_launches` for several; both give every key below, with the same types
 (``tests/test_schema.py`` holds them equal on real reports). A value a report cannot give is ``None`` and is
 named in ``missing``; a merged summary has ``None`` where a per-launch value does not add up
@@ -230,7 +230,7 @@ class Timeline(TypedDict):
 
 
 class Summary(TypedDict):
-    """One launch, or several merged (DESIGN.md's ``show`` object)."""
+    """One launch, or several merged (``whowaits show``'s object, docs/contract.md)."""
 
     report: Optional[str]
     launch_index: Optional[int]  # None when merged

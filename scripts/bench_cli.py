@@ -11,7 +11,7 @@ cache and every analysis run again (pandas imported), for reference. The 1-, 5- 
 are printed before and after (the 2-core machine is shared: read the figures beside them). Last, one
 ``python -X importtime`` run of each replayed command lists the biggest imports (cumulative µs).
 
-Target (issue 16): cached ``show REPORT --format json``, ``diff A B --format json`` and ``migration --format
+Target: cached ``show REPORT --format json``, ``diff A B --format json`` and ``migration --format
 json`` on the committed set, each <= 0.4 s wall (median of 5 after one warm-up). ``--check`` exits 1 when
 one is over.
 

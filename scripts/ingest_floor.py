@@ -12,7 +12,7 @@ Measured 2026-12-01 20:17 UTC on the 2-core machine (load average 1.3, nothing e
   ext-sdpa-flash-fullset: 3,367 slots, median wall 540 ms (min 506), CPU 456 ms
   ext-sdpa-cudnn-fullset: 1,258 slots, median wall 194 ms (min 161), CPU 154 ms
   v14_cross_tile_qk:      3,435 slots, median wall 459 ms (min 421), CPU 379 ms
-So issue 11's cold target (ingest + all analyses <= 300 ms per report) sits below what ncu_report
+So the cold target once set (ingest + all analyses <= 300 ms per report) sits below what ncu_report
 alone costs for a kernel of ~2,000 or more slots; NVIDIA's nvdisasm (PyPI) is no way round it (0.32 s
 per call even for cuDNN's 47 KB module, 1.26 s for the flash library's). What whowaits can skip is a
 disassembly already done: profiler/sasscache.py (the "known build" column of scripts/bench_show.py).

@@ -1,4 +1,4 @@
-"""Issue 15's figures from the sweep runs of scripts/device/h200_two_gpus.sh: 1 GPU against 2 GPUs (and Ray).
+"""The 1-GPU / 2-GPU figures from the sweep runs of scripts/device/h200_two_gpus.sh: 1 GPU against 2 GPUs (and Ray).
 
     python scripts/sweep_gpus.py ROOT [--out FILE.json]
 

@@ -1,4 +1,4 @@
-"""What the measured trace (issue 12, ``-DWHOWAITS_TRACE``) puts inside each wgmma commit -> wait window, read
+"""What the measured trace (``-DWHOWAITS_TRACE``, docs/trace.md) puts inside each wgmma commit -> wait window, read
 from the SASS (no GPU): for every HGMMA group of a ws rung (its last ``HGMMA ... gsb0``) the
 ``WARPGROUP.DEPBAR.LE gsb0, N`` that retires it (address order, groups retire in order: ``DEPBAR.LE N`` retires
 all but the N most recent), the instructions strictly between them in the traced build, the same window in the

@@ -62,7 +62,7 @@ def test_the_supervisor_pipe_reaches_profiler_report_when_imported():
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
-# --- progress bars (issue 16 §6): on stderr, on a terminal only; piped output is exactly what it was ---------
+# --- progress bars: on stderr, on a terminal only; piped output is exactly what it was ---------
 TERMINAL = {"FORCE_COLOR": "1", "TTY_COMPATIBLE": "1", "COLUMNS": "120"}  # rich takes stderr for a terminal
 
 

@@ -88,7 +88,7 @@ def test_command_subject():
         collect.plan_command("p", "gemm_(", "ext-x", SHAPE)
     with pytest.raises(WhowaitsError, match="bad subject name"):
         collect.plan_command("p", "k", "../etc", SHAPE)
-    # --cmd takes any plain key of the user's own problem (issue 17), but never a path
+    # --cmd takes any plain key of the user's own problem (not only the ladder's b_h_s_d keys), but never a path
     assert collect.plan_command("p", "k", "ext-x", "m4096_n4096_k4096").shape == "m4096_n4096_k4096"
     with pytest.raises(WhowaitsError, match="plain key"):
         collect.plan_command("p", "k", "ext-x", "../b1_h64")

@@ -1,4 +1,4 @@
-"""The fuzzing run of issue 8 §4 as a test: mutated real reports, damaged cache entries, odd paths
+"""Bad input never crashes whowaits, as a test: mutated real reports, damaged cache entries, odd paths
 and bad arguments through the CLI (in-process, :mod:`clirun`), with one contract for every case:
 
 * exit 0 with a well-formed answer, or exit 2 with exactly one stderr line ``whowaits: error: …``

@@ -1,4 +1,4 @@
-"""The role wait graph in the HTML report (issue 12): one plotly figure per version with role edges, the
+"""The role wait graph in the HTML report: one plotly figure per version with role edges, the
 cuDNN one marked inferred (its report carries no source of ours). The browser test beside
 tests/test_html_browser.py draws it in headless Chromium."""
 

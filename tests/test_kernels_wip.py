@@ -48,7 +48,7 @@ def test_wip_rungs_stay_out_of_the_ladder():
         assert v.id not in ids, f"{v.id} is both landed and in kernels/wip/: remove the wip copy when it lands"
         assert v.number not in numbers, f"{v.id}: number {v.number:02d} is taken by a landed rung"
         assert v.parent in ids | set(WIP_IDS), f"{v.id}: parent {v.parent!r} unknown"
-        assert not v.verdict.strip() or "not measured" in v.verdict, f"{v.id} has a verdict: land it (README)"
+        assert not v.verdict.strip() or "not measured" in v.verdict, f"{v.id} has a verdict: land it (kernels/wip/README.md)"
     # what the bench, profile --all, the reports and the migration walk: landed rungs only
     assert not set(WIP_IDS) & {v.id for v in registry.resolve(None)}
     for vid in WIP_IDS:

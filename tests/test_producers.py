@@ -68,7 +68,7 @@ def test_cudnn_branch_waits_on_mbarrier_try_wait(resolved):
     assert cell > 0 and syncs / cell > 0.9
 
 
-# --- golden PCs, checked by hand against the SASS (issue 8 §1) --------------------------------
+# --- golden PCs, checked by hand against the SASS --------------------------------------------
 #
 # Each test pins the SASS text it reasons about (so a report re-collected from other SASS fails here,
 # loudly, instead of passing by accident), the structure (which producer a PC waits on, decided from

@@ -1,7 +1,7 @@
 """Provenance sidecars: the second-wave fields, and whether a committed report still describes its rung's
 current build.
 
-Decision (issue 8 §6): a report whose recorded ``build_hash`` differs from the rung's current build key
+Decision: a report whose recorded ``build_hash`` differs from the rung's current build key
 **fails** only when the current build's SASS differs from the profiled SASS (``stale``: the report and its
 verdict describe code that no longer builds). A changed key with identical SASS (a comment edited in an
 included header, a header renamed: ``kernels.build``'s key covers the rung's included files) only **warns**,

@@ -187,7 +187,7 @@ def test_declared_v09_wgmmas_are_where_their_operand_a_says():
 
 def test_declared_v01_waits_in_the_products_on_global_loads():
     """v01 (CUDA cores, K and V read from global memory inside the products): its samples sit on the
-    math that waits for the loads (long_scoreboard), in qk and pv; README: 'v01's FP16 math waits on
+    math that waits for the loads (long_scoreboard), in qk and pv; docs/ladder.md: 'v01's FP16 math waits on
     global loads'."""
     la = _launch(ROOT / f"reports/h200/v01_naive/{SHAPE}.ncu-rep")
     fr = regions(la, _sources(la)).set_index("region")

@@ -128,7 +128,7 @@ def test_show_prints_the_smem_row_and_ldsm_conflicts():
     assert "LDSM bank conflicts: 8.00-way" in res.output
     res = CliRunner().invoke(app, ["show", str(_path("ext-sdpa-flash-fullset"))], env={"COLUMNS": "400"})
     assert res.exit_code == 0
-    assert "no shared-memory level: needs ncu section(s) WhowaitsRoofline" in res.output  # one line (issue 17)
+    assert "no shared-memory level: needs ncu section(s) WhowaitsRoofline" in res.output  # one line per report, not one per field
     res = CliRunner().invoke(app, ["show", str(_path("ext-sdpa-flash-fullset")), "--verbose"], env={"COLUMNS": "400"})
     assert "roofline.bytes.smem ← WhowaitsRoofline" in res.output
 

@@ -1,4 +1,4 @@
-"""Honest roofs (issue 8 §2): each pipe's own roof, no blend; tensor_roof_pct on one scale for every path.
+"""Honest roofs: each pipe's own roof, no blend; tensor_roof_pct on one scale for every path.
 
 Golden values are ncu's own numbers from ``ncu --import F --page raw --csv`` of the two full-set starter
 reports (tests/golden/*.raw.csv):

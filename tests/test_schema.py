@@ -49,7 +49,7 @@ def test_single_and_merged_summaries_have_one_schema(singles):
         for key in ("opcode_waits", "who_waits", "waits_on", "top_instructions", "missing"):
             if s[key]:
                 assert _keys(m[key]) == _keys(s[key]), (name, key)
-        # what merge used to drop or reshape (issue 8 §3) is kept, summed
+        # what merge used to drop or reshape (single and merged summaries share one schema) is kept, summed
         assert isinstance(m["short_scoreboard"]["by_class"], dict)
         assert m["short_scoreboard"]["by_class"] == {k: 2 * v for k, v in s["short_scoreboard"]["by_class"].items()}
         assert len(m["waits_on"]) == len(s["waits_on"])

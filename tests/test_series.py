@@ -1,4 +1,4 @@
-"""A user's own series (issue 17): labels from report names or --label, a series file (TOML), diff with the
+"""A user's own series: labels from report names or --label, a series file (TOML), diff with the
 same labels, missing data said once, and `profile --cmd "… {version} …" --versions` through the repository's
 fake ncu (tests/fake_ncu/). Reports are the public A100 CUTLASS series in tests/public-reports/."""
 

@@ -1,4 +1,4 @@
-"""Small things that cost users time (issue 16 §6): the kernels a program launched, listed short when the
+"""Small things that cost users time: the kernels a program launched, listed short when the
 filter matched none; progress bars on long steps, on a terminal only."""
 
 from __future__ import annotations

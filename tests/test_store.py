@@ -83,10 +83,10 @@ def test_values_are_the_summaries_own(full_store):
             assert (pd.isna(got) and want is None) or got == want
         assert row["section_set"] == read_sidecar(path)["section_set"] == "whowaits"
         assert [w["class"] for w in row["opcode_waits"]] == [w["class"] for w in summ["opcode_waits"]]
-        if summ.get("regions") is not None:  # regions sum exactly to the kernel's samples (DESIGN.md)
+        if summ.get("regions") is not None:  # regions sum exactly to the kernel's samples (docs/contract.md)
             assert [(g["name"], g["samples"]) for g in row["regions"]] == [(g["name"], g["samples"]) for g in summ["regions"]]
             assert sum(g["samples"] for g in row["regions"]) == row["samples_total"]
-    # README: v01's FP16 math waits on global loads (66%), v03's tensor cores on ldmatrix (70%)
+    # docs/ladder.md: v01's FP16 math waits on global loads (66%), v03's tensor cores on ldmatrix (70%)
     assert df.loc["v01_naive", "top_waiter"] == "FP16·long_scoreboard" and round(df.loc["v01_naive", "top_share"], 2) == 0.67
     assert df.loc["v03_tensor_cores", "top_waiter"] == "HMMA·short_scoreboard"
     assert df.loc["v03_tensor_cores", "top_producer"] == "LDSM"

@@ -246,7 +246,7 @@ EXT_REPORTS = [ROOT / f"reports/h200/{s}/b1_h64_s1024_d128_fp16.ncu-rep" for s i
 
 @pytest.mark.parametrize("path", LADDER_REPORTS + EXT_REPORTS, ids=lambda p: p.parent.name)
 def test_committed_reports_show_timelines_and_their_regions(path):
-    """Issue 11's data set: every committed whowaits-set report holds PM samples (the window spans ncu's own
+    """The committed data set: every committed whowaits-set report holds PM samples (the window spans ncu's own
     duration within one sample), ladder rungs carry their marked sources (declared regions), SDPA's kernels
     get inferred ones."""
     from profiler.analyze import summarize_launch

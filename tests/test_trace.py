@@ -1,4 +1,4 @@
-"""The measured role trace (issue 12): the compile-time switch and the committed traces.
+"""The measured role trace (docs/trace.md): the compile-time switch and the committed traces.
 
 * ``-DWHOWAITS_TRACE`` off, the cubin's SASS is identical to a build whose headers carry no trace code at
   all (the same headers and kernels with every ``WHOWAITS_TRACE_*(...)`` line and the trace.cuh include
@@ -204,7 +204,7 @@ def _summary(version):
 
 
 NOT_MET = pytest.mark.xfail(strict=True, reason=(
-    "issue 12's done-when is not met by the committed traces (light stamp, e303d95): a stamp still costs "
+    "the trace disagrees with the static graph on the committed traces (light stamp, e303d95): a stamp still costs "
     "97-144 cycles on the H200 (the launch's shortest wait), traced +11/+27/+33%, and the 1-3 stamps a "
     "consumer takes between a wgmma commit and its wait give the tensor core that time: the measured wgmma "
     "waits shrink to 5.0/1.7/1.4% of warp-cycles, so the heaviest traced edge is the consumers' Q wait at "
@@ -212,7 +212,7 @@ NOT_MET = pytest.mark.xfail(strict=True, reason=(
 
 @pytest.mark.parametrize("version", [pytest.param(v, marks=NOT_MET) for v in VERSIONS])
 def test_trace_heaviest_edge_agrees_with_static_graph(version):
-    """Done-when of issue 12: the measured trace and the static graph (ncu samples of the committed
+    """The goal of the trace: the measured trace and the static graph (ncu samples of the committed
     report) name the same heaviest edge, for the same version (trace edges weighted by the warps that
     wait, as ncu's sampler weighs them)."""
     from profiler.analyze.roles import role_graph
@@ -447,7 +447,7 @@ STATIC_STORE_BARRIER = ("consumer", "bar (runtime id, 128 threads)", "consumer (
 
 @pytest.mark.parametrize("version", FMT2_VERSIONS)
 def test_format2_trace_sees_the_designed_ring(version):
-    """Issue 12's ring, measured: every edge the trace saw is an edge of the static graph of the same version and
+    """The designed ring, measured: every edge the trace saw is an edge of the static graph of the same version and
     the trace sees every static edge but the CTA barrier; the producer waits only on the consumers (empty
     barriers), the consumers on TMA <- producer (full barriers), on the tensor core (wgmma groups) and, from v11
     on, on the other consumer warpgroup (the pingpong's named barriers). v17-v19 (TMA-store epilogue): the store
@@ -578,7 +578,7 @@ FMT2_DISAGREES = {
     pytest.param(v, marks=pytest.mark.xfail(strict=True, reason=FMT2_DISAGREES[v])) if v in FMT2_DISAGREES else v
     for v in FMT2_VERSIONS])
 def test_format2_heaviest_edge_agrees_with_static_graph(version):
-    """Issue 12's done-when on the format-2 traces: the trace's heaviest edge (warp-weighted, less the stamp
+    """The trace's goal on the format-2 traces: the trace's heaviest edge (warp-weighted, less the stamp
     calibration) is the static graph's (ncu samples of the committed report of the same version). Holds for v15
     only (producer <- empty ring on both sides), the rung whose traced and untraced PV windows both hold the
     softmax; the others (v10-v14, v16-v19) are strict xfails with the measured reason."""

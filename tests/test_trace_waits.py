@@ -1,4 +1,4 @@
-"""The wait log (issue 12, ``whowaits trace --waits``; ``kernels/common/sm90/trace.cuh``, WHOWAITS_TRACE_WAITS).
+"""The wait log (``whowaits trace --waits``, docs/trace.md; ``kernels/common/sm90/trace.cuh``, WHOWAITS_TRACE_WAITS).
 
 * Static (nvcc here, no GPU): the wait-log build of every warp-specialised rung keeps the untraced build's wgmma
   windows: one clock read per wait inside a window, an 8-byte STG per record and no other memory operation, and
@@ -267,7 +267,7 @@ BY_CLASS_MISSES = {
     pytest.param(v, marks=pytest.mark.xfail(strict=True, reason=BY_CLASS_MISSES[v])) if v in BY_CLASS_MISSES else v
     for v in WAIT_LOG_STUDY])
 def test_by_class_heaviest_edge_agrees_with_static_graph(version):
-    """Issue 12's done-when, each record class logged alone (the least perturbed measurement of each edge):
+    """The trace's goal, each record class logged alone (the least perturbed measurement of each edge):
     the heaviest edge by share is the static graph's (ncu samples of the committed report of the same rung) for
     v10, v11, v13-v15 and v17-v19."""
     s = _summary(version)
@@ -304,7 +304,7 @@ def test_every_ws_rung_has_its_per_warp_logs():
 
 @pytest.mark.parametrize("version", WAIT_LOG_STUDY)
 def test_per_warp_by_class_heaviest_edge_agrees_with_static_graph(version):
-    """Issue 12's done-when: each record class logged alone, one row per warp (every warp weighs itself, as
+    """The trace's goal: each record class logged alone, one row per warp (every warp weighs itself, as
     ncu's sampler weighs warps), the trace's heaviest edge is the static graph's on every ws rung, v10-v19."""
     s = _summary(version)
     top, st = s["by_class_per_warp"]["heaviest"], s["static_heaviest"]

@@ -2,7 +2,7 @@
 
 Each returns a DataFrame whose columns its docstring lists (absent inputs are NaN/<NA>/None,
 and ``frame.attrs["missing"]`` names the field and the ncu section that would supply it), except
-:func:`summarize_launch` / :func:`summarize`, which return DESIGN.md's JSON contract objects.
+:func:`summarize_launch` / :func:`summarize`, which return the launch summaries of docs/contract.md.
 """
 
 from profiler.analyze.kernel import barriers, launch_stats, roofline, tensor_util

@@ -1,4 +1,4 @@
-"""The measured role trace of one launch (issue 12): raw clock64 events -> Perfetto JSON + per-edge summary.
+"""The measured role trace of one launch (docs/trace.md): raw clock64 events -> Perfetto JSON + per-edge summary.
 
 Input: what ``kernels/tracebuild.py`` wrote on the GPU (``<shape>.trace-raw.npz``): for every slot = (CTA,
 warpgroup) the events its leader thread stamped (``kernels/common/sm90/trace.cuh``): ``t`` (clock64 cycles
@@ -29,7 +29,7 @@ reading. A pure function of those arrays (no GPU, no ncu), so it runs on committ
   already complete lasts one stamp; the stamp is the same code in every role), ``stamp_cycles``; every wait
   is counted as its interval minus that (at least 0), ``raw_cycles`` keeps the interval, and
   ``heaviest_uncalibrated`` names the heaviest edge by raw intervals.
-* **Trace format 2** (trace.cuh since issue 12's parked stamps; ``trace_format`` in the summary): the events
+* **Trace format 2** (trace.cuh's parked stamps; ``trace_format`` in the summary): the events
   between a wgmma commit and the wait that retires it (the commit, the wgmma wait's begin, a wait_group N>0's
   end, every mbarrier arrive and bar.arrive) are *parked*: the leader reads the clock and stores the event in
   shared memory (no load, no global store), and the next ordinary stamp copies them to the slot, in order,

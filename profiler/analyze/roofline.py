@@ -5,7 +5,7 @@ Pure functions of a :class:`~profiler.report.Launch`, in data-flow order: :func:
 uses) → :func:`attainable`, assembled by :func:`roofline` into one long frame. Every ncu metric name comes
 from ``data/metrics.toml`` through canonical names.
 
-Honest roofs (issue 8 §2). Each pipe has its own roof and they are never blended: the tensor path's dense
+Honest roofs. Each pipe has its own roof and they are never blended: the tensor path's dense
 peak (mma.sync ``HMMA`` or wgmma ``HGMMA``), the FP32 peak, the FP16 (HFMA2) peak. Blending FP32 and
 tensor time as if the pipes never overlapped (the old "FLOP-weighted harmonic blend") took ~9% off v07's
 roof for ~1% of its FLOPs, which ncu does not do. The *compute pipe* of a launch is the one that carries

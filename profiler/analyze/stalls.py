@@ -19,7 +19,7 @@ from profiler.analyze._common import group_sum, missing, with_missing
 def stall_breakdown(launch) -> pd.DataFrame:
     """Stall samples, share and warp cycles per issued instruction for every ncu stall reason.
 
-    One row per reason of ``metrics.stall_reasons()`` (DESIGN.md order, ``warpgroup_arrive``
+    One row per reason of ``metrics.stall_reasons()`` (metrics.toml's order, ``warpgroup_arrive``
     included); ``gmma`` only when the report samples it; then any other reason the chip's
     sampler reports (``metrics.sampled_reasons``).
 

@@ -1,4 +1,4 @@
-"""One launch's whole story as the JSON object of DESIGN.md's contract (``whowaits show --format json``)."""
+"""One launch's whole story as the JSON object of docs/contract.md (``whowaits show --format json``)."""
 
 from __future__ import annotations
 

@@ -90,7 +90,7 @@ def series_map(launch) -> dict[str, str]:
 
 
 def timeline(launch) -> dict:
-    """DESIGN.md's timeline contract for one launch (plain JSON values).
+    """The timeline of one launch as docs/contract.md gives it (plain JSON values).
 
     Keys: ``report``, ``launch_index``, ``kernel``, ``t_ns`` [int] (sample times from the kernel's
     start; each sample covers the interval ending there), ``interval_ns`` (median spacing),

@@ -1,4 +1,4 @@
-"""The wait log of one launch (issue 12, ``whowaits trace --waits``): 8-byte records -> per-edge wait time.
+"""The wait log of one launch (``whowaits trace --waits``, docs/trace.md): 8-byte records -> per-edge wait time.
 
 Input: what ``kernels/tracebuild.py`` (mode ``waits``) wrote on the GPU, ``<shape>.trace-waits.npz``: for every row =
 (CTA, warpgroup) the records its leader thread stored (``kernels/common/sm90/trace.cuh``, ``WHOWAITS_TRACE_WAITS``),

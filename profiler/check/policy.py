@@ -1,6 +1,6 @@
 """The gate's policy: ``whowaits.toml`` (table ``[check]``) or ``pyproject.toml`` (``[tool.whowaits.check]``).
 
-Format (every key optional unless said; README "Gate: whowaits check" has a full example)::
+Format (every key optional unless said; docs/gate.md has a full example)::
 
     [check]
     reports = "reports/h200"        # <version>/<shape>.ncu-rep (or .summary.json), relative to this file
@@ -72,7 +72,7 @@ class ShareKey:
 
     @property
     def field(self) -> str:
-        """The summary field it reads, by DESIGN.md's contract names."""
+        """The summary field it reads, by docs/contract.md's names."""
         if self.cls is None:
             return f"stall_share.{self.reason}"
         if self.producer is None:

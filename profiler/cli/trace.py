@@ -1,4 +1,4 @@
-"""`whowaits trace`: the measured role trace of one warp-specialised rung (issue 12) — runs the traced build
+"""`whowaits trace`: the measured role trace of one warp-specialised rung (docs/trace.md) — runs the traced build
 on the GPU (:mod:`kernels.tracebuild`) or re-reads its raw events (``--raw``), then writes the Perfetto / Chrome
 trace and the summary (:mod:`profiler.analyze.event_trace`): per-edge wait time, producer/consumer overlap, the
 critical path through one steady-state iteration, and the trace's overhead (traced vs untraced, same run)."""

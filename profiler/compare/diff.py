@@ -1,7 +1,7 @@
 """Diff two versions' bottlenecks: stall breakdowns, who waits on whom, SSC, barriers, tensor
 utilisation, roofline point and duration, each change marked significant or within noise.
 
-:func:`diff` is a pure function of two summaries (DESIGN.md's ``show`` objects, e.g. from
+:func:`diff` is a pure function of two summaries (launch summaries, docs/contract.md; e.g. from
 :func:`profiler.compare.subjects.load`); the CLI and the notebooks only render what it returns.
 Shares are fractions of all stall samples of a launch; changes are ``B - A``; intervals come from
 :mod:`profiler.compare.stats` (Wilson per share, Newcombe per change, Bonferroni per table).

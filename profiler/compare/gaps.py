@@ -2,7 +2,7 @@
 
 A summary's ``missing`` list names every null field and its section (``stall_samples.lg_throttle ←
 WarpStateStats``, ``roofline.bytes.smem ← WhowaitsRoofline`` …): dozens of entries for a report taken
-with ncu's default set. Printed one per line they bury the table (issue 17), so the views group them
+with ncu's default set. Printed one per line they bury the table, so the views group them
 by what a reader would miss: :func:`gaps` returns, per summary, the views that are absent or partial
 and the sections to add; :func:`gap_line` makes the one line; ``--verbose`` prints the fields too.
 

@@ -40,7 +40,7 @@ class Subject:
 
 @dataclass
 class Profiled:
-    """A subject with its summary (DESIGN.md's ``show`` object, launches merged) and sidecar."""
+    """A subject with its summary (docs/contract.md's launch summary, launches merged) and sidecar."""
 
     subject: Subject
     summary: dict

@@ -1,6 +1,6 @@
 """The store's one table, ``launches``: one row per profiled launch, its columns declared once here.
 
-A row is built from a launch summary (DESIGN.md's ``show`` object, :func:`profiler.analyze.summarize`)
+A row is built from a launch summary (docs/contract.md's launch summary, :func:`profiler.analyze.summarize`)
 and the report's provenance sidecar by :func:`launch_row`; :data:`COLUMNS` is the documented schema
 (name, Arrow type, meaning) and :func:`arrow_schema` the Arrow schema every parquet part and the DuckDB
 table are written with. Absent values are null, never 0. Shares are fractions (0..1), not percent.
@@ -92,7 +92,7 @@ def _tail_columns() -> list[tuple[str, pa.DataType, str]]:
 
 @lru_cache(maxsize=1)
 def stall_reason_columns() -> tuple[str, ...]:
-    """The reasons that get a ``stall_<reason>`` share column: metrics.toml's list (DESIGN.md's order)."""
+    """The reasons that get a ``stall_<reason>`` share column: metrics.toml's list, in its order."""
     from profiler import metrics
 
     return tuple(metrics.stall_reasons())

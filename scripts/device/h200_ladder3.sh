@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for ladder III (issue 10): correctness, barrier checks, the same-run bench (both target
+# One device call for ladder III (v10-v12): correctness, barrier checks, the same-run bench (both target
 # shapes + the causal one), the whowaits-set reports. Same conventions as scripts/device/h200_run.sh (ladder II):
 # run from the repo root on the H200 with $OUT set; prebuilt cubins travel in .cache/whowaits/build; the
 # profiled cubins are built on the device so ncu embeds the marked sources. Each step has a time limit and
@@ -34,7 +34,7 @@ for step in $STEPS; do
         --out "$R/bench" --format csv > "$R/bench-causal.txt" 2>&1
       echo "causal rc=$?"; grep -E "^(v0[7-9]|v1|sdpa-(cudnn|flash))" "$R/bench-causal.txt" | cut -c1-110 ;;
     extra)
-      # issue 10's "also reported, not gated" shapes (one round, the fastest rungs + cuDNN/flash only)
+      # the "also reported, not gated" shapes (one round, the fastest rungs + cuDNN/flash only)
       timeout 150 whowaits bench v09 $NEW sdpa-cudnn sdpa-flash --no-baselines --shape b4_h16_s4096_d128_bf16 \
         --shape b4_h32_s4096_d64_fp16 --shape b1_h16_s16384_d128_fp16 --out "$R/bench-extra" --format csv > "$R/bench-extra.txt" 2>&1
       echo "extra rc=$?"; grep -E "^(v|sdpa)" "$R/bench-extra.txt" | cut -c1-100 ;;

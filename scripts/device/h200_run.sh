@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for ladder II (issue 9): correctness, barrier checks, the same-run bench, the reports.
+# One device call for ladder II (v08-v09): correctness, barrier checks, the same-run bench, the reports.
 # Run from the repo root on the H200 machine with $OUT set; the cubin cache travels in .cache/whowaits/build.
 #   STEPS="check sanitize bench profile" bash scripts/device/h200_run.sh     (also: gputest, tune)
 # Everything lands in $OUT/results.tgz (logs, bench JSON/CSV, reports + sidecars); a summary is printed last.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 on the H200, in one device call: `whowaits sweep scripts/sweeps/ladder-3-shapes.toml` (local backend,
+# The ladder x 3 shapes on the H200, one device call: `whowaits sweep scripts/sweeps/ladder-3-shapes.toml` (local backend,
 # every ladder version x 3 shapes, one worker on the one GPU) into a scratch reports root, then single
 # `whowaits profile VERSION --shape SHAPE` runs of the same jobs (one process and one ncu session each, as a
 # user without the sweep runs them) for SINGLE_SHAPES, each timed; the whole script stops starting singles when

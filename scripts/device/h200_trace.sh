@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for issue 12's measured role trace: the traced builds of the ws rungs on the H200 (whowaits trace:
+# One device call for the measured role trace: the traced builds of the ws rungs on the H200 (whowaits trace:
 # correctness vs the untraced build, overhead in the same run, raw events + Perfetto JSON + summary), optionally
 # ncu's own per-PC samples of the committed v10-v12 reports (golden for tests/test_roles.py, GOLDEN=1). Run from
 # the repo root with $OUT set; every step has a time limit and the script stops starting steps after $BUDGET
@@ -26,7 +26,7 @@
 #   (CAPACITY_PERSISTENT = 4096 events per slot for v13/v14).
 # The strict xfails of tests/test_trace.py describe the committed format-1 traces and stay as they are.
 # Verdict (WHOWAITS_GIT_COMMIT=c1c9c6e BUDGET=170 bash scripts/device/h200_trace.sh; v15/v16 from kernels/h200_v15.sh at the
-# same commit; reports/h200/traces-format2/, the device's output in its run-2026-12-01.txt; README, trace format 2):
+# same commit; reports/h200/traces-format2/, the device's output in its run-2026-12-01.txt; docs/trace.md, format 2):
 # * dropped_events 0 and full_slots 0 everywhere, output bit-identical, the clock fitted on 132 SMs: as expected;
 # * overhead +28.9/+46.2/+52.4/+48.8/+53.9% (v10-v14; v15 +50.2, v16 +52.5), not +10-40% except v10, and above
 #   format 1's +10.6/+26.9/+33.4%: the flush costs more than the windows saved;
@@ -48,7 +48,7 @@
 #   printed traces/*.txt, build/*.txt and nvidia-smi.txt go into reports/h200/traces-format2/run-<date>.txt.)
 #   (re-analysed here: the device has no ncu_report, so its summaries name mbarriers by address; --raw adds the
 #   static graph's labels and heaviest_agrees.) Keep them beside, not over, reports/h200/traces/ (format 1, which
-#   the committed-summary tests and xfails describe); then write the measured figures into the README's trace
+#   the committed-summary tests and xfails describe); then write the measured figures into docs/trace.md's format-2
 #   paragraph in place of the hypothesis.
 set -u
 BUDGET=${BUDGET:-240}

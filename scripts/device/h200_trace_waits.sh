@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for the wait log (issue 12, `whowaits trace --waits`, trace.cuh's WHOWAITS_TRACE_WAITS): every
+# One device call for the wait log (`whowaits trace --waits`, trace.cuh's WHOWAITS_TRACE_WAITS): every
 # warp-specialised rung (v10-v19) at b1_h64_s1024 (the shape of their committed ncu reports), then, budget left,
 # at b4_h16_s4096. Hypothesis written before the call (2026-12-02 01:05 UTC): the wait log keeps each rung's
 # untraced wgmma windows (scripts/trace_windows.py --waits: one clock read and no load per window, the softmax

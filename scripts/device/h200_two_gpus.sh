@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15 on nvidia-h200-x2, in one device call: scripts/sweeps/two-gpus.toml (every ladder version x 2 shapes,
+# 1 GPU against 2 GPUs on nvidia-h200-x2, one device call: scripts/sweeps/two-gpus.toml (every ladder version x 2 shapes,
 # 4 ncu sessions) with the local backend on 1 GPU (CUDA_VISIBLE_DEVICES=0), then on 2 GPUs (0,1), then through
 # Ray (a head started on this host with 2 GPUs) when `import ray` works there; each run --force into a reports
 # root of its own, each with its own logs (sweep.jsonl: lock/unlock per GPU, the proof that no GPU ran two ncu

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for ladder III step 4 (issue 10) and the seed's baseline table (issue 16 §5): v13's
+# One device call for ladder III step 4 (v13) and the seed's baseline table: v13's
 # correctness on shapes with more tiles than SMs (and with the persistent grid capped to 1-2 CTAs, so every
 # CTA walks many tiles), compute-sanitizer on a multi-tile grid, the same-run bench (all rungs, SDPA, flex,
 # dense GEMM) per target shape, v13's whowaits-set report, the also-reported shapes, a v13 tune.
@@ -69,7 +69,7 @@ for step in $STEPS; do
       rep=$(ls "$R"/reports/h200/v13_*/b1_h64_s1024_d128_fp16.ncu-rep 2>/dev/null | head -1)
       [ -n "$rep" ] && timeout 60 whowaits roles "$rep" > "$R/roles-v13.txt" 2>&1 && head -40 "$R/roles-v13.txt" | cut -c1-150 ;;
     extra)
-      # issue 10's "also reported, not gated" shapes: the fastest rungs and the fast baselines
+      # the "also reported, not gated" shapes: the fastest rungs and the fast baselines
       timeout -k 5 170 whowaits bench v09 v11 v12 $V13 sdpa-cudnn sdpa-flash flex-attention --no-baselines \
         --repeat ${REPEAT:-3} --shape b4_h16_s4096_d128_bf16 --shape b4_h32_s4096_d64_fp16 --shape b1_h16_s16384_d128_fp16 \
         --out "$R/bench-extra" --format csv > "$R/bench-extra.txt" 2>&1

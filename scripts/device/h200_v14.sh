@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for v14_cross_tile_qk (issue 10, b1_h64_s1024 >= 1.0x cuDNN): its correctness on the default
+# One device call for v14_cross_tile_qk (target: b1_h64_s1024 >= 1.0x cuDNN): its correctness on the default
 # check shapes (two with more tiles than SMs) and with the persistent grid capped to 1 CTA, compute-sanitizer
 # synccheck + racecheck on a multi-tile grid (run in the background beside the checks), a same-run bench of
 # v12 v13 v14 with the baselines (SDPA cuDNN/flash, flex-attention, dense GEMM) at the three target shapes in

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for the wip rungs (kernels/wip/, issue 10: >= 1.0x cuDNN at b1_h64_s1024 and b4_h16_s4096, >= 1.3x
+# One device call for the wip rungs (kernels/wip/, targets: >= 1.0x cuDNN at b1_h64_s1024 and b4_h16_s4096, >= 1.3x
 # flex): RUNGS="v17_tma_store_o" (default: every kernels/wip/v*/ folder, in order). Each rung's hypothesis is in its
 # version.toml, written before the call. The script first moves the rungs into kernels/ IN THE DEVICE'S COPY (every
 # tool then runs them as landed rungs there; nothing here changes), then per rung: correctness on the default check
@@ -8,7 +8,7 @@
 # that passed both checks with the baselines (SDPA cuDNN/flash/auto, flex-attention, dense GEMM) at the three target
 # shapes in one process, their whowaits-set reports at b1_h64_s1024 (one ncu session; cubins built on the device so
 # ncu embeds the marked sources) and, if time is left, v14's and theirs at b4_h16_s4096, a bench at the also-reported
-# shapes, and their measured traces (issue 12; WITH_TRACE=0: none). A rung failing stops nothing of the others.
+# shapes, and their measured traces (WITH_TRACE=0: none). A rung failing stops nothing of the others.
 # Every step runs under `timeout -k 5 N`; steps stop starting after $BUDGET s. Everything lands in $OUT/results.tgz.
 # (kernels/h200_v15.sh until 2026-12-01 23:20 UTC: the v15 + v16 call, measured at c1c9c6e, ran 173.5 s of command time.)
 #
@@ -24,7 +24,7 @@
 #        RUNGS="..." WHOWAITS_GIT_COMMIT=<commit> bash scripts/device/h200_wip.sh
 #   2. here: tar xzf results.tgz; whowaits diff <v14 report> <rung report>; land the rung (git mv kernels/wip/<id>
 #      kernels/, verdict, gate rows, ladder_table CHANGES) or write what failed into its version.toml.
-# A second call (optional, ~2-3 min: every rung at the two README shapes) regenerates the README ladder table:
+# A second call (optional, ~2-3 min: every rung at the ladder table's two shapes) regenerates docs/ladder.md's table:
 #        RUNGS="..." WHOWAITS_GIT_COMMIT=<commit> bash scripts/device/h200_wip.sh --full-bench
 #   then here: copy results/bench-full/<date>-<shape>.{json,csv} into reports/h200/bench/, python -m
 #   kernels.ladder_table <date>.
@@ -93,7 +93,7 @@ timeout -k 5 60 python3 -m pip install -q --no-deps --no-build-isolation -e . > 
 python3 -c "from kernels import registry; print([registry.get(v).id for v in '$NEW'.split()])" || finish
 
 if [ "${1:-}" = "--full-bench" ]; then
-  # Second call: every rung (the landed ones and $RUNGS, moved) and the baselines at the README's two shapes, one process
+  # Second call: every rung (the landed ones and $RUNGS, moved) and the baselines at the ladder table's two shapes, one process
   # per shape (v13's call: the 13-rung bench at b1 took ~23 s, at b4 about a minute).
   for s in b1_h64_s1024_d128_fp16 b4_h16_s4096_d128_fp16; do
     stamp "full bench $s"
@@ -158,7 +158,7 @@ if [ "$(left)" -gt 90 ]; then
   echo "bench extra rc=$?"; grep -E "^(v1|sdpa-cudnn|flex|shape)|best version" "$R/bench-extra.txt" | cut -c1-140
 fi
 if [ "$(left)" -gt 40 ] && [ "${WITH_TRACE:-1}" = 1 ]; then
-  # issue 12: the rungs' measured traces (format 2, end pairs)
+  # the rungs' measured traces (format 2, end pairs)
   # ~20-30 s each. Commit their summaries under reports/h200/traces-format2/.
   stamp trace
   for v in $OK; do

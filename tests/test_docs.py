@@ -170,7 +170,7 @@ def test_readme_is_a_front_door():
 # their bytes are the build hash their reports were profiled with. Reports are data.
 FROZEN = re.compile(r"^(kernels/v\d\d_[^/]+/|kernels/common/|reports/|tests/public-reports/|tests/fixtures/)")
 # Lines another branch rewrote at the same time (so this one left them alone); each goes when it is rewritten.
-KNOWN = ("other (DESIGN.md)", "verbose=verbose)  # one line per report (issue 17)")
+KNOWN: tuple[str, ...] = ()
 
 
 def test_code_cites_the_repository_not_outside_files_or_tickets():

@@ -507,7 +507,7 @@ def diff(a: Summary, b: Summary, label_a: str = "A", label_b: str = "B", warning
     dur = stats.duration_change(a.get("duration_ns"), b.get("duration_ns"))
     from profiler.compare.gaps import gap_lines  # noqa: PLC0415
 
-    notes += gap_lines([(label_a, a), (label_b, b)], verbose=verbose)  # one line per report (issue 17)
+    notes += gap_lines([(label_a, a), (label_b, b)], verbose=verbose)  # one line per report: what each lacks, said once
     notes += debug_notes([(label_a, a), (label_b, b)])
     return Diff(a=label_a, b=label_b, stalls=stalls, classes=classes, waits=waits, ssc=ssc, barriers=barriers,
                 metrics=metrics,

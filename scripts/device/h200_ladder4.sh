@@ -7,7 +7,7 @@
 #      background, compute-sanitizer racecheck + synccheck at small shapes (d64 and d128, 2 CTAs walking every tile);
 #   2. host cost of one forward() with the GPU kept busy (scripts/device/host_us.py: v18 and RUNG with and without
 #      launch plans, two pointer sets, new pointers each call; SDPA auto / cuDNN) -> host_us.json;
-#   3. the same-run bench of BASE + RUNG + sdpa-cudnn, sdpa-auto, sdpa-flash, flex-attention at issue 29's shapes,
+#   3. the same-run bench of BASE + RUNG + sdpa-cudnn, sdpa-auto, sdpa-flash, flex-attention at the ladder IV target shapes (docs/ladder-iv.md),
 #      --repeat 3, one process (SHAPES overrides);
 #   4. (TUNE="VERSION:SHAPE ...") a whowaits tune sweep; then
 #   5. RUNG's whowaits-set report at b1_h64_s1024_d128_fp16 and b4_h32_s4096_d64_fp16 (cubins built on the device so

@@ -477,24 +477,80 @@ class SessionResult:
 STOP_GRACE_S = 10.0
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (its children, theirs, …), read from /proc; [] where /proc cannot tell.
+
+    ncu is a launcher script that starts the real ncu binary as its child (no exec), and that binary starts the
+    program it profiles: a signal to the launcher alone ends the launcher and leaves the profiler and the
+    program running (seen on the H200 with ncu 2025.3.1: scripts/device/h200_verify_sections.sh)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and fields[0] != b"Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def stop_child(proc: subprocess.Popen, signum: int, grace: float = STOP_GRACE_S) -> None:
-    """Stop ``proc`` (ncu) after this process was interrupted or terminated, and wait for it. A signal sent to
-    the whole process group (a terminal's Ctrl-C, ``timeout``) has reached ncu already: it gets a moment to end
-    on its own. Otherwise (the signal went to whowaits alone) ncu gets the same signal, on which it ends the
-    program it profiles and exits; past ``grace`` seconds it is killed. ncu stays in whowaits' process group,
-    so whoever stops that group (a sweep's job runner) stops ncu with it."""
+    """Stop ``proc`` (ncu) and every process below it after this process was interrupted or terminated, and
+    wait for them. The tree is read first (:func:`_descendants`: the launcher's children are re-parented the
+    moment it ends). A signal sent to the whole process group (a terminal's Ctrl-C, ``timeout``) has reached
+    them already: they get a moment to end on their own. Otherwise (the signal went to whowaits alone) ncu, the
+    real profiler below its launcher and the profiled program get the same signal; past ``grace`` seconds what
+    is left is killed. Nothing started here outlives this call. ncu stays in whowaits' process group, so
+    whoever stops that group (a sweep's job runner) stops ncu with it."""
+    import signal as _signal
+    import time as _time
+
+    tree = _descendants(proc.pid)
+    deadline = _time.monotonic() + grace
     try:
         proc.wait(timeout=0.5)
-        return
     except subprocess.TimeoutExpired:
-        pass
+        try:
+            proc.send_signal(signum)
+        except OSError:
+            pass
+    _signal_all([p for p in tree if _alive(p)], signum)
     try:
-        proc.send_signal(signum)
-        proc.wait(timeout=grace)
+        proc.wait(timeout=max(0.0, deadline - _time.monotonic()))
     except subprocess.TimeoutExpired:
         proc.kill()
-    except OSError:
-        pass
+    while _time.monotonic() < deadline and any(_alive(p) for p in tree):
+        _time.sleep(0.05)
+    _signal_all([p for p in tree if _alive(p)], _signal.SIGKILL)
     proc.wait()
 
 

@@ -33,13 +33,16 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _start_profile(tmp_path: Path, new_session: bool = False) -> tuple[subprocess.Popen, int]:
-    """``whowaits profile --cmd …`` with the fake ncu sleeping 60 s; returns the process and ncu's pid."""
+def _start_profile(tmp_path: Path, new_session: bool = False, launcher: bool = False) -> tuple[subprocess.Popen, int]:
+    """``whowaits profile --cmd …`` with the fake ncu sleeping 60 s; returns the process and ncu's pid (with
+    ``launcher``, the profiler's below ncu's launcher script, as the real ncu runs)."""
     timeline = tmp_path / "timeline"
     env = dict(os.environ, PATH=f"{FAKE}{os.pathsep}{os.environ.get('PATH', '')}", FAKE_NCU_MODE="ok",
                FAKE_NCU_REPORT=str(STARTER), FAKE_NCU_SLEEP="60", FAKE_NCU_TIMELINE=str(timeline),
                PYTHONPATH=str(REPO), WHOWAITS_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("WHOWAITS_NCU", None)
+    if launcher:
+        env["FAKE_NCU_LAUNCHER"] = "1"
     proc = subprocess.Popen([sys.executable, "-c", ENTRY, "profile", "--cmd", "python3 -c pass", "--kernel", "k",
                              "--name", "ext-x", "--out", str(tmp_path / "reports")], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=new_session)
@@ -67,6 +70,28 @@ def test_a_signal_to_whowaits_alone_stops_ncu(tmp_path, sig):
     assert err.strip() == ("whowaits: interrupted" if sig == signal.SIGINT else "whowaits: terminated"), err
     assert not _alive(ncu), "ncu outlived whowaits"
     assert not (tmp_path / "reports").exists() or not list((tmp_path / "reports").rglob("*.ncu-rep"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_to_whowaits_alone_stops_the_profiler_below_ncus_launcher(tmp_path, sig):
+    """The real ncu is a launcher script whose child is the profiler, whose child is the profiled program: on
+    the H200 a SIGTERM to whowaits alone once left both running after whowaits exited (only the launcher got
+    the signal). Every process below ncu must be gone when whowaits exits."""
+    proc, profiler_pid = _start_profile(tmp_path, launcher=True)
+    timeline = tmp_path / "timeline"
+    deadline = time.monotonic() + 30
+    program = None
+    while program is None and time.monotonic() < deadline:
+        rows = [ln.split() for ln in timeline.read_text().splitlines() if ln.startswith("program")]
+        program = int(rows[0][2]) if rows else None
+        time.sleep(0.05)
+    assert program and _alive(profiler_pid) and _alive(program)
+    os.kill(proc.pid, sig)  # the process alone, not its group
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    assert not _alive(profiler_pid), "the profiler below ncu's launcher outlived whowaits"
+    assert not _alive(program), "the profiled program outlived whowaits"
 
 
 @pytest.mark.slow

@@ -507,6 +507,33 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+#: set in the environment of the ncu whowaits starts (a fresh value per session): every process of that
+#: session inherits it, also one that left the tree below ncu (a daemonised helper re-parented to init)
+SESSION_TOKEN = "WHOWAITS_NCU_SESSION"
+
+
+def _session_members(token: str) -> list[int]:
+    """Live processes whose environment carries ``SESSION_TOKEN=token`` (read from /proc/*/environ;
+    processes this user may not read are skipped)."""
+    needle = f"{SESSION_TOKEN}={token}".encode()
+    me = os.getpid()
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -523,18 +550,23 @@ def _signal_all(pids: list[int], signum: int) -> None:
             pass
 
 
-def stop_child(proc: subprocess.Popen, signum: int, grace: float = STOP_GRACE_S) -> None:
+def stop_child(proc: subprocess.Popen, signum: int, grace: float = STOP_GRACE_S, token: str | None = None) -> None:
     """Stop ``proc`` (ncu) and every process below it after this process was interrupted or terminated, and
     wait for them. The tree is read first (:func:`_descendants`: the launcher's children are re-parented the
     moment it ends). A signal sent to the whole process group (a terminal's Ctrl-C, ``timeout``) has reached
     them already: they get a moment to end on their own. Otherwise (the signal went to whowaits alone) ncu, the
     real profiler below its launcher and the profiled program get the same signal; past ``grace`` seconds what
-    is left is killed. Nothing started here outlives this call. ncu stays in whowaits' process group, so
-    whoever stops that group (a sweep's job runner) stops ncu with it."""
+    is left is killed. With ``token`` (the session's :data:`SESSION_TOKEN`), the processes carrying it join
+    the tree: on the H200 ncu 2025.3.1 had a second ``ncu`` process outside the tree below the one whowaits
+    started, which a stop of that tree left running (scripts/device/h200_verify_sections.sh, 17:08 UTC).
+    Nothing started here outlives this call. ncu stays in whowaits' process group, so whoever stops that
+    group (a sweep's job runner) stops ncu with it."""
     import signal as _signal
     import time as _time
 
     tree = _descendants(proc.pid)
+    if token:
+        tree = sorted(set(tree) | set(_session_members(token)))
     deadline = _time.monotonic() + grace
     try:
         proc.wait(timeout=0.5)
@@ -550,6 +582,8 @@ def stop_child(proc: subprocess.Popen, signum: int, grace: float = STOP_GRACE_S)
         proc.kill()
     while _time.monotonic() < deadline and any(_alive(p) for p in tree):
         _time.sleep(0.05)
+    if token:  # what the session started meanwhile
+        tree = sorted(set(tree) | set(_session_members(token)))
     _signal_all([p for p in tree if _alive(p)], _signal.SIGKILL)
     proc.wait()
 
@@ -562,7 +596,10 @@ def _stream(argv: list[str], cwd: Path, env: dict, on_line: Callable[[str], None
     (:func:`stop_child`) before the interrupt goes on up."""
     import signal as _signal
 
-    full_env = os.environ | env
+    import secrets
+
+    token = secrets.token_hex(8)
+    full_env = os.environ | env | {SESSION_TOKEN: token}
     lines: list[str] = []
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -580,7 +617,7 @@ def _stream(argv: list[str], cwd: Path, env: dict, on_line: Callable[[str], None
         signum = getattr(exc, "signum", None)
         if not isinstance(signum, int):
             signum = _signal.SIGINT if isinstance(exc, KeyboardInterrupt) else _signal.SIGTERM
-        stop_child(proc, signum)
+        stop_child(proc, signum, token=token)
         raise
     finally:
         proc.stdout.close()

@@ -74,6 +74,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WHOWAITS_LAUNCH_CACHE", "flag", "on",
             "0: every kernels.launch.forward() call takes the full path (no cached launch plans); read at import.",
             "device"),
+    Setting("WHOWAITS_NCU_SESSION", "text", "set by whowaits, never by hand",
+            "A fresh value whowaits puts in the environment of the ncu it starts: a stop finds every process of "
+            "that session by it (profiler.collect.stop_child), also one outside the tree below ncu.", "device"),
     Setting("WHOWAITS_FUZZ_N", "int", "the fuzz test's own count (~10 s)",
             "How many mutated reports tests/test_fuzz.py feeds the reader.", "test"),
 )

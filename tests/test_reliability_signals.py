@@ -81,17 +81,19 @@ def test_a_signal_to_whowaits_alone_stops_the_profiler_below_ncus_launcher(tmp_p
     proc, profiler_pid = _start_profile(tmp_path, launcher=True)
     timeline = tmp_path / "timeline"
     deadline = time.monotonic() + 30
-    program = None
-    while program is None and time.monotonic() < deadline:
-        rows = [ln.split() for ln in timeline.read_text().splitlines() if ln.startswith("program")]
-        program = int(rows[0][2]) if rows else None
+    program = daemon = None
+    while (program is None or daemon is None) and time.monotonic() < deadline:
+        rows = [ln.split() for ln in timeline.read_text().splitlines()]
+        program = next((int(r[2]) for r in rows if r[0] == "program"), None)
+        daemon = next((int(r[2]) for r in rows if r[0] == "daemon"), None)
         time.sleep(0.05)
-    assert program and _alive(profiler_pid) and _alive(program)
+    assert program and daemon and _alive(profiler_pid) and _alive(program) and _alive(daemon)
     os.kill(proc.pid, sig)  # the process alone, not its group
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, err
     assert not _alive(profiler_pid), "the profiler below ncu's launcher outlived whowaits"
     assert not _alive(program), "the profiled program outlived whowaits"
+    assert not _alive(daemon), "a detached process of the ncu session outlived whowaits"
 
 
 @pytest.mark.slow

@@ -67,7 +67,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from profiler import cachefile, sasscache
+from profiler import cachefile, sass_worker, sasscache
 from profiler import metrics as M
 from profiler.errors import WhowaitsError
 from profiler.provenance import sha256_file
@@ -404,9 +404,11 @@ def _swig(ncu) -> dict:
     return {k: getattr(raw, swig, None) or wrapper for k, (swig, wrapper) in names.items()}
 
 
-def _ingest_action(action, index: int, kernel: str, ncu, modules=None) -> tuple[list, pd.DataFrame, pd.DataFrame, list]:
+def _ingest_action(action, index: int, kernel: str, ncu, modules=None, pending=None
+                   ) -> tuple[list, pd.DataFrame, pd.DataFrame, list]:
     """Rows of the metrics frame, the sass frame, the timeline frame and the source rows of one action
-    (``modules``: the report's :class:`profiler.sasscache.Modules`, None: no SASS-text cache)."""
+    (``modules``: the report's :class:`profiler.sasscache.Modules`, None: no SASS-text cache;
+    ``pending``: the :mod:`profiler.sass_worker` answers for this report, None: no worker)."""
     im = ncu.IMetric
     kind_string = im.ValueKind_STRING
     f = _swig(ncu)
@@ -451,8 +453,13 @@ def _ingest_action(action, index: int, kernel: str, ncu, modules=None) -> tuple[
             elif M.is_pm_metric(name):
                 pm_metrics[name] = m
 
-    sass = _sass_frame(action, index, pc_metrics, ncu, modules)
-    return rows, sass, _timeline_frame(action, index, pm_metrics, f), _region_sources(action, index)
+    columns, reasons = _pc_columns(pc_metrics, ncu)
+    sources = _region_sources(action, index)
+    # what a worker (profiler/sass_worker.py) read beside the reads above: slots and timeline
+    answer = pending.take(index) if pending is not None else None
+    sass = _sass_frame(action, index, columns, reasons, modules, answer and answer.get("slots"))
+    timeline = _timeline_frame(action, index, pm_metrics, f, answer and answer.get("timeline"))
+    return rows, sass, timeline, sources
 
 
 def _region_sources(action, index: int) -> list[tuple]:
@@ -466,24 +473,23 @@ def _region_sources(action, index: int) -> list[tuple]:
     return [(index, f, t) for f, t in sorted(texts.items()) if isinstance(t, str) and token in t]
 
 
-def _timeline_frame(action, index: int, pm_metrics: dict, f: dict) -> pd.DataFrame:
-    """The PM-sampled metrics of one action, aligned to the workload's time stamps by ncu_report."""
+def _timeline_frame(action, index: int, pm_metrics: dict, f: dict, read: dict | None = None) -> pd.DataFrame:
+    """The PM-sampled metrics of one action, aligned to the workload's time stamps by ncu_report
+    (``read``: the worker's ``{name: (times, values) or None}``, used when it names the same metrics)."""
     if not pm_metrics:
         return _empty_timeline()
-    timelines = action.timelines()
+    if read is None or set(read) != set(pm_metrics):
+        read = sass_worker.timeline(action, pm_metrics, f)
     names: list[str] = []
     times: list = []
     values: list = []
-    as_uint64, as_double, num_instances = f["as_uint64"], f["as_double"], f["num_instances"]
     for name in sorted(pm_metrics):
-        aligned = timelines.aligned_metric(pm_metrics[name])
-        if aligned is None:
+        if read[name] is None:
             continue
-        n = num_instances(aligned)
-        corr = f["correlation_ids"](aligned)
-        times += map(as_uint64, repeat(corr, n), range(n))
-        values += map(as_double, repeat(aligned, n), range(n))
-        names += [name] * n
+        t, v = read[name]
+        times += t
+        values += v
+        names += [name] * len(t)
     return pd.DataFrame({
         "launch": np.full(len(names), index, dtype=np.int64),
         "metric": pd.Series(names, dtype=object),
@@ -492,7 +498,8 @@ def _timeline_frame(action, index: int, pm_metrics: dict, f: dict) -> pd.DataFra
     })
 
 
-def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.DataFrame:
+def _pc_columns(pc_metrics: dict, ncu) -> tuple[dict[str, tuple[list[int], list[int]]], list[str]]:
+    """The sass frame's per-PC columns (column -> (PCs, values)) and the stall reasons sampled."""
     cfg = M.stall_config()
     cache: dict = {}
     per_pc = M.per_pc_metrics()
@@ -511,18 +518,33 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.D
             columns[f"not_issued_{reason}"] = _per_pc(
                 pc_metrics[name + cfg["not_issued_suffix"]], ncu, cache
             )
+    return columns, reasons
 
+
+def _sass_frame(action, index: int, columns: dict, reasons: list[str], modules=None, slots: dict | None = None
+                ) -> pd.DataFrame:
+    """The sass frame of one action from its per-PC columns (``slots``: what a worker read, or None)."""
+    per_pc = M.per_pc_metrics()
     # Every instruction slot of the function, as ncu's source page lists it: the PCs the metrics
     # name, the slots between them that no metric names (e.g. an unreachable BRA), and the
     # padding after the last one (the closing self-branch and NOPs), up to the first empty slot.
     known = sorted({pc for pcs, _ in columns.values() for pc in pcs})
     texts: list[str] = []
     opcodes: list[str] | None = None
+    # the worker's slots (profiler/sass_worker.py): text and source line of every slot it read, by PC
+    got: dict[int, str] = {}
+    src: dict[int, tuple] = {}
     if known:
         steps = [b - a for a, b in zip(known, known[1:]) if b > a]
         step = min(steps) if steps else 16
+        if slots is not None and slots["step"] == step:
+            span = range(slots["first"], slots["end"], step)
+            src = dict(zip(span, zip(slots["files"], slots["lines"])))
+            if slots["texts"] is not None and len(slots["texts"]) == len(span):
+                got = dict(zip(span, slots["texts"]))
+                got[slots["end"]] = ""  # the worker stopped at the first empty slot
         all_pcs = list(range(known[0], known[-1] + step, step))
-        mangled = _mangled(action, ncu) if modules is not None else None
+        mangled = sass_worker.mangled(action) if modules is not None else None
         # the cached text (profiler/sasscache.py) needs the function's first PC: the lowest PC of
         # inst_executed (the entry instruction always executes), which must be the first PC named
         executed = columns.get("inst_executed", ([], []))[0]
@@ -533,10 +555,15 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.D
             all_pcs = list(range(known[0], known[0] + len(cached) * step, step))
         else:
             sass_by_pc = action.sass_by_pc
-            texts = [(sass_by_pc(pc) or "").strip() for pc in all_pcs]
+
+            def text_at(pc: int) -> str:
+                text = got.get(pc)
+                return text if text is not None else (sass_by_pc(pc) or "").strip()
+
+            texts = [text_at(pc) for pc in all_pcs]
             pc = known[-1] + step
             while True:
-                text = (sass_by_pc(pc) or "").strip()
+                text = text_at(pc)
                 if not text:
                     break
                 texts.append(text)
@@ -578,6 +605,11 @@ def _sass_frame(action, index: int, pc_metrics: dict, ncu, modules=None) -> pd.D
     files: list = []
     lines: list = []
     for pc in all_pcs:
+        if pc in src:
+            file, line = src[pc]
+            files.append(file)
+            lines.append(pd.NA if line is None else line)
+            continue
         si = action.source_info(pc)
         if si is None:
             files.append(None)
@@ -690,16 +722,20 @@ def _ingest(path: Path, sass_cache: bool = True) -> tuple[pd.DataFrame, pd.DataF
     return mf, sf, tf, rf
 
 
-def _mangled(action, ncu) -> str | None:
-    try:
-        return action.name(ncu.IAction.NameBase_MANGLED) or None
-    except Exception:  # noqa: BLE001 - an ncu_report without that name base: no SASS-text cache
-        return None
-
-
 def _read_actions(path: Path, ncu, sass_cache: bool = True
                   ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     modules = sasscache.Modules(path) if sass_cache else None
+    # the worker disassembles beside the metric reads below (profiler/sass_worker.py); None: no worker
+    pending = sass_worker.request(path, sass_cache)
+    try:
+        return _read_launches(path, ncu, modules, pending)
+    except BaseException:
+        if pending is not None:
+            pending.close(ok=False)
+        raise
+
+
+def _read_launches(path: Path, ncu, modules, pending) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     try:
         ctx = ncu.load_report(str(path))
     except Exception as err:
@@ -714,7 +750,7 @@ def _read_actions(path: Path, ncu, sass_cache: bool = True
         for a in range(rng.num_actions()):
             action = rng.action_by_idx(a)
             kernel = action.name(ncu.IAction.NameBase_DEMANGLED) or action.name()
-            rows, sass, timeline, srcs = _ingest_action(action, index, kernel, ncu, modules)
+            rows, sass, timeline, srcs = _ingest_action(action, index, kernel, ncu, modules, pending)
             source_rows += srcs
             if not rows:
                 raise WhowaitsError(
@@ -725,6 +761,8 @@ def _read_actions(path: Path, ncu, sass_cache: bool = True
             sass_frames.append(sass)
             timeline_frames.append(timeline)
             index += 1
+    if pending is not None:
+        pending.close(ok=True)
     if index == 0:
         raise WhowaitsError(
             f"{path}: no profiled kernel launch in this report (empty, truncated or corrupt)"

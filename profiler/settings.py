@@ -21,8 +21,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SETTINGS", "NOT_ENVIRONMENT", "Setting", "flag", "integer", "markdown", "path", "raw", "rows",
-           "text"]
+__all__ = ["SETTINGS", "NOT_ENVIRONMENT", "Setting", "flag", "integer", "markdown", "path", "put", "raw",
+           "rows", "text"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WHOWAITS_NCU_SESSION", "text", "set by whowaits, never by hand",
             "A fresh value whowaits puts in the environment of the ncu it starts: a stop finds every process of "
             "that session by it (profiler.collect.stop_child), also one outside the tree below ncu.", "device"),
+    Setting("WHOWAITS_SASS_WORKER", "flag", "on where the process may use 2 or more CPUs",
+            "0: a cold ingest reads the SASS text in its own process instead of in a worker process beside "
+            "the metric reads (profiler.sass_worker); 1: the worker also on one CPU."),
     Setting("WHOWAITS_FUZZ_N", "int", "the fuzz test's own count (~10 s)",
             "How many mutated reports tests/test_fuzz.py feeds the reader.", "test"),
 )
@@ -102,6 +105,16 @@ def raw(name: str) -> str | None:
     """The variable exactly as set (``None`` when unset)."""
     _declared(name)
     return os.environ.get(name)
+
+
+def put(name: str, value: str | None) -> None:
+    """Set a declared variable in this process (``None``: unset it): a helper process adopting the value
+    its parent reads (profiler.sass_worker)."""
+    _declared(name)
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def text(name: str) -> str | None:

@@ -33,7 +33,9 @@ def own_cache(tmp_path, monkeypatch):
 
 @pytest.fixture
 def disassembled(monkeypatch):
-    """Counts ncu_report's sass_by_pc calls."""
+    """Counts ncu_report's sass_by_pc calls (in this process: the worker of profiler/sass_worker.py,
+    tested in tests/test_sass_worker.py, is off here)."""
+    monkeypatch.setenv("WHOWAITS_SASS_WORKER", "0")
     calls = []
     real = ncu_report.IAction.sass_by_pc
 

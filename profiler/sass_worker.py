@@ -1,0 +1,401 @@
+"""ncu_report's disassembly of a report, done in a second process beside the ingester's metric reads.
+
+Most of a cold ingest is two kinds of native ncu_report calls: one ``IAction.sass_by_pc`` per
+instruction slot (50-100 us each, plus a one-time start of the disassembler per process) and one
+per-instance read per metric value (``_per_pc`` in :mod:`profiler.report`). Both take ncu_report's
+own lock, so a thread gains nothing; a process does. :func:`request` hands the report's path to a
+long-lived worker process (started on first use, one per ingesting process, and kept while that
+process lives, so its disassembler starts once); the worker opens the report itself and, for every
+launch in report order, answers with the text and source line of every instruction slot from the
+lowest PC that ``inst_executed`` or the sample count names, to the first empty slot after the
+highest one (:func:`disassemble`, the same walk :mod:`profiler.report` does). Meanwhile the
+ingester reads the metrics; :meth:`Pending.take` then hands it the launch's slots.
+
+The worker is an optimisation only: the ingester checks that the slots cover what it needs and
+reads any slot the worker did not give through ncu_report itself, exactly as without a worker. A
+worker that is off (``WHOWAITS_SASS_WORKER=0``, or one CPU), fails to start, dies (a native crash
+on a damaged report), answers with an error or takes longer than :data:`TIMEOUT_S` is killed and
+the ingester carries on alone; the next ingest starts a new one. A launch whose text the SASS cache
+of :mod:`profiler.sasscache` holds is not disassembled in the worker either (its answer then says
+``texts`` None). A forked child never uses its parent's worker.
+
+Protocol (stdin/stdout of the worker, each message a little-endian uint32 length + a pickle):
+request ``(path, use_sass_cache, cache_dir)`` (``cache_dir``: the ingester's ``WHOWAITS_CACHE_DIR``, None
+when unset, so both look in the same SASS cache however the ingester's environment changed); answers
+``("launch", index, answer)`` per launch, where ``answer`` is None (that launch failed in the worker)
+or a dict: ``slots`` (None, or :func:`disassemble`'s dict: ``first``, ``step``, ``end`` (the first
+empty slot), ``texts`` (list, or None for a cached build) and ``files``, ``lines`` (source info per
+slot)) and ``timeline`` (None, or :func:`timeline`'s dict of the launch's PM-sampled metrics, which
+the worker reads too: no analysis needs them before the ingester has read every other metric); then
+``("done",)``, or ``("error", message)`` when the report does not open. The worker exits at the end
+of its input (its parent closed the pipe or died).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from profiler import settings
+
+__all__ = ["TIMEOUT_S", "Pending", "disassemble", "enabled", "mangled", "pm_metrics", "request", "shutdown",
+           "timeline"]
+
+#: seconds the ingester waits for one answer before it kills the worker and reads the text itself
+TIMEOUT_S = 120.0
+_LEN = struct.Struct("<I")
+
+
+def enabled() -> bool:
+    """``WHOWAITS_SASS_WORKER``: unset means on where this process may use two or more CPUs."""
+    v = settings.text("WHOWAITS_SASS_WORKER")
+    if v is not None:
+        return settings.flag("WHOWAITS_SASS_WORKER")
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return cpus >= 2
+
+
+# --- the worker's side ----------------------------------------------------------------------------
+
+
+def disassemble(action, pcs: list[int], cached: list[str] | None = None) -> dict | None:
+    """The slots of one launch from the PCs its per-PC metrics name: ``first`` (lowest PC),
+    ``step`` (the smallest gap between PCs, 16 when there is one PC), ``end`` (the first slot past
+    the highest PC whose text is empty, or past a cached text's last slot), ``texts`` (ncu_report's
+    text of each slot from ``first`` to ``end``, stripped; None when ``cached`` holds it) and
+    ``files``/``lines`` (``IAction.source_info`` of each slot: None where it has none)."""
+    if not pcs:
+        return None
+    pcs = sorted(set(pcs))
+    steps = [b - a for a, b in zip(pcs, pcs[1:])]
+    step = min(steps) if steps else 16
+    first, last = pcs[0], pcs[-1]
+    if cached is not None and len(cached) * step > last - first:
+        texts = None
+        end = first + len(cached) * step
+    else:
+        sass_by_pc = action.sass_by_pc
+        texts = [(sass_by_pc(pc) or "").strip() for pc in range(first, last + step, step)]
+        pc = last + step
+        while True:
+            text = (sass_by_pc(pc) or "").strip()
+            if not text:
+                break
+            texts.append(text)
+            pc += step
+        end = pc
+    files: list[str | None] = []
+    lines: list[int | None] = []
+    for pc in range(first, end, step):
+        si = action.source_info(pc)
+        files.append(None if si is None else si.file_name())
+        lines.append(None if si is None else si.line())
+    return {"first": first, "step": step, "end": end, "texts": texts, "files": files, "lines": lines}
+
+
+def mangled(action) -> str | None:
+    """The launch's mangled function name (None where ncu_report cannot say: no SASS-text cache)."""
+    try:
+        import ncu_report as ncu  # noqa: PLC0415
+
+        return action.name(ncu.IAction.NameBase_MANGLED) or None
+    except Exception:  # noqa: BLE001 - an ncu_report without that name base
+        return None
+
+
+def pm_metrics(action) -> dict:
+    """name -> IMetric of the launch's PM-sampled metrics: instanced by number (not by a string),
+    neither a per-PC nor a sampling metric, and named PM-sampled by ``[timeline]`` of metrics.toml
+    (the same choice :func:`profiler.report._ingest_action` makes while it reads every metric)."""
+    import ncu_report as ncu  # noqa: PLC0415
+
+    from profiler import metrics as M  # noqa: PLC0415
+
+    stalls = M.stall_config()
+    skip = {stalls["sample_count"], *M.per_pc_metrics().values()}
+    out = {}
+    for name in action.metric_names():
+        if name in skip or name.startswith(stalls["sample_prefix"]) or not M.is_pm_metric(name):
+            continue
+        m = action.metric_by_name(name)
+        if m is None or not m.has_correlation_ids():
+            continue
+        n = m.num_instances()
+        if n < 1 or m.correlation_ids().kind() == ncu.IMetric.ValueKind_STRING:
+            continue
+        out[name] = m
+    return out
+
+
+def timeline(action, metrics: dict, f: dict | None = None) -> dict:
+    """name -> (time stamps in ns, values) of each PM-sampled metric after
+    ``IAction.timelines().aligned_metric`` (None where ncu_report aligns none); ``f``: the SWIG
+    functions of :func:`profiler.report._swig` (faster), else the IMetric methods."""
+    timelines = action.timelines()
+    out: dict = {}
+    for name in sorted(metrics):
+        aligned = timelines.aligned_metric(metrics[name])
+        if aligned is None:
+            out[name] = None
+            continue
+        if f is not None:
+            n = f["num_instances"](aligned)
+            corr = f["correlation_ids"](aligned)
+            as_uint64, as_double = f["as_uint64"], f["as_double"]
+            out[name] = ([as_uint64(corr, i) for i in range(n)], [as_double(aligned, i) for i in range(n)])
+        else:
+            n = aligned.num_instances()
+            corr = aligned.correlation_ids()
+            out[name] = ([corr.as_uint64(i) for i in range(n)], [aligned.as_double(i) for i in range(n)])
+    return out
+
+
+def _launch_answer(action, modules) -> dict:
+    """The worker's answer for one launch: ``slots`` (:func:`disassemble`, or None) and ``timeline``."""
+    try:
+        slots = _launch_slots(action, modules)
+    except Exception:  # noqa: BLE001 - the ingester reads the text itself
+        slots = None
+    try:
+        pm = timeline(action, pm_metrics(action))
+    except Exception:  # noqa: BLE001 - the ingester reads the timeline itself
+        pm = None
+    return {"slots": slots, "timeline": pm}
+
+
+def _launch_slots(action, modules) -> dict | None:
+    from profiler import metrics as M  # noqa: PLC0415
+    from profiler import sasscache  # noqa: PLC0415
+
+    pcs: list[int] = []
+    for name in (M.per_pc_metrics().get("inst_executed"), M.stall_config()["sample_count"]):
+        m = action.metric_by_name(name) if name else None
+        if m is None or not m.has_correlation_ids():
+            continue
+        corr = m.correlation_ids()
+        pcs += [corr.as_uint64(i) for i in range(m.num_instances())]
+    if not pcs:
+        return None
+    cached = None
+    if modules is not None:
+        name = mangled(action)
+        ordered = sorted(set(pcs))
+        steps = [b - a for a, b in zip(ordered, ordered[1:])]
+        if name:
+            cached = sasscache.lookup(modules, name, ordered[0], min(steps) if steps else 16)
+    return disassemble(action, pcs, cached)
+
+
+def _send(out, message) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(_LEN.pack(len(data)) + data)
+    out.flush()
+
+
+def _recv_exact(fd: int, n: int, deadline: float | None) -> bytes | None:
+    import time  # noqa: PLC0415
+
+    chunks, got = [], 0
+    while got < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+        chunk = os.read(fd, n - got)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _recv(fd: int, deadline: float | None = None):
+    head = _recv_exact(fd, _LEN.size, deadline)
+    if head is None:
+        return None
+    body = _recv_exact(fd, _LEN.unpack(head)[0], deadline)
+    return None if body is None else pickle.loads(body)
+
+
+def main() -> int:
+    """The worker: answer requests until the input ends."""
+    import ncu_report as ncu  # noqa: PLC0415
+
+    from profiler import sasscache  # noqa: PLC0415
+
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but answers on the pipe
+    while True:
+        req = _recv(sys.stdin.buffer.fileno())
+        if req is None:
+            return 0
+        path, use_cache, cache_dir = req
+        settings.put("WHOWAITS_CACHE_DIR", cache_dir)
+        try:
+            ctx = ncu.load_report(path)
+        except Exception as err:  # noqa: BLE001 - the ingester reports a report that does not open
+            _send(out, ("error", f"{type(err).__name__}: {err}"))
+            continue
+        modules = sasscache.Modules(path) if use_cache else None
+        index = 0
+        for r in range(ctx.num_ranges()):
+            rng = ctx.range_by_idx(r)
+            for a in range(rng.num_actions()):
+                try:
+                    answer: dict | None = _launch_answer(rng.action_by_idx(a), modules)
+                except Exception:  # noqa: BLE001 - the ingester reads this launch itself
+                    answer = None
+                _send(out, ("launch", index, answer))
+                index += 1
+        _send(out, ("done",))
+
+
+# --- the ingester's side --------------------------------------------------------------------------
+
+
+class _Worker:
+    def __init__(self) -> None:
+        # the parent's import path first (this package, and an ncu_report found through PYTHONPATH or
+        # a path a notebook added), so the worker reads with the same code as the ingester
+        path = [str(Path(__file__).resolve().parents[1]), *(p for p in sys.path if isinstance(p, str))]
+        code = f"import sys; sys.path[:0] = {path!r}; from profiler.sass_worker import main; sys.exit(main())"
+        self.pid = os.getpid()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, close_fds=True, bufsize=0,
+        )
+        self.busy = threading.Lock()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+_WORKER: _Worker | None = None
+_GUARD = threading.Lock()
+
+
+def _forget_in_child() -> None:
+    global _WORKER
+    _WORKER = None  # the pipes belong to the parent's worker; the child starts its own
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def shutdown() -> None:
+    """End this process's worker (also at exit)."""
+    global _WORKER
+    with _GUARD:
+        w, _WORKER = _WORKER, None
+    if w is not None and w.pid == os.getpid():
+        w.kill()
+
+
+atexit.register(shutdown)
+
+
+class Pending:
+    """The worker's answers for one report, taken launch by launch in report order."""
+
+    def __init__(self, worker: _Worker) -> None:
+        self._w: _Worker | None = worker
+        self._next = 0
+
+    def take(self, index: int) -> dict | None:
+        """The answer for launch ``index``: ``slots`` and ``timeline`` (None: the worker failed or is gone)."""
+        import time  # noqa: PLC0415
+
+        while self._w is not None and self._next <= index:
+            msg = _recv(self._w.proc.stdout.fileno(), time.monotonic() + TIMEOUT_S)  # type: ignore[union-attr]
+            if not isinstance(msg, tuple) or msg[0] != "launch" or msg[1] != self._next:
+                self._fail()
+                return None
+            self._next += 1
+            if msg[1] == index:
+                return msg[2] if isinstance(msg[2], dict) else None
+        return None
+
+    def close(self, ok: bool = True) -> None:
+        """Release the worker: after a whole report (``ok``) read what is left of its answers; after
+        an error, or when they do not come, end it (the next ingest starts another)."""
+        import time  # noqa: PLC0415
+
+        w = self._w
+        if w is None:
+            return
+        if ok:
+            deadline = time.monotonic() + TIMEOUT_S
+            while True:
+                msg = _recv(w.proc.stdout.fileno(), deadline)  # type: ignore[union-attr]
+                if isinstance(msg, tuple) and msg[0] == "done":
+                    break
+                if not (isinstance(msg, tuple) and msg[0] == "launch"):
+                    self._fail()
+                    return
+        else:
+            self._fail()
+            return
+        self._w = None
+        w.busy.release()
+
+    def _fail(self) -> None:
+        global _WORKER
+        w, self._w = self._w, None
+        if w is None:
+            return
+        with _GUARD:
+            if _WORKER is w:
+                _WORKER = None
+        w.kill()
+        w.busy.release()
+
+
+def request(path: str | os.PathLike, use_sass_cache: bool) -> Pending | None:
+    """Ask this process's worker for the slots of every launch of ``path``; None when the worker
+    is off, cannot start or is busy with another report (the ingester then reads them itself)."""
+    global _WORKER
+    if not enabled():
+        return None
+    with _GUARD:
+        w = _WORKER
+        if w is not None and (w.pid != os.getpid() or not w.alive()):
+            w = _WORKER = None
+        if w is None:
+            try:
+                w = _WORKER = _Worker()
+            except OSError:
+                return None
+    if not w.busy.acquire(blocking=False):
+        return None
+    try:
+        _send(w.proc.stdin, (str(path), bool(use_sass_cache), settings.raw("WHOWAITS_CACHE_DIR")))
+    except (OSError, ValueError):
+        pending = Pending(w)
+        pending._fail()
+        return None
+    return Pending(w)

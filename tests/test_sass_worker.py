@@ -1,0 +1,199 @@
+"""The disassembly worker (profiler/sass_worker.py) on the committed reports: the frames a cold ingest
+builds with the worker equal, to the last byte, those built without it (one and several launches,
+PM timelines, SASS cache on and off); the ingester then never disassembles in its own process; a worker
+that dies, is killed or hangs costs nothing but time; a worker never outlives its process; a forked
+child starts its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import ncu_report
+import pandas as pd
+import pytest
+
+from profiler import report as R
+from profiler import sass_worker
+from profiler.errors import WhowaitsError
+
+ROOT = Path(__file__).resolve().parents[1]
+H200 = ROOT / "reports/h200"
+PUBLIC = ROOT / "tests/public-reports"
+FLASH = H200 / "ext-sdpa-flash-fullset/b1_h64_s1024_d128_fp16.ncu-rep"  # 3,368 slots, PM timeline
+CUDNN = H200 / "ext-sdpa-cudnn-fullset/b1_h64_s1024_d128_fp16.ncu-rep"
+SUBJECTS = [
+    CUDNN,
+    H200 / "zoo/cublas-gemm-fp16/m8192_n8192_k8192_fp16.ncu-rep",  # nvjet, warp-specialised
+    H200 / "v21_causal_pairs/b4_h16_s4096_d128_fp16.ncu-rep",  # whowaits set
+    PUBLIC / "esmm-research/a10g-sgemm-default-set.ncu-rep",  # 4 launches, an A10G, no per-PC source
+    PUBLIC / "sglang-flyinglandlord/h800-sampling-flash-full.ncu-rep",  # 5 launches of 2 kernels
+]
+
+
+@pytest.fixture
+def in_process_disassembly(monkeypatch):
+    """Counts ncu_report's sass_by_pc calls in this process."""
+    calls: list[int] = []
+    real = ncu_report.IAction.sass_by_pc
+
+    def counting(self, pc):
+        calls.append(pc)
+        return real(self, pc)
+
+    monkeypatch.setattr(ncu_report.IAction, "sass_by_pc", counting)
+    return calls
+
+
+def _ingest(path: Path, worker: str, monkeypatch, sass_cache: bool = False):
+    monkeypatch.setenv("WHOWAITS_SASS_WORKER", worker)
+    return R._ingest(path, sass_cache=sass_cache)
+
+
+@pytest.mark.parametrize("path", SUBJECTS, ids=lambda p: p.parent.name)
+def test_frames_with_the_worker_equal_those_without(path, monkeypatch, in_process_disassembly):
+    alone = _ingest(path, "0", monkeypatch)
+    has_sass = len(alone[1]) > 0  # the A10G default set has no per-PC metrics: no SASS either way
+    assert bool(in_process_disassembly) == has_sass, "the reference is this process's own disassembly"
+    in_process_disassembly.clear()
+    helped = _ingest(path, "1", monkeypatch)
+    for a, b in zip(alone, helped):
+        pd.testing.assert_frame_equal(a, b)
+    assert in_process_disassembly == [], "the worker read every slot: none was read here again"
+    if has_sass:
+        assert helped[1]["sass"].str.len().gt(0).all()
+
+
+def test_the_pm_timeline_comes_from_the_worker_and_equals_ncu_reports(monkeypatch):
+    """The flash report's PM-sampled metrics, read in the worker, are those ncu_report aligns here."""
+    helped = _ingest(FLASH, "1", monkeypatch)
+    tf = helped[2]
+    assert len(tf) > 1000 and tf["metric"].nunique() >= 5
+    action = ncu_report.load_report(str(FLASH)).range_by_idx(0).action_by_idx(0)
+    pm = sass_worker.pm_metrics(action)
+    assert set(pm) == set(tf["metric"])
+    name = sorted(pm)[0]
+    times, values = sass_worker.timeline(action, {name: pm[name]})[name]
+    got = tf[tf["metric"] == name]
+    assert got["t_ns"].tolist() == times and got["value"].tolist() == values
+
+
+def test_a_known_build_and_a_changed_cache_folder(tmp_path, monkeypatch, in_process_disassembly):
+    """With the SASS cache on, the first report of a build is disassembled by the worker (not here) and
+    cached; a second report of the same build reads the cache; a new cache folder set in this process
+    after the worker started is the one the worker looks in (so it disassembles again, not here)."""
+    second = H200 / "ext-sdpa-cudnn/b1_h64_s1024_d128_fp16.ncu-rep"
+    truth = _ingest(second, "0", monkeypatch)
+    in_process_disassembly.clear()
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "a"))
+    _ingest(CUDNN, "1", monkeypatch, sass_cache=True)
+    assert list((tmp_path / "a").glob("*.sass")), "the parent caches the worker's text"
+    got = _ingest(second, "1", monkeypatch, sass_cache=True)
+    pd.testing.assert_frame_equal(got[1], truth[1])
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path / "b"))
+    again = _ingest(second, "1", monkeypatch, sass_cache=True)
+    pd.testing.assert_frame_equal(again[1], truth[1])
+    assert in_process_disassembly == []
+    assert list((tmp_path / "b").glob("*.sass"))
+
+
+def test_a_dead_worker_is_replaced_and_costs_nothing_but_time(monkeypatch):
+    monkeypatch.setenv("WHOWAITS_SASS_WORKER", "1")
+    truth = _ingest(CUDNN, "0", monkeypatch)
+    _ingest(CUDNN, "1", monkeypatch)
+    w = sass_worker._WORKER
+    assert w is not None and w.alive()
+    w.proc.kill()
+    w.proc.wait()
+    pending = sass_worker.request(CUDNN, False)  # the dead one is noticed: a new worker answers
+    assert pending is not None and sass_worker._WORKER is not w
+    pending.close(ok=True)
+    # a worker killed while the ingester waits for its answer: the ingester reads the text itself
+    pending = sass_worker.request(CUDNN, False)
+    assert pending is not None
+    sass_worker._WORKER.proc.kill()
+    assert pending.take(0) is None
+    assert sass_worker._WORKER is None
+    pending.close(ok=True)  # after a failure: nothing left to release
+    got = _ingest(CUDNN, "1", monkeypatch)
+    for a, b in zip(truth, got):
+        pd.testing.assert_frame_equal(a, b)
+
+
+def test_a_worker_that_does_not_answer_is_ended_after_the_timeout(monkeypatch):
+    monkeypatch.setenv("WHOWAITS_SASS_WORKER", "1")
+    pending = sass_worker.request(CUDNN, False)
+    assert pending is not None
+    w = sass_worker._WORKER
+    os.kill(w.proc.pid, 19)  # SIGSTOP: alive, silent
+    monkeypatch.setattr(sass_worker, "TIMEOUT_S", 0.5)
+    t = time.monotonic()
+    assert pending.take(0) is None
+    assert time.monotonic() - t < 10
+    assert w.proc.poll() is not None and sass_worker._WORKER is None
+
+
+def test_a_damaged_report_gives_the_usual_error_and_leaves_no_busy_worker(tmp_path, monkeypatch):
+    """A report whose blocks are intact but whose content is not a report: the ingester's one-line error;
+    the worker of that read is released (the next read gets one)."""
+    monkeypatch.setenv("WHOWAITS_SASS_WORKER", "1")
+    bad = tmp_path / "bad.ncu-rep"
+    blob = bytearray(CUDNN.read_bytes())
+    for i in range(2000, len(blob) - 2000, 997):
+        blob[i] ^= 0x5A
+    bad.write_bytes(bytes(blob))
+    with pytest.raises(WhowaitsError):
+        R.load_report(bad, use_cache=False)
+    pending = sass_worker.request(CUDNN, False)
+    assert pending is not None, "a worker is free for the next report"
+    pending.close(ok=True)
+
+
+def test_the_worker_ends_with_its_process(tmp_path):
+    code = ("import os, sys; os.environ['WHOWAITS_SASS_WORKER'] = '1'\n"
+            "from profiler import report, sass_worker\n"
+            f"report._ingest(__import__('pathlib').Path({str(CUDNN)!r}), sass_cache=False)\n"
+            "print(sass_worker._WORKER.proc.pid, flush=True)\n"
+            "os._exit(0)\n")  # no atexit: the worker must notice the closed pipe by itself
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    pid = int(out.stdout.split()[-1])
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and _running(pid):
+        time.sleep(0.1)
+    assert not _running(pid), "the worker outlived its process"
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_forked_child_does_not_use_its_parents_worker(monkeypatch):
+    monkeypatch.setenv("WHOWAITS_SASS_WORKER", "1")
+    _ingest(CUDNN, "1", monkeypatch)
+    assert sass_worker._WORKER is not None
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        os.write(w, b"none" if sass_worker._WORKER is None else b"inherited")
+        os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    assert os.read(r, 16) == b"none"
+    os.close(r)
+
+
+def test_off_and_on(monkeypatch):
+    monkeypatch.setenv("WHOWAITS_SASS_WORKER", "0")
+    assert not sass_worker.enabled() and sass_worker.request(CUDNN, False) is None
+    monkeypatch.setenv("WHOWAITS_SASS_WORKER", "1")
+    assert sass_worker.enabled()
+    monkeypatch.delenv("WHOWAITS_SASS_WORKER")
+    assert sass_worker.enabled() == (len(os.sched_getaffinity(0)) >= 2)

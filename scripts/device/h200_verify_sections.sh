@@ -39,7 +39,11 @@ echo "ncu running before the signal: $(pgrep -x ncu | tr '\n' ' ')"
 sleep 2
 kill -TERM "$pid"; wait "$pid"; echo "whowaits exit: $?"
 sleep 1
-left=$(pgrep -x ncu | tr '\n' ' '); echo "ncu left after whowaits exited: '${left}'"
+# a zombie is not a process left running: an ncu re-parented to PID 1 stays <defunct> until PID 1 reaps it, and the
+# device VM's PID 1 (process_api) did not (2026-12-02 19:45 UTC: .dev/diag ncu_tree, reports/h200/verify/*ncu-tree.log)
+live() { for p in $(pgrep -x ncu); do [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" = Z ] || echo "$p"; done | tr '\n' ' '; }
+zombies() { for p in $(pgrep -x ncu); do [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" = Z ] && echo "$p"; done | tr '\n' ' '; }
+left=$(live); echo "ncu left after whowaits exited: '${left}' (zombies, not running: '$(zombies)')"
 pgrep -f "zoo_subjects.py $name" > /dev/null && echo "profiled program left: yes" || echo "profiled program left: no"
 tail -3 "$REP/sig.log"
 echo "verify: done"

@@ -557,8 +557,8 @@ def stop_child(proc: subprocess.Popen, signum: int, grace: float = STOP_GRACE_S,
     them already: they get a moment to end on their own. Otherwise (the signal went to whowaits alone) ncu, the
     real profiler below its launcher and the profiled program get the same signal; past ``grace`` seconds what
     is left is killed. With ``token`` (the session's :data:`SESSION_TOKEN`), the processes carrying it join
-    the tree: on the H200 ncu 2025.3.1 had a second ``ncu`` process outside the tree below the one whowaits
-    started, which a stop of that tree left running (scripts/device/h200_verify_sections.sh, 17:08 UTC).
+    the tree, wherever a process of the session was re-parented (on the H200 every process of the session carries
+    it, and a stop of whowaits alone ended them all: docs/reliability.md).
     Nothing started here outlives this call. ncu stays in whowaits' process group, so whoever stops that
     group (a sweep's job runner) stops ncu with it."""
     import signal as _signal

@@ -1,9 +1,7 @@
 """Ingestion: an Nsight Compute report -> tidy pandas frames, cached.
 
-With :mod:`profiler.sass_worker` (the worker process that disassembles beside the metric reads, and
-the per-PC readers both use), the only module of the package that imports ``ncu_report`` (PyPI
-``ncu-report``), and it does so lazily inside :func:`_ingest`, so a warm cache needs no ``ncu_report``
-at all.
+The ONLY module of the package that imports ``ncu_report`` (PyPI ``ncu-report``), and it does so
+lazily inside :func:`_ingest`, so a warm cache needs no ``ncu_report`` at all.
 
 Frames (one pair per profiled launch; see :class:`Launch`):
 
@@ -63,6 +61,7 @@ import stat
 import struct
 import sys
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -366,6 +365,33 @@ def check_file(path: Path) -> None:
 # interleaved rounds of load_report) to change nothing, so the ingester leaves scheduling to the OS.
 
 
+def _per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:
+    """(PCs, values) of a metric instanced by PC.
+
+    The stall-sampling metrics of one group share one list of PCs: a list read before for the
+    same instance count is reused when ten PCs spread over it agree (golden tests check every PC
+    against ncu's source page). The SWIG functions are called directly: ~150k calls per
+    report, and the Python wrappers double their cost.
+    """
+    n = metric.num_instances()
+    corr = metric.correlation_ids()
+    raw = getattr(getattr(ncu, "_ncu_report", None), "IMetric_as_uint64", None)
+    if raw is None:  # a future ncu_report without the SWIG module layout
+
+        def raw(m, i):
+            return m.as_uint64(i)
+
+    if metric.has_value() and metric.value() == 0:
+        # counts are non-negative: a zero total means every instance is 0 (many stall reasons
+        # are never sampled in a given kernel); the frame's zero-filled column says so
+        return [], []
+    pcs = pcs_cache.get(n)
+    if pcs is None or any(raw(corr, i) != pcs[i] for i in {0, n - 1, *range(1, n, max(n // 8, 1))}):
+        pcs = list(map(raw, repeat(corr, n), range(n)))
+        pcs_cache[n] = pcs
+    return pcs, list(map(raw, repeat(metric, n), range(n)))
+
+
 def _swig(ncu) -> dict:
     """The SWIG functions behind the ``IAction``/``IMetric`` methods the ingester calls per
     metric (~2000 metrics a report: the Python wrappers double the cost of each call), or the
@@ -427,28 +453,11 @@ def _ingest_action(action, index: int, kernel: str, ncu, modules=None, pending=N
             elif M.is_pm_metric(name):
                 pm_metrics[name] = m
 
-    # A worker (profiler/sass_worker.py) reads beside the reads above: the slots (disassembled, or a
-    # known build's source lines) and the timeline, and for a known build the per-PC columns too. A known
-    # build is the one whose text the SASS cache holds for the lowest PC and the step the worker sees.
-    answer = None
-    columns = None
-    known_build = None
-    if pending is not None and modules is not None:
-        first_step, name = sass_worker.first_and_step(action), sass_worker.mangled(action)
-        if first_step is not None and name is not None:
-            texts = sasscache.lookup(modules, name, *first_step)
-            known_build = None if texts is None else (*first_step, texts)
-        if known_build is not None:
-            answer = pending.take(index)
-            read = answer.get("columns") if answer is not None else None
-            if read is not None and read["names"] == sorted(pc_metrics):
-                columns, reasons = read["columns"], read["reasons"]
-    if columns is None:
-        columns, reasons = sass_worker.pc_columns(pc_metrics, ncu)
+    columns, reasons = _pc_columns(pc_metrics, ncu)
     sources = _region_sources(action, index)
-    if answer is None and pending is not None:
-        answer = pending.take(index)
-    sass = _sass_frame(action, index, columns, reasons, modules, answer and answer.get("slots"), known_build)
+    # what a worker (profiler/sass_worker.py) read beside the reads above: slots and timeline
+    answer = pending.take(index) if pending is not None else None
+    sass = _sass_frame(action, index, columns, reasons, modules, answer and answer.get("slots"))
     timeline = _timeline_frame(action, index, pm_metrics, f, answer and answer.get("timeline"))
     return rows, sass, timeline, sources
 
@@ -489,10 +498,32 @@ def _timeline_frame(action, index: int, pm_metrics: dict, f: dict, read: dict | 
     })
 
 
-def _sass_frame(action, index: int, columns: dict, reasons: list[str], modules=None, slots: dict | None = None,
-                known_build: tuple | None = None) -> pd.DataFrame:
-    """The sass frame of one action from its per-PC columns (``slots``: what a worker read, or None;
-    ``known_build``: (first PC, step, texts) of a SASS-cache lookup made already)."""
+def _pc_columns(pc_metrics: dict, ncu) -> tuple[dict[str, tuple[list[int], list[int]]], list[str]]:
+    """The sass frame's per-PC columns (column -> (PCs, values)) and the stall reasons sampled."""
+    cfg = M.stall_config()
+    cache: dict = {}
+    per_pc = M.per_pc_metrics()
+    columns: dict[str, tuple[list[int], list[int]]] = {}
+    for col, name in per_pc.items():
+        if name in pc_metrics:
+            columns[col] = _per_pc(pc_metrics[name], ncu, cache)
+    if cfg["sample_count"] in pc_metrics:
+        columns["samples"] = _per_pc(pc_metrics[cfg["sample_count"]], ncu, cache)
+    reasons = M.sampled_reasons(pc_metrics)
+    for reason in reasons:
+        name = cfg["sample_prefix"] + reason
+        if name in pc_metrics:
+            columns[f"stall_{reason}"] = _per_pc(pc_metrics[name], ncu, cache)
+        if name + cfg["not_issued_suffix"] in pc_metrics:
+            columns[f"not_issued_{reason}"] = _per_pc(
+                pc_metrics[name + cfg["not_issued_suffix"]], ncu, cache
+            )
+    return columns, reasons
+
+
+def _sass_frame(action, index: int, columns: dict, reasons: list[str], modules=None, slots: dict | None = None
+                ) -> pd.DataFrame:
+    """The sass frame of one action from its per-PC columns (``slots``: what a worker read, or None)."""
     per_pc = M.per_pc_metrics()
     # Every instruction slot of the function, as ncu's source page lists it: the PCs the metrics
     # name, the slots between them that no metric names (e.g. an unreachable BRA), and the
@@ -518,10 +549,7 @@ def _sass_frame(action, index: int, columns: dict, reasons: list[str], modules=N
         # inst_executed (the entry instruction always executes), which must be the first PC named
         executed = columns.get("inst_executed", ([], []))[0]
         at_start = bool(mangled) and bool(executed) and min(executed) == known[0]
-        if known_build is not None and known_build[:2] == (known[0], step):
-            cached = known_build[2] if at_start else None
-        else:
-            cached = sasscache.lookup(modules, mangled, known[0], step) if at_start and mangled is not None else None
+        cached = sasscache.lookup(modules, mangled, known[0], step) if at_start and mangled is not None else None
         if cached is not None and len(cached) * step > known[-1] - known[0]:
             texts = cached
             all_pcs = list(range(known[0], known[0] + len(cached) * step, step))

@@ -41,13 +41,12 @@ import struct
 import subprocess
 import sys
 import threading
-from itertools import repeat
 from pathlib import Path
 
 from profiler import settings
 
-__all__ = ["TIMEOUT_S", "Pending", "disassemble", "enabled", "first_and_step", "mangled", "pc_columns", "pc_metrics",
-           "per_pc", "pm_metrics", "request", "shutdown", "timeline"]
+__all__ = ["TIMEOUT_S", "Pending", "disassemble", "enabled", "mangled", "pm_metrics", "request", "shutdown",
+           "timeline"]
 
 #: seconds the ingester waits for one answer before it kills the worker and reads the text itself
 TIMEOUT_S = 120.0
@@ -69,12 +68,18 @@ def enabled() -> bool:
 # --- the worker's side ----------------------------------------------------------------------------
 
 
-def disassemble(action, first: int, step: int, last: int, cached: list[str] | None = None) -> dict:
-    """The slots of one launch from its lowest PC ``first`` to its highest ``last`` (``step`` bytes a
-    slot): ``first``, ``step``, ``end`` (the first slot past ``last`` whose text is empty, or past a
-    cached text's last slot), ``texts`` (ncu_report's text of each slot from ``first`` to ``end``,
-    stripped; None when ``cached`` holds it) and ``files``/``lines`` (``IAction.source_info`` of each
-    slot: None where it has none)."""
+def disassemble(action, pcs: list[int], cached: list[str] | None = None) -> dict | None:
+    """The slots of one launch from the PCs its per-PC metrics name: ``first`` (lowest PC),
+    ``step`` (the smallest gap between PCs, 16 when there is one PC), ``end`` (the first slot past
+    the highest PC whose text is empty, or past a cached text's last slot), ``texts`` (ncu_report's
+    text of each slot from ``first`` to ``end``, stripped; None when ``cached`` holds it) and
+    ``files``/``lines`` (``IAction.source_info`` of each slot: None where it has none)."""
+    if not pcs:
+        return None
+    pcs = sorted(set(pcs))
+    steps = [b - a for a, b in zip(pcs, pcs[1:])]
+    step = min(steps) if steps else 16
+    first, last = pcs[0], pcs[-1]
     if cached is not None and len(cached) * step > last - first:
         texts = None
         end = first + len(cached) * step
@@ -96,107 +101,6 @@ def disassemble(action, first: int, step: int, last: int, cached: list[str] | No
         files.append(None if si is None else si.file_name())
         lines.append(None if si is None else si.line())
     return {"first": first, "step": step, "end": end, "texts": texts, "files": files, "lines": lines}
-
-
-def per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:
-    """(PCs, values) of a metric instanced by PC.
-
-    The stall-sampling metrics of one group share one list of PCs: a list read before for the
-    same instance count is reused when ten PCs spread over it agree (golden tests check every PC
-    against ncu's source page). The SWIG functions are called directly: ~150k calls per
-    report, and the Python wrappers double their cost.
-    """
-    n = metric.num_instances()
-    corr = metric.correlation_ids()
-    raw = getattr(getattr(ncu, "_ncu_report", None), "IMetric_as_uint64", None)
-    if raw is None:  # a future ncu_report without the SWIG module layout
-
-        def raw(m, i):
-            return m.as_uint64(i)
-
-    if metric.has_value() and metric.value() == 0:
-        # counts are non-negative: a zero total means every instance is 0 (many stall reasons
-        # are never sampled in a given kernel); the frame's zero-filled column says so
-        return [], []
-    pcs = pcs_cache.get(n)
-    if pcs is None or any(raw(corr, i) != pcs[i] for i in {0, n - 1, *range(1, n, max(n // 8, 1))}):
-        pcs = list(map(raw, repeat(corr, n), range(n)))
-        pcs_cache[n] = pcs
-    return pcs, list(map(raw, repeat(metric, n), range(n)))
-
-
-
-
-def pc_columns(pc_metrics: dict, ncu) -> tuple[dict[str, tuple[list[int], list[int]]], list[str]]:
-    """The sass frame's per-PC columns (column -> (PCs, values)) and the stall reasons sampled."""
-    from profiler import metrics as M  # noqa: PLC0415
-
-    cfg = M.stall_config()
-    cache: dict = {}
-    columns: dict[str, tuple[list[int], list[int]]] = {}
-    for col, name in M.per_pc_metrics().items():
-        if name in pc_metrics:
-            columns[col] = per_pc(pc_metrics[name], ncu, cache)
-    if cfg["sample_count"] in pc_metrics:
-        columns["samples"] = per_pc(pc_metrics[cfg["sample_count"]], ncu, cache)
-    reasons = M.sampled_reasons(pc_metrics)
-    for reason in reasons:
-        name = cfg["sample_prefix"] + reason
-        if name in pc_metrics:
-            columns[f"stall_{reason}"] = per_pc(pc_metrics[name], ncu, cache)
-        if name + cfg["not_issued_suffix"] in pc_metrics:
-            columns[f"not_issued_{reason}"] = per_pc(
-                pc_metrics[name + cfg["not_issued_suffix"]], ncu, cache
-            )
-    return columns, reasons
-
-
-def pc_metrics(action) -> dict:
-    """name -> IMetric of the launch's per-PC metrics (sampling and ``[per_pc]`` of metrics.toml) that are
-    instanced by number: the same choice :func:`profiler.report._ingest_action` makes while it reads every
-    metric."""
-    import ncu_report as ncu  # noqa: PLC0415
-
-    from profiler import metrics as M  # noqa: PLC0415
-
-    stalls = M.stall_config()
-    wanted = {stalls["sample_count"], *M.per_pc_metrics().values()}
-    out = {}
-    for name in action.metric_names():
-        if not (name.startswith(stalls["sample_prefix"]) or name in wanted):
-            continue
-        m = action.metric_by_name(name)
-        if m is None or not m.has_correlation_ids() or m.num_instances() < 1:
-            continue
-        if m.correlation_ids().kind() == ncu.IMetric.ValueKind_STRING:
-            continue
-        out[name] = m
-    return out
-
-
-def first_and_step(action) -> tuple[int, int] | None:
-    """(lowest PC, smallest gap between PCs) of what ``inst_executed`` and the sample count name; None
-    when neither has a PC."""
-    span = _span(action)
-    return None if span is None else span[:2]
-
-
-def _span(action) -> tuple[int, int, int] | None:
-    """(lowest PC, step, highest PC) of what ``inst_executed`` and the sample count name."""
-    from profiler import metrics as M  # noqa: PLC0415
-
-    pcs: set[int] = set()
-    for name in (M.per_pc_metrics().get("inst_executed"), M.stall_config()["sample_count"]):
-        m = action.metric_by_name(name) if name else None
-        if m is None or not m.has_correlation_ids():
-            continue
-        corr = m.correlation_ids()
-        pcs.update(corr.as_uint64(i) for i in range(m.num_instances()))
-    if not pcs:
-        return None
-    ordered = sorted(pcs)
-    steps = [b - a for a, b in zip(ordered, ordered[1:])]
-    return ordered[0], (min(steps) if steps else 16), ordered[-1]
 
 
 def mangled(action) -> str | None:
@@ -257,46 +161,39 @@ def timeline(action, metrics: dict, f: dict | None = None) -> dict:
 
 
 def _launch_answer(action, modules) -> dict:
-    """The worker's answer for one launch: ``slots`` (:func:`disassemble`, or None), ``timeline``, and for
-    a known build (its text in the SASS cache: nothing to disassemble) ``columns``: the per-PC columns of
-    :func:`pc_columns` (``columns``, ``reasons``, and the metric ``names`` they come from)."""
-    import ncu_report as ncu  # noqa: PLC0415
+    """The worker's answer for one launch: ``slots`` (:func:`disassemble`, or None) and ``timeline``."""
+    try:
+        slots = _launch_slots(action, modules)
+    except Exception:  # noqa: BLE001 - the ingester reads the text itself
+        slots = None
+    try:
+        pm = timeline(action, pm_metrics(action))
+    except Exception:  # noqa: BLE001 - the ingester reads the timeline itself
+        pm = None
+    return {"slots": slots, "timeline": pm}
 
+
+def _launch_slots(action, modules) -> dict | None:
+    from profiler import metrics as M  # noqa: PLC0415
     from profiler import sasscache  # noqa: PLC0415
 
-    answer: dict = {"slots": None, "timeline": None, "columns": None}
-    try:
-        span = _span(action)
-        if span is not None:
-            first, step, last = span
-            name = mangled(action) if modules is not None else None
-            cached = sasscache.lookup(modules, name, first, step) if name else None
-            if cached is not None:  # the ingester waits for these columns instead of reading them itself
-                pcm = pc_metrics(action)
-                columns, reasons = pc_columns(pcm, ncu)
-                answer["columns"] = {"columns": _packed(columns), "reasons": reasons, "names": sorted(pcm)}
-            answer["slots"] = disassemble(action, first, step, last, cached)
-    except Exception:  # noqa: BLE001 - the ingester reads the text itself
-        pass
-    try:
-        answer["timeline"] = timeline(action, pm_metrics(action))
-    except Exception:  # noqa: BLE001 - the ingester reads the timeline itself
-        pass
-    return answer
-
-
-def _packed(columns: dict) -> dict:
-    """The columns as arrays of 64-bit integers (a shared list of PCs stays shared): 8 bytes a value
-    through the pipe instead of a pickled int each."""
-    from array import array  # noqa: PLC0415
-
-    done: dict[int, array] = {}
-    out = {}
-    for col, (pcs, vals) in columns.items():
-        if id(pcs) not in done:
-            done[id(pcs)] = array("Q", pcs)
-        out[col] = (done[id(pcs)], array("Q", vals))
-    return out
+    pcs: list[int] = []
+    for name in (M.per_pc_metrics().get("inst_executed"), M.stall_config()["sample_count"]):
+        m = action.metric_by_name(name) if name else None
+        if m is None or not m.has_correlation_ids():
+            continue
+        corr = m.correlation_ids()
+        pcs += [corr.as_uint64(i) for i in range(m.num_instances())]
+    if not pcs:
+        return None
+    cached = None
+    if modules is not None:
+        name = mangled(action)
+        ordered = sorted(set(pcs))
+        steps = [b - a for a, b in zip(ordered, ordered[1:])]
+        if name:
+            cached = sasscache.lookup(modules, name, ordered[0], min(steps) if steps else 16)
+    return disassemble(action, pcs, cached)
 
 
 def _send(out, message) -> None:

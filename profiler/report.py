@@ -725,8 +725,10 @@ def _ingest(path: Path, sass_cache: bool = True) -> tuple[pd.DataFrame, pd.DataF
 def _read_actions(path: Path, ncu, sass_cache: bool = True
                   ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     modules = sasscache.Modules(path) if sass_cache else None
-    # the worker disassembles beside the metric reads below (profiler/sass_worker.py); None: no worker
-    pending = sass_worker.request(path, sass_cache)
+    # the worker disassembles beside the metric reads below (profiler/sass_worker.py); None: no worker,
+    # as for a report of a build seen before (its text is in the SASS cache: nothing to disassemble)
+    known_build = modules is not None and sasscache.holds_any(modules)
+    pending = None if known_build else sass_worker.request(path, sass_cache)
     try:
         return _read_launches(path, ncu, modules, pending)
     except BaseException:

@@ -8,24 +8,25 @@ long-lived worker process (started on first use, one per ingesting process, and 
 process lives, so its disassembler starts once); the worker opens the report itself and, for every
 launch in report order, answers with the text and source line of every instruction slot from the
 lowest PC that ``inst_executed`` or the sample count names, to the first empty slot after the
-highest one (:func:`disassemble`, the same walk :mod:`profiler.report` does). Meanwhile the
-ingester reads the metrics; :meth:`Pending.take` then hands it the launch's slots.
+highest one (:func:`disassemble`, the same walk :mod:`profiler.report` does), and with the
+launch's PM-sampled timeline. Meanwhile the ingester reads the other metrics; :meth:`Pending.take`
+then hands it the launch's answer.
 
 The worker is an optimisation only: the ingester checks that the slots cover what it needs and
 reads any slot the worker did not give through ncu_report itself, exactly as without a worker. A
 worker that is off (``WHOWAITS_SASS_WORKER=0``, or one CPU), fails to start, dies (a native crash
 on a damaged report), answers with an error or takes longer than :data:`TIMEOUT_S` is killed and
 the ingester carries on alone; the next ingest starts a new one. A launch whose text the SASS cache
-of :mod:`profiler.sasscache` holds is not disassembled in the worker either (its answer then says
-``texts`` None). A forked child never uses its parent's worker.
+of :mod:`profiler.sasscache` holds (a known build) gets an empty answer: the ingester reads that
+launch alone (measured faster on two cores than sharing its other reads with a worker that must
+open the report too). A forked child never uses its parent's worker.
 
 Protocol (stdin/stdout of the worker, each message a little-endian uint32 length + a pickle):
 request ``(path, use_sass_cache, cache_dir)`` (``cache_dir``: the ingester's ``WHOWAITS_CACHE_DIR``, None
 when unset, so both look in the same SASS cache however the ingester's environment changed); answers
 ``("launch", index, answer)`` per launch, where ``answer`` is None (that launch failed in the worker)
 or a dict: ``slots`` (None, or :func:`disassemble`'s dict: ``first``, ``step``, ``end`` (the first
-empty slot), ``texts`` (list, or None for a cached build) and ``files``, ``lines`` (source info per
-slot)) and ``timeline`` (None, or :func:`timeline`'s dict of the launch's PM-sampled metrics, which
+empty slot), ``texts`` and ``files``, ``lines`` (source info per slot)) and ``timeline`` (None, or :func:`timeline`'s dict of the launch's PM-sampled metrics, which
 the worker reads too: no analysis needs them before the ingester has read every other metric); then
 ``("done",)``, or ``("error", message)`` when the report does not open. The worker exits at the end
 of its input (its parent closed the pipe or died).
@@ -68,32 +69,28 @@ def enabled() -> bool:
 # --- the worker's side ----------------------------------------------------------------------------
 
 
-def disassemble(action, pcs: list[int], cached: list[str] | None = None) -> dict | None:
+def disassemble(action, pcs: list[int]) -> dict | None:
     """The slots of one launch from the PCs its per-PC metrics name: ``first`` (lowest PC),
     ``step`` (the smallest gap between PCs, 16 when there is one PC), ``end`` (the first slot past
-    the highest PC whose text is empty, or past a cached text's last slot), ``texts`` (ncu_report's
-    text of each slot from ``first`` to ``end``, stripped; None when ``cached`` holds it) and
-    ``files``/``lines`` (``IAction.source_info`` of each slot: None where it has none)."""
+    the highest PC whose text is empty), ``texts`` (ncu_report's text of each slot from ``first`` to
+    ``end``, stripped) and ``files``/``lines`` (``IAction.source_info`` of each slot: None where it
+    has none)."""
     if not pcs:
         return None
     pcs = sorted(set(pcs))
     steps = [b - a for a, b in zip(pcs, pcs[1:])]
     step = min(steps) if steps else 16
     first, last = pcs[0], pcs[-1]
-    if cached is not None and len(cached) * step > last - first:
-        texts = None
-        end = first + len(cached) * step
-    else:
-        sass_by_pc = action.sass_by_pc
-        texts = [(sass_by_pc(pc) or "").strip() for pc in range(first, last + step, step)]
-        pc = last + step
-        while True:
-            text = (sass_by_pc(pc) or "").strip()
-            if not text:
-                break
-            texts.append(text)
-            pc += step
-        end = pc
+    sass_by_pc = action.sass_by_pc
+    texts = [(sass_by_pc(pc) or "").strip() for pc in range(first, last + step, step)]
+    pc = last + step
+    while True:
+        text = (sass_by_pc(pc) or "").strip()
+        if not text:
+            break
+        texts.append(text)
+        pc += step
+    end = pc
     files: list[str | None] = []
     lines: list[int | None] = []
     for pc in range(first, end, step):
@@ -161,11 +158,17 @@ def timeline(action, metrics: dict, f: dict | None = None) -> dict:
 
 
 def _launch_answer(action, modules) -> dict:
-    """The worker's answer for one launch: ``slots`` (:func:`disassemble`, or None) and ``timeline``."""
+    """The worker's answer for one launch: ``slots`` (:func:`disassemble`, or None) and ``timeline``;
+    for a known build (its text in the SASS cache) neither: the ingester then reads it all itself, which
+    measured faster than sharing the rest of the reads with a worker that must open the report too (on
+    the 2-core machine, flash full set: 136-169 ms alone, 202-329 ms with the worker reading the per-PC
+    columns, load average 2.7)."""
     try:
         slots = _launch_slots(action, modules)
     except Exception:  # noqa: BLE001 - the ingester reads the text itself
         slots = None
+    if slots is not None and slots.get("known"):
+        return {"slots": None, "timeline": None}
     try:
         pm = timeline(action, pm_metrics(action))
     except Exception:  # noqa: BLE001 - the ingester reads the timeline itself
@@ -186,14 +189,15 @@ def _launch_slots(action, modules) -> dict | None:
         pcs += [corr.as_uint64(i) for i in range(m.num_instances())]
     if not pcs:
         return None
-    cached = None
-    if modules is not None:
-        name = mangled(action)
+    name = mangled(action) if modules is not None else None
+    if name:
         ordered = sorted(set(pcs))
         steps = [b - a for a, b in zip(ordered, ordered[1:])]
-        if name:
-            cached = sasscache.lookup(modules, name, ordered[0], min(steps) if steps else 16)
-    return disassemble(action, pcs, cached)
+        step = min(steps) if steps else 16
+        cached = sasscache.lookup(modules, name, ordered[0], step)
+        if cached is not None and len(cached) * step > ordered[-1] - ordered[0]:
+            return {"known": True}
+    return disassemble(action, pcs)
 
 
 def _send(out, message) -> None:

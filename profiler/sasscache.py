@@ -44,7 +44,7 @@ from pathlib import Path
 
 from profiler import cachefile
 
-__all__ = ["Modules", "lookup", "store", "movable", "move"]
+__all__ = ["Modules", "holds_any", "lookup", "store", "movable", "move"]
 
 #: what an entry is derived from (package-relative files) and the reader whose text it holds
 _FROM = (("sasscache.py", "data/sass_cache.toml"), ("ncu-report",))
@@ -83,6 +83,16 @@ class Modules:
             except OSError:
                 self._functions = {}
         return self._functions.get(mangled)
+
+
+def holds_any(modules: Modules) -> bool:
+    """Whether the cache holds the text of any function of the report's modules (a report of a build
+    seen before: :mod:`profiler.report` then reads it without a disassembly worker). Read from the
+    file's bytes alone, before ncu_report opens it."""
+    if modules._functions is None:
+        modules.function("")
+    return any(fn is not None and _path(*fn[:1], name).exists()
+               for name, fn in (modules._functions or {}).items())
 
 
 def _scan(buf: bytes) -> dict[str, tuple[str, int] | None]:

@@ -455,11 +455,26 @@ def _ingest_action(action, index: int, kernel: str, ncu, modules=None, pending=N
 
     columns, reasons = _pc_columns(pc_metrics, ncu)
     sources = _region_sources(action, index)
-    # what a worker (profiler/sass_worker.py) read beside the reads above: slots and timeline
+    timeline = None
+    if pending is not None and not sass_worker.reads_timeline(_span_slots(columns)):
+        # a long disassembly in the worker: read the timeline here meanwhile
+        timeline = _timeline_frame(action, index, pm_metrics, f)
+    # what a worker (profiler/sass_worker.py) read beside the reads above: slots (and the timeline)
     answer = pending.take(index) if pending is not None else None
     sass = _sass_frame(action, index, columns, reasons, modules, answer and answer.get("slots"))
-    timeline = _timeline_frame(action, index, pm_metrics, f, answer and answer.get("timeline"))
+    if timeline is None:
+        timeline = _timeline_frame(action, index, pm_metrics, f, answer and answer.get("timeline"))
     return rows, sass, timeline, sources
+
+
+def _span_slots(columns: dict) -> int:
+    """Instruction slots from the lowest to the highest PC that inst_executed and the sample count name
+    (what the worker counts before its walk past the highest one; 0 without either)."""
+    pcs = sorted({pc for col in ("inst_executed", "samples") for pc in columns.get(col, ((), ()))[0]})
+    if not pcs:
+        return 0
+    step = min((b - a for a, b in zip(pcs, pcs[1:])), default=16)
+    return (pcs[-1] - pcs[0]) // step + 1
 
 
 def _region_sources(action, index: int) -> list[tuple]:

@@ -72,7 +72,7 @@ def enabled() -> bool:
 def disassemble(action, pcs: list[int]) -> dict | None:
     """The slots of one launch from the PCs its per-PC metrics name: ``first`` (lowest PC),
     ``step`` (the smallest gap between PCs, 16 when there is one PC), ``end`` (the first slot past
-    the highest PC whose text is empty), ``texts`` (ncu_report's text of each slot from ``first`` to
+    the highest PC whose text is empty), ``span`` (slots from the lowest to the highest PC), ``texts`` (ncu_report's text of each slot from ``first`` to
     ``end``, stripped) and ``files``/``lines`` (``IAction.source_info`` of each slot: None where it
     has none)."""
     if not pcs:
@@ -97,7 +97,8 @@ def disassemble(action, pcs: list[int]) -> dict | None:
         si = action.source_info(pc)
         files.append(None if si is None else si.file_name())
         lines.append(None if si is None else si.line())
-    return {"first": first, "step": step, "end": end, "texts": texts, "files": files, "lines": lines}
+    return {"first": first, "step": step, "end": end, "span": (last - first) // step + 1, "texts": texts,
+            "files": files, "lines": lines}
 
 
 def mangled(action) -> str | None:
@@ -169,11 +170,25 @@ def _launch_answer(action, modules) -> dict:
         slots = None
     if slots is not None and slots.get("known"):
         return {"slots": None, "timeline": None}
+    if slots is not None and not reads_timeline(slots["span"]):
+        return {"slots": slots, "timeline": None}
     try:
         pm = timeline(action, pm_metrics(action))
     except Exception:  # noqa: BLE001 - the ingester reads the timeline itself
         pm = None
     return {"slots": slots, "timeline": pm}
+
+
+#: instruction slots up to which the worker reads the PM timeline too: beyond, its disassembly alone
+#: outlasts the ingester's metric reads, so the ingester reads the timeline itself meanwhile (2-core
+#: machine, CPU ms, worker / ingester: cuDNN full set, 1,272 slots, 110 / 89 with the timeline in the worker;
+#: flash full set, 3,368 slots, 290 / 161, its timeline ~25 ms)
+TIMELINE_SLOTS = 2000
+
+
+def reads_timeline(slots: int) -> bool:
+    """Whether the worker reads the timeline of a launch of ``slots`` instruction slots (both sides ask)."""
+    return slots <= TIMELINE_SLOTS
 
 
 def _launch_slots(action, modules) -> dict | None:

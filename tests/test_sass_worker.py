@@ -67,18 +67,34 @@ def test_frames_with_the_worker_equal_those_without(path, monkeypatch, in_proces
         assert helped[1]["sass"].str.len().gt(0).all()
 
 
-def test_the_pm_timeline_comes_from_the_worker_and_equals_ncu_reports(monkeypatch):
-    """The flash report's PM-sampled metrics, read in the worker, are those ncu_report aligns here."""
-    helped = _ingest(FLASH, "1", monkeypatch)
+@pytest.mark.parametrize("path", [FLASH, CUDNN], ids=lambda p: p.parent.name)
+def test_the_pm_timeline_equals_ncu_reports_whoever_reads_it(path, monkeypatch):
+    """The worker reads a launch's PM-sampled metrics when its disassembly is short (cuDNN, 1,272 slots),
+    the ingester when it is long (flash, 3,368 slots: it reads them while the worker disassembles); both
+    sides decide from the same PCs, so the ingester never reads them after waiting for the worker."""
+    helped = _ingest(path, "1", monkeypatch)
     tf = helped[2]
     assert len(tf) > 1000 and tf["metric"].nunique() >= 5
-    action = ncu_report.load_report(str(FLASH)).range_by_idx(0).action_by_idx(0)
+    action = ncu_report.load_report(str(path)).range_by_idx(0).action_by_idx(0)
     pm = sass_worker.pm_metrics(action)
     assert set(pm) == set(tf["metric"])
-    name = sorted(pm)[0]
-    times, values = sass_worker.timeline(action, {name: pm[name]})[name]
-    got = tf[tf["metric"] == name]
-    assert got["t_ns"].tolist() == times and got["value"].tolist() == values
+    for name in sorted(pm)[:3]:
+        times, values = sass_worker.timeline(action, {name: pm[name]})[name]
+        got = tf[tf["metric"] == name]
+        assert got["t_ns"].tolist() == times and got["value"].tolist() == values
+    slots = len(helped[1])
+    assert sass_worker.reads_timeline(slots) == (path == CUDNN)
+    read_here: list[int] = []
+    real = R._timeline_frame
+
+    def counting(action, index, pm_metrics, f, read=None):
+        read_here.append(read is None)
+        return real(action, index, pm_metrics, f, read)
+
+    monkeypatch.setattr(R, "_timeline_frame", counting)
+    _ingest(path, "1", monkeypatch)
+    # cuDNN: one call, with the worker's reading; flash: one call before the worker's answer, reading here
+    assert read_here == ([False] if path == CUDNN else [True])
 
 
 def test_a_known_build_and_a_changed_cache_folder(tmp_path, monkeypatch, in_process_disassembly):

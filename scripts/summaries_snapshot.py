@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Snapshot of every launch summary of every committed report, to prove a change leaves them alone.
 
-Writes one canonical JSON file per launch (``json.dumps(summary, sort_keys=True, indent=1)``: floats as
-Python's ``repr`` writes them, so any change of a value, however small, changes the bytes) for every
+Writes one JSON file per launch (``json.dumps(summary, indent=1)``: floats as Python's ``repr`` writes
+them, so any change of a value, however small, changes the bytes; keys in the summary's own order, so a
+change of any dict's order shows too; ``--sort-keys`` writes the canonical sorted form instead) for every
 ``.ncu-rep`` under reports/ and tests/ (public reports, fixtures, golden), named
 ``<report path with / as __>__launch<index>.json``; a report that cannot be read or summarised gets one
 ``<...>__error.txt`` with the error's type and message instead. With ``--compare DIR`` it then compares
 the new folder with an earlier one file by file and exits 1 on any difference (missing, extra or
 changed files), naming them.
 
-Usage: python scripts/summaries_snapshot.py OUT_DIR [--compare BASE_DIR] [--time]
+Usage: python scripts/summaries_snapshot.py OUT_DIR [--compare BASE_DIR] [--time] [--sort-keys]
 (``--time`` prints each report's summarize_launch time; the frames cache of ``$WHOWAITS_CACHE_DIR``
 is used and filled as by ``whowaits show``.)
 """
@@ -30,7 +31,7 @@ def reports() -> list[Path]:
     return sorted(p for top in ("reports", "tests") for p in (ROOT / top).rglob("*.ncu-rep"))
 
 
-def snapshot(out: Path, timed: bool = False) -> int:
+def snapshot(out: Path, timed: bool = False, sort_keys: bool = False) -> int:
     from profiler.analyze import summarize_launch
     from profiler.report import load_report
 
@@ -45,7 +46,7 @@ def snapshot(out: Path, timed: bool = False) -> int:
             for launch in report.launches:
                 s = summarize_launch(launch)
                 (out / f"{stem}__launch{launch.index}.json").write_text(
-                    json.dumps(s, sort_keys=True, indent=1) + "\n")
+                    json.dumps(s, sort_keys=sort_keys, indent=1) + "\n")
                 n += 1
             dt = time.perf_counter() - t
             total += dt
@@ -73,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("--compare", type=Path, default=None)
     ap.add_argument("--time", action="store_true")
+    ap.add_argument("--sort-keys", action="store_true")
     args = ap.parse_args(argv)
-    snapshot(args.out, args.time)
+    snapshot(args.out, args.time, args.sort_keys)
     return compare(args.out, args.compare) if args.compare else 0
 
 

@@ -58,6 +58,29 @@ def group_sum(key: np.ndarray, mat: np.ndarray, groups: int) -> np.ndarray:
     return out
 
 
+_ABSENT = object()
+
+
+def per_launch(launch, name: str, build):
+    """``build()`` computed once per launch and kept on it under ``name``, for the analyses of one summary that
+    need the same derived data (the SASS tensor split, the parsed instructions, the wait-site walk): valid while
+    the launch's ``sass`` frame is the same object (the results depend on nothing else of the launch but its
+    metrics, which a launch never swaps). Callers must not mutate what it returns. A launch that takes no
+    attributes (a frozen stand-in) computes every time."""
+    sass = getattr(launch, "sass", None)
+    memo = getattr(launch, "_analysis_memo", None)
+    if memo is None or memo[0] is not sass:
+        memo = (sass, {})
+        try:
+            launch._analysis_memo = memo
+        except AttributeError:
+            return build()
+    got = memo[1].get(name, _ABSENT)
+    if got is _ABSENT:
+        got = memo[1][name] = build()
+    return got
+
+
 def shared_cfg(launch, addresses, texts, bases):
     """:func:`profiler.sass.build_cfg` of a launch's SASS, built once for the analyses that walk it
     (the producers' walk and the role graph each built it: ~5% of a warm ``show`` of the flash

@@ -6,11 +6,13 @@ them, so any change of a value, however small, changes the bytes; keys in the su
 change of any dict's order shows too; ``--sort-keys`` writes the canonical sorted form instead) for every
 ``.ncu-rep`` under reports/ and tests/ (public reports, fixtures, golden), named
 ``<report path with / as __>__launch<index>.json``; a report that cannot be read or summarised gets one
-``<...>__error.txt`` with the error's type and message instead. With ``--compare DIR`` it then compares
+``<...>__error.txt`` with the error's type and message instead; beside each, ``…launch<index>.more.json``
+holds what other commands show of the same analyses (the whole role graph, the per-PC producers; left out
+with ``--summaries-only``). With ``--compare DIR`` it then compares
 the new folder with an earlier one file by file and exits 1 on any difference (missing, extra or
 changed files), naming them.
 
-Usage: python scripts/summaries_snapshot.py OUT_DIR [--compare BASE_DIR] [--time] [--sort-keys]
+Usage: python scripts/summaries_snapshot.py OUT_DIR [--compare BASE_DIR] [--time] [--sort-keys] [--summaries-only]
 (``--time`` prints each report's summarize_launch time; the frames cache of ``$WHOWAITS_CACHE_DIR``
 is used and filled as by ``whowaits show``.)
 """
@@ -31,7 +33,20 @@ def reports() -> list[Path]:
     return sorted(p for top in ("reports", "tests") for p in (ROOT / top).rglob("*.ncu-rep"))
 
 
-def snapshot(out: Path, timed: bool = False, sort_keys: bool = False) -> int:
+def _more(launch) -> dict:
+    """What other commands show of the same analyses beyond the summary: the whole role graph (``whowaits
+    roles``: roles, edges with evidence and wait-site PCs, unresolved reasons) and the per-PC producers."""
+    from profiler.analyze import producer_pcs
+    from profiler.analyze.roles import role_graph
+
+    out: dict = {}
+    if len(launch.sass) and "sass" in launch.sass.columns:
+        out["roles"] = role_graph(launch).to_dict()
+    out["producer_pcs"] = producer_pcs(launch).astype(object).where(lambda f: f.notna(), None).to_dict("split")
+    return out
+
+
+def snapshot(out: Path, timed: bool = False, sort_keys: bool = False, extra: bool = True) -> int:
     from profiler.analyze import summarize_launch
     from profiler.report import load_report
 
@@ -47,6 +62,9 @@ def snapshot(out: Path, timed: bool = False, sort_keys: bool = False) -> int:
                 s = summarize_launch(launch)
                 (out / f"{stem}__launch{launch.index}.json").write_text(
                     json.dumps(s, sort_keys=sort_keys, indent=1) + "\n")
+                if extra:
+                    (out / f"{stem}__launch{launch.index}.more.json").write_text(
+                        json.dumps(_more(launch), sort_keys=sort_keys, indent=1, default=repr) + "\n")
                 n += 1
             dt = time.perf_counter() - t
             total += dt
@@ -75,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", type=Path, default=None)
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--sort-keys", action="store_true")
+    ap.add_argument("--summaries-only", action="store_true")
     args = ap.parse_args(argv)
-    snapshot(args.out, args.time, args.sort_keys)
+    snapshot(args.out, args.time, args.sort_keys, not args.summaries_only)
     return compare(args.out, args.compare) if args.compare else 0
 
 

@@ -58,18 +58,19 @@ def group_sum(key: np.ndarray, mat: np.ndarray, groups: int) -> np.ndarray:
     return out
 
 
-def opcode_matcher(prefixes):
-    """``match(opcode)``: whether ``opcode`` is one of ``prefixes`` or one of them with modifiers
-    (``SYNCS.ARRIVE`` matches ``SYNCS.ARRIVE.TRANS64``), answered once per distinct opcode: the analyses ask
-    this of every instruction of a kernel that has a few hundred distinct opcodes."""
-    memo: dict[str, bool] = {}
+class OpcodeMatch(dict):
+    """``match[opcode]``: whether ``opcode`` is one of ``prefixes`` or one of them with modifiers
+    (``SYNCS.ARRIVE`` matches ``SYNCS.ARRIVE.TRANS64``), worked out once per distinct opcode (a plain dict
+    lookup after that): the analyses ask this of every instruction of a kernel that has a few hundred
+    distinct opcodes."""
 
-    def match(opcode: str) -> bool:
-        v = memo.get(opcode)
-        if v is None:
-            v = memo[opcode] = any(opcode == p or opcode.startswith(p + ".") for p in prefixes)
+    def __init__(self, prefixes) -> None:
+        super().__init__()
+        self.prefixes = tuple(prefixes)
+
+    def __missing__(self, opcode: str) -> bool:
+        v = self[opcode] = any(opcode == p or opcode.startswith(p + ".") for p in self.prefixes)
         return v
-    return match
 
 
 _ABSENT = object()

@@ -48,7 +48,7 @@ from functools import lru_cache
 import numpy as np
 
 from profiler import metrics as M
-from profiler.analyze._common import opcode_matcher, shared_cfg
+from profiler.analyze._common import OpcodeMatch, shared_cfg
 from profiler.analyze.role_split import split_roles
 from profiler.analyze.wait_sites import WaitSite, find_sites
 from profiler.sass import build_cfg, parse
@@ -251,16 +251,16 @@ class _MbarIndex:
         self.vals: dict[int, tuple[Value, bool]] = {}
         inits: dict[int, int | None] = {}
         self.indexed_inits: list[int] = []
-        is_tma, is_init = opcode_matcher(rules["release"]["tma_load"]), opcode_matcher(rules["release"]["mbarrier_init"])
+        is_tma, is_init = OpcodeMatch(rules["release"]["tma_load"]), OpcodeMatch(rules["release"]["mbarrier_init"])
         for i, p in enumerate(ins):
-            if p.base == "SYNCS" or (p.barriers and _is_commit(p)) or is_tma(p.opcode):
+            if p.base == "SYNCS" or (p.barriers and _is_commit(p)) or is_tma[p.opcode]:
                 v = self._resolve(i)
                 if v is None:
                     continue
                 self.vals[i] = v
-                if is_init(p.opcode) and v[1] and not v[0].exact:
+                if is_init[p.opcode] and v[1] and not v[0].exact:
                     self.indexed_inits.append(v[0].const)  # a barrier per warp or lane: base + index
-                if is_init(p.opcode) and v[1] and v[0].exact:
+                if is_init[p.opcode] and v[1] and v[0].exact:
                     data = [o.text for o in p.srcs if o.kind == "reg"]
                     word = self.R.operand(i, data[-1]) if data else None
                     inits[v[0].const] = word.const if word is not None and word.exact else None
@@ -413,8 +413,8 @@ def _mbar_key(ins, i: int, mb: _MbarIndex | None, notes: dict) -> str | None:
 
 def _bar_labeler(ins, rules: dict):
     """The label of a named-barrier wait instruction (see :func:`_bar_label`)."""
-    is_arv = opcode_matcher(rules["release"]["named_barrier_arrive"])
-    arv_counts = {b.count for p in ins if is_arv(p.opcode)
+    is_arv = OpcodeMatch(rules["release"]["named_barrier_arrive"])
+    arv_counts = {b.count for p in ins if is_arv[p.opcode]
                   for b in p.barriers if b.kind == "cta" and isinstance(b.id, str)}  # register-id arrives' counts
 
     def label(p) -> str | None:
@@ -442,10 +442,10 @@ def _releasers(ins, roles, bases, mb: _MbarIndex | None = None, notes: dict | No
     role_ops: dict[str, set] = {}
     for role, base in dict.fromkeys(zip(roles, bases)):
         role_ops.setdefault(role, set()).add(base)
-    is_arrive, is_tma = opcode_matcher(r["mbarrier_arrive"]), opcode_matcher(r["tma_load"])
-    is_bar_arv, is_bar_wait = opcode_matcher(r["named_barrier_arrive"]), opcode_matcher(rules["wait"]["named_barrier"])
+    is_arrive, is_tma = OpcodeMatch(r["mbarrier_arrive"]), OpcodeMatch(r["tma_load"])
+    is_bar_arv, is_bar_wait = OpcodeMatch(r["named_barrier_arrive"]), OpcodeMatch(rules["wait"]["named_barrier"])
     for i, p in enumerate(ins):
-        if is_arrive(p.opcode):
+        if is_arrive[p.opcode]:
             off = _mbar_key(ins, i, mb, notes)
             if off is None:
                 continue
@@ -453,18 +453,18 @@ def _releasers(ins, roles, bases, mb: _MbarIndex | None = None, notes: dict | No
             tx = p.base == "SYNCS" and bool(regs_) and regs_[-1].text not in ("RZ", "URZ")
             kind = "expect_tx" if tx else ("commit" if _is_commit(p) else "arrive")
             arrives.setdefault(off, {}).setdefault(roles[i], set()).add(kind)
-        elif is_tma(p.opcode):
+        elif is_tma[p.opcode]:
             if mb is None:
                 labels = {_label(o) for o in _tma_barrier_offsets(ins, i)}
             else:
                 labels = {_mbar_key(ins, i, mb, notes)}
             for off in labels:
                 tma.setdefault(off, set()).add(roles[i])
-        elif is_bar_arv(p.opcode):
+        elif is_bar_arv[p.opcode]:
             b = next((b for b in p.barriers if b.kind == "cta"), None)
             if b is not None:
                 bar_arv.setdefault(_bar_key(b.id), set()).add(roles[i])
-        elif is_bar_wait(p.opcode):
+        elif is_bar_wait[p.opcode]:
             b = next((b for b in p.barriers if b.kind == "cta"), None)
             if b is not None:
                 bar_sync.setdefault(_bar_key(b.id), set()).add(roles[i])

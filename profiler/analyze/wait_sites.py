@@ -33,7 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from profiler.analyze._common import opcode_matcher
+from profiler.analyze._common import OpcodeMatch
 from profiler.sass import CFG, Instruction
 
 __all__ = ["WaitSite", "find_sites"]
@@ -147,12 +147,12 @@ def find_sites(ins: Sequence[Instruction], cfg: CFG, addr_index: dict[int, int],
         else:
             whole.setdefault(key, [])
     n = len(ins)
-    is_named, is_group = opcode_matcher(w["named_barrier"]), opcode_matcher(w["wgmma_group"])
-    is_sb, is_mbar = opcode_matcher(w["scoreboard"]), opcode_matcher(w["mbarrier"])
-    is_operands = opcode_matcher(w["warpgroup_arrive"])
+    is_named, is_group = OpcodeMatch(w["named_barrier"]), OpcodeMatch(w["wgmma_group"])
+    is_sb, is_mbar = OpcodeMatch(w["scoreboard"]), OpcodeMatch(w["mbarrier"])
+    is_operands = OpcodeMatch(w["warpgroup_arrive"])
     # named barriers, with the barrier samples of the next instruction
     for i, p in enumerate(ins):
-        if is_named(p.opcode):
+        if is_named[p.opcode]:
             label = bar_label(p)
             if label is None:
                 continue
@@ -161,13 +161,13 @@ def find_sites(ins: Sequence[Instruction], cfg: CFG, addr_index: dict[int, int],
             if i + 1 < n and i + 1 in cfg.succs[i]:
                 for r in w["next_pc_reasons"]:
                     take(key, i + 1, r)
-        elif is_group(p.opcode):
+        elif is_group[p.opcode]:
             take(("wgmma_group", "wgmma group", roles[i]), i)
-        elif p.base == "DEPBAR" and is_sb(p.opcode):
+        elif p.base == "DEPBAR" and is_sb[p.opcode]:
             sb = next((b for b in p.barriers if b.kind == "sb"), None)
             take(("scoreboard", f"SB{sb.id}" if sb else "SB?", roles[i]), i)
     # mbarrier try-waits: the try-wait, its retry loop, the readers of its predicate
-    waits = [i for i, p in enumerate(ins) if is_mbar(p.opcode) and "TRYWAIT" in p.modifiers]
+    waits = [i for i, p in enumerate(ins) if is_mbar[p.opcode] and "TRYWAIT" in p.modifiers]
     loop_of: dict[int, set[int]] = {}
     nearest: dict[int, tuple[int, int]] = {}  # reader -> (distance, try-wait)
     reads: dict[int, dict[int, int]] = {}
@@ -207,7 +207,7 @@ def find_sites(ins: Sequence[Instruction], cfg: CFG, addr_index: dict[int, int],
                     take(key, j, r)
     # wgmma operand waits
     for i, p in enumerate(ins):
-        if is_operands(p.opcode):
+        if is_operands[p.opcode]:
             take(("warpgroup_arrive", "wgmma operands", roles[i]), i, "warpgroup_arrive")
     out = []
     for key in dict.fromkeys([*whole, *part]):

@@ -86,19 +86,25 @@ class _Claims:
 def _readers(ins: Sequence[Instruction], cfg: CFG, i: int, pred: str) -> dict[int, int]:
     """Instructions reading ``pred`` that the definition at ``i`` reaches: {index: distance}."""
     out: dict[int, int] = {}
-    seen = {i}
-    todo = deque((j, 1) for j in cfg.succs[i])
+    seen = bytearray(len(ins))
+    seen[i] = 1
+    succs = cfg.succs
+    todo = deque((j, 1) for j in succs[i])
+    pop, push = todo.popleft, todo.append
     while todo:
-        j, d = todo.popleft()
-        if j in seen:
+        j, d = pop()
+        if seen[j]:
             continue
-        seen.add(j)
+        seen[j] = 1
         p = ins[j]
         if pred in p.reads:
             out[j] = d
-        if pred in p.writes and p.guard is None:
+        if p.guard is None and pred in p.writes:
             continue  # redefined on this path
-        todo.extend((k, d + 1) for k in cfg.succs[j] if k not in seen)
+        d += 1
+        for k in succs[j]:
+            if not seen[k]:
+                push((k, d))
     return out
 
 

@@ -58,7 +58,7 @@ def group_sum(key: np.ndarray, mat: np.ndarray, groups: int) -> np.ndarray:
     return out
 
 
-class OpcodeMatch(dict):
+class OpcodeMatch(dict[str, bool]):
     """``match[opcode]``: whether ``opcode`` is one of ``prefixes`` or one of them with modifiers
     (``SYNCS.ARRIVE`` matches ``SYNCS.ARRIVE.TRANS64``), worked out once per distinct opcode (a plain dict
     lookup after that): the analyses ask this of every instruction of a kernel that has a few hundred
@@ -83,7 +83,7 @@ def per_launch(launch, name: str, build):
     metrics, which a launch never swaps). Callers must not mutate what it returns. A launch that takes no
     attributes (a frozen stand-in) computes every time."""
     sass = getattr(launch, "sass", None)
-    memo = getattr(launch, "_analysis_memo", None)
+    memo: tuple[object, dict[str, object]] | None = getattr(launch, "_analysis_memo", None)
     if memo is None or memo[0] is not sass:
         memo = (sass, {})
         try:

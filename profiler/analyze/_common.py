@@ -78,10 +78,10 @@ _ABSENT = object()
 
 def per_launch(launch, name: str, build):
     """``build()`` computed once per launch and kept on it under ``name``, for the analyses of one summary that
-    need the same derived data (the SASS tensor split, the parsed instructions, the wait-site walk): valid while
-    the launch's ``sass`` frame is the same object (the results depend on nothing else of the launch but its
-    metrics, which a launch never swaps). Callers must not mutate what it returns. A launch that takes no
-    attributes (a frozen stand-in) computes every time."""
+    need the same derived data (the SASS tensor split: the roofline's FLOPs, its ceilings and the tensor
+    utilisation each ask for it). Valid while the launch's ``sass`` frame is the same object (the results depend
+    on nothing else of the launch but its metrics, which a launch never swaps). Callers must not mutate what it
+    returns. A launch that takes no attributes (a frozen stand-in) computes every time."""
     sass = getattr(launch, "sass", None)
     memo: tuple[object, dict[str, object]] | None = getattr(launch, "_analysis_memo", None)
     if memo is None or memo[0] is not sass:

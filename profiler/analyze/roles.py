@@ -582,6 +582,7 @@ def role_graph(launch) -> RoleGraph:
     role_list = []
     order = ["common", *[r for r in split.roles if r not in ("common", "shared")], "shared"]
     arr = np.asarray(roles, dtype=object)
+    offset_list = [int(o) for o in offsets.tolist()]
     for name in order:
         idx = np.flatnonzero(arr == name)
         sr = split.roles.get(name)
@@ -589,7 +590,7 @@ def role_graph(launch) -> RoleGraph:
             continue
         entry = sr.entry if sr is not None else None
         role_list.append(Role(
-            name, "inferred", len(idx), _ranges(idx, offsets), sr.setmaxnreg if sr else None,
+            name, "inferred", len(idx), _ranges(idx.tolist(), offset_list), sr.setmaxnreg if sr else None,
             int(executed[idx].sum()), int(samples[idx].sum()),
             sr.does if sr else ("every role" if name == "common" else "several roles"),
             list(sr.warps) if sr else [],
@@ -601,8 +602,9 @@ def role_graph(launch) -> RoleGraph:
     if not mb.anchored:
         mbi = None  # no mbarrier address resolves anywhere: fall back to displacements (inferred)
     notes: dict = {}
-    stalls = {c[len("stall_"):]: sf[c].fillna(0).to_numpy(dtype=np.int64)
-              for c in sf.columns if c.startswith("stall_")}
+    scols = [c for c in sf.columns if c.startswith("stall_")]
+    smat = sf[scols].fillna(0).to_numpy(dtype=np.int64) if scols else None  # one conversion, not one per column
+    stalls = {c[len("stall_"):]: smat[:, k] for k, c in enumerate(scols)} if smat is not None else {}
     sites = find_sites(ins, cfg, addr_index, roles, offsets, samples, stalls, _rules(),
                        lambda i: _mbar_key(ins, i, mbi, notes), _bar_labeler(ins, _rules()))
     rel = _releasers(ins, roles, bases, mbi, notes)

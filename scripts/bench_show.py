@@ -62,6 +62,24 @@ here, ~74 us on the idle machine) keeps flash above it on the idle machine, wher
 Pinning ncu_report's disassembler thread beside the caller (wave 3's trick) was tried again and
 gained nothing at load 1.7 or 7 (figures in profiler/report.py).
 
+Measured 2026-12-02 19:35-19:42 UTC (speedan against main 0d298e1, the analyses only: per-launch memo of the
+SASS tensor split, bitmap walks in overlap and the wait sites, per-opcode matches, a compiled summary check;
+every summary of the 54 committed reports byte-identical, ``scripts/summaries_snapshot.py``). The machine was
+shared (load average 2.4-3.1), so wall times swing by 2x run to run; only CPU columns and interleaved runs
+compare. ``scripts/bench_show.py --runs 3``, main / speedan / main / speedan, load 2.9-3.1, median warm CPU ms:
+flash 142.8 / 138.4 / 129.3 / 94.7, cuDNN 100.8 / 96.4 / 80.3 / 70.8; known build CPU flash 444.0 / 334.7 /
+276.4 / 233.6, cuDNN 207.1 / 193.4 / 227.4 / 173.6. A focused loop (one process per side, alternating, 4 rounds:
+12 warm ``load_report`` + ``summarize_launch`` after one warm-up, median CPU of ``summarize_launch`` alone, load
+2.4-2.8): flash 97.5 -> 73.9 ms (98.7/99.4/96.7/95.9 -> 73.2/71.3/73.4/77.6), cuDNN 63.1 -> 54.1 (61.0/63.0/62.5/
+65.8 -> 55.0/52.3/52.3/56.8): -24% and -14%, short of the 2-3x asked. Per analysis on flash (a timing wrapper
+around each call of ``summary._summary``, 10 warm runs, load 1.3 before / 2.3 after): role edges 24.3 -> 14.0 ms,
+waits_on 20.8 -> 16.5 (untouched: the producer walk, ``producers._find``, 157 consumers x ~0.1 ms), overlap 19.6
+-> 10.3, regions 15.8 -> 9.1, who_waits 9.8 -> 7.4 (of which ~3 ms ``Launch.stall_matrix``'s first build),
+roofline 5.9 -> 0.6, validate_summary 3.3 -> 0.8; unchanged: timeline 4.6 (pandas' groupby mean, whose
+compensated sums a numpy rewrite would not reproduce bit for bit), stall_breakdown 3.9 (~2 ms
+``Launch._build_lookup``), tensor_util 3.6. Python's cyclic GC added 5-10 ms per warm flash run on main (``gc.callbacks`` timing
+12 warm runs).
+
 Usage: python scripts/bench_show.py [--runs N] [REPORT ...]
 """
 

@@ -58,6 +58,44 @@ def group_sum(key: np.ndarray, mat: np.ndarray, groups: int) -> np.ndarray:
     return out
 
 
+class OpcodeMatch(dict[str, bool]):
+    """``match[opcode]``: whether ``opcode`` is one of ``prefixes`` or one of them with modifiers
+    (``SYNCS.ARRIVE`` matches ``SYNCS.ARRIVE.TRANS64``), worked out once per distinct opcode (a plain dict
+    lookup after that): the analyses ask this of every instruction of a kernel that has a few hundred
+    distinct opcodes."""
+
+    def __init__(self, prefixes) -> None:
+        super().__init__()
+        self.prefixes = tuple(prefixes)
+
+    def __missing__(self, opcode: str) -> bool:
+        v = self[opcode] = any(opcode == p or opcode.startswith(p + ".") for p in self.prefixes)
+        return v
+
+
+_ABSENT = object()
+
+
+def per_launch(launch, name: str, build):
+    """``build()`` computed once per launch and kept on it under ``name``, for the analyses of one summary that
+    need the same derived data (the SASS tensor split: the roofline's FLOPs, its ceilings and the tensor
+    utilisation each ask for it). Valid while the launch's ``sass`` frame is the same object (the results depend
+    on nothing else of the launch but its metrics, which a launch never swaps). Callers must not mutate what it
+    returns. A launch that takes no attributes (a frozen stand-in) computes every time."""
+    sass = getattr(launch, "sass", None)
+    memo: tuple[object, dict[str, object]] | None = getattr(launch, "_analysis_memo", None)
+    if memo is None or memo[0] is not sass:
+        memo = (sass, {})
+        try:
+            launch._analysis_memo = memo
+        except AttributeError:
+            return build()
+    got = memo[1].get(name, _ABSENT)
+    if got is _ABSENT:
+        got = memo[1][name] = build()
+    return got
+
+
 def shared_cfg(launch, addresses, texts, bases):
     """:func:`profiler.sass.build_cfg` of a launch's SASS, built once for the analyses that walk it
     (the producers' walk and the role graph each built it: ~5% of a warm ``show`` of the flash

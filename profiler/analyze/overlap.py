@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections import deque
 from functools import lru_cache
 
+import numpy as np
 import pandas as pd
 
 from profiler import metrics as M
@@ -63,6 +64,7 @@ def config() -> dict:
             "headline_class": d["sentences"]["headline_class"]}
 
 
+@lru_cache(maxsize=4096)
 def _idle(cls: str, opcode: str) -> bool:
     c = config()
     return cls in c["idle_classes"] or any(opcode == p or opcode.startswith(p + ".") for p in c["idle_opcodes"])
@@ -78,11 +80,13 @@ def _roles(texts, bases, opcodes) -> tuple[dict[int, str], dict[int, tuple[str, 
     """({index: group} of commits, {index: (group, N)} of waits) for the group kinds the SASS commits."""
     groups = config()["groups"]
     waits_of = {g["wait"].split(".", 1)[0] for g in groups.values()}
+    relevant = waits_of.union(*(g["commit"] for g in groups.values()))
     commits: dict[int, str] = {}
     waits: dict[int, tuple[str, int]] = {}
-    for i, (t, b, op) in enumerate(zip(texts, bases, opcodes)):
-        if b not in waits_of and not any(b in g["commit"] for g in groups.values()):
+    for i, b in enumerate(bases):
+        if b not in relevant:
             continue
+        t, op = texts[i], opcodes[i]
         for name, g in groups.items():
             if b in g["commit"]:
                 if not g["commit_barrier"] or any(x.kind == g["commit_barrier"] for x in parse(t).barriers):
@@ -100,15 +104,19 @@ def _retired(w: int, group: str, pending: int, preds, commits, waits) -> tuple[s
     over every path, counting commits of ``group`` until the (N+1)-th. A path stops at an earlier wait of the
     group that already left no more than N pending at ``w`` (its N' plus the commits passed since <= N): on
     that path ``w`` retires nothing."""
-    seen: set[tuple[int, int]] = set()
+    # states (instruction, commits passed so far); c never exceeds pending in the queue (the (N+1)-th commit
+    # ends its path), so one visited bitmap per count
+    seen = [bytearray(len(preds)) for _ in range(pending + 1)]
     q: deque = deque((p, 0) for p, _ in preds[w])
     found: set[int] = set()
     body: set[int] = set()
+    pop, push = q.popleft, q.append
     while q:
-        i, c = q.popleft()
-        if (i, c) in seen or i == w:
+        i, c = pop()
+        sc = seen[c]
+        if sc[i] or i == w:
             continue
-        seen.add((i, c))
+        sc[i] = 1
         earlier = waits.get(i)
         if earlier is not None and earlier[0] == group and earlier[1] + c <= pending:
             continue
@@ -117,9 +125,11 @@ def _retired(w: int, group: str, pending: int, preds, commits, waits) -> tuple[s
             if c == pending + 1:
                 found.add(i)
                 continue
+            sc = seen[c]
         body.add(i)
         for p, _ in preds[i]:
-            q.append((p, c))
+            if not sc[p]:
+                push((p, c))
     return found, body - found
 
 
@@ -129,35 +139,50 @@ def _between(w: int, group: str, succs, waits) -> tuple[set[int], set[int], bool
     nxt: set[int] = set()
     body: set[int] = set()
     open_end = False
+    state = bytearray(len(succs))  # 1: in body or nxt (w itself is never marked: reaching it is an open end)
     q: deque = deque(succs[w])
     if not succs[w]:
         open_end = True
+    pop, push = q.popleft, q.append
     while q:
-        i = q.popleft()
+        i = pop()
         if i == w:
             open_end = True
             continue
-        if i in body or i in nxt:
+        if state[i]:
             continue
-        if waits.get(i, (None,))[0] == group:
+        state[i] = 1
+        got = waits.get(i)
+        if got is not None and got[0] == group:
             nxt.add(i)
             continue
         body.add(i)
-        if not succs[i]:
+        si = succs[i]
+        if not si:
             open_end = True
-        q.extend(succs[i])
+        for j in si:
+            if not state[j]:
+                push(j)
     return nxt, body, open_end
 
 
-def _counts(idx, classes, executed) -> tuple[dict[str, int], dict[str, int] | None]:
-    st: dict[str, int] = {}
-    ex: dict[str, int] | None = {} if executed is not None else None
-    for i in sorted(idx):
-        c = classes[i]
-        st[c] = st.get(c, 0) + 1
-        if ex is not None:
-            ex[c] = ex.get(c, 0) + int(executed[i])
-    return st, ex
+def _counts(idx, codes: np.ndarray, names: list[str], executed: np.ndarray | None
+            ) -> tuple[dict[str, int], dict[str, int] | None]:
+    """({class: instructions}, {class: executions} or None) of the instructions ``idx``, classes in the order
+    of their first instruction (address order); ``codes[i]`` indexes ``names``, ``executed`` int64."""
+    if not idx:
+        return {}, ({} if executed is not None else None)
+    ix = np.fromiter(idx, dtype=np.intp, count=len(idx))
+    ix.sort()
+    c = codes[ix]
+    uniq, first, cnt = np.unique(c, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    st = {names[u]: int(k) for u, k in zip(uniq[order].tolist(), cnt[order].tolist())}
+    if executed is None:
+        return st, None
+    sums = np.zeros(len(names), dtype=np.int64)
+    np.add.at(sums, c, executed[ix])
+    return st, {names[u]: int(sums[u]) for u in uniq[order].tolist()}
 
 
 def overlap(launch) -> pd.DataFrame:
@@ -187,16 +212,21 @@ def overlap(launch) -> pd.DataFrame:
     reasons, mat = launch.stall_matrix()
     cfg = shared_cfg(launch, addresses, texts, bases)
     succs = cfg.succs
+    names = list(dict.fromkeys(classes))
+    code_of = {c: k for k, c in enumerate(names)}
+    codes = np.fromiter((code_of[c] for c in classes), dtype=np.intp, count=len(classes))
+    ex_int = [int(x) for x in executed] if executed is not None else None
+    ex_arr = np.array(ex_int, dtype=np.int64) if ex_int is not None else None
     rows = []
     for w in sorted(waits):
         group, n = waits[w]
         found, under = _retired(w, group, n, cfg.preds, commits, waits)
         nxt, body, open_end = _between(w, group, succs, waits)
-        ov_st, ov_ex = _counts(under, classes, executed)
-        bt_st, bt_ex = _counts(body, classes, executed)
+        ov_st, ov_ex = _counts(under, codes, names, ex_arr)
+        bt_st, bt_ex = _counts(body, codes, names, ex_arr)
         work_idx = [i for i in body if not _idle(classes[i], opcodes[i])]
-        work_ex = sum(int(executed[i]) for i in work_idx) if executed is not None else None
-        ex_w = int(executed[w]) if executed is not None else None
+        work_ex = sum(ex_int[i] for i in work_idx) if ex_int is not None else None
+        ex_w = ex_int[w] if ex_int is not None else None
         if ex_w:
             work = work_ex / ex_w
         else:  # never executed (or no counts): the static count

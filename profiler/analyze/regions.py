@@ -294,23 +294,37 @@ def _main_loop(addresses, texts, bases, tensor, weight=None) -> tuple[int, int] 
     return None if best is None else best[1]
 
 
+@lru_cache(maxsize=65536)
+def _wait_step_of(text: str) -> tuple[bool, frozenset, frozenset, bool] | None:
+    """What :func:`mbarrier_wait_branches` needs of one SASS line: (a ``BRA``/``JMP``, the registers it reads,
+    the predicates it writes, a ``SYNCS.PHASECHK``); None for a line that is neither a branch nor writes a
+    predicate."""
+    ins = parse(text)
+    is_branch = ins.base in ("BRA", "JMP")
+    preds = frozenset(w for w in ins.writes if w.startswith(("P", "UP")))
+    if not is_branch and not preds:
+        return None
+    return is_branch, ins.reads, preds, ins.base == "SYNCS" and "PHASECHK" in ins.modifiers
+
+
 def mbarrier_wait_branches(texts: list[str]) -> set[int]:
     """Indices of the branches that consume an mbarrier try-wait's predicate (``SYNCS.PHASECHK…`` writes
     ``P2``; ``@!P2 BRA`` or ``BRA !P2, …`` reads it, at any distance and across the loop's back edge: the walk
     runs twice). ncu samples a warp waiting on the mbarrier there, as ``long_scoreboard``: the wait is sync
     work, not the branch's."""
-    parsed = [parse(t) for t in texts]
+    # only branches and instructions that write a predicate take part: the others leave ``pending`` alone
+    steps = [(i, st) for i, st in enumerate(map(_wait_step_of, texts)) if st is not None]
     pending: set[str] = set()
     out: set[int] = set()
     for _ in range(2):
-        for i, ins in enumerate(parsed):
-            if ins.base in ("BRA", "JMP") and pending & set(ins.reads):
+        for i, (is_branch, reads, preds, phasechk) in steps:
+            if is_branch and not pending.isdisjoint(reads):
                 out.add(i)
-            preds = {w for w in ins.writes if w.startswith(("P", "UP"))}
-            if ins.base == "SYNCS" and "PHASECHK" in ins.modifiers:
-                pending |= preds
-            else:
-                pending -= preds
+            if preds:
+                if phasechk:
+                    pending |= preds
+                else:
+                    pending -= preds
     return out
 
 

@@ -25,6 +25,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from profiler.analyze._common import OpcodeMatch
 from profiler.sass import CFG, Instruction
 from profiler.sass.values import Resolver
 from profiler.sass.warps import warp_reach
@@ -207,8 +208,9 @@ def _by_warps(ins, cfg, res, block_dim, addr_index, rules) -> RoleSplit | None:
 def _by_setmaxnreg(ins, cfg, rules) -> RoleSplit | None:
     n = len(ins)
     groups: dict[tuple[str, int | None], list[int]] = {}
+    is_split = OpcodeMatch(rules["split"]["opcodes"])
     for i, p in enumerate(ins):
-        if _match(p.opcode, rules["split"]["opcodes"]):
+        if is_split[p.opcode]:
             mods = set(p.modifiers)
             kind = ("grow" if mods & set(rules["split"]["grow"])
                     else "shrink" if mods & set(rules["split"]["shrink"]) else "set")

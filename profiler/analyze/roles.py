@@ -48,7 +48,7 @@ from functools import lru_cache
 import numpy as np
 
 from profiler import metrics as M
-from profiler.analyze._common import shared_cfg
+from profiler.analyze._common import OpcodeMatch, shared_cfg
 from profiler.analyze.role_split import split_roles
 from profiler.analyze.wait_sites import WaitSite, find_sites
 from profiler.sass import build_cfg, parse
@@ -251,15 +251,16 @@ class _MbarIndex:
         self.vals: dict[int, tuple[Value, bool]] = {}
         inits: dict[int, int | None] = {}
         self.indexed_inits: list[int] = []
+        is_tma, is_init = OpcodeMatch(rules["release"]["tma_load"]), OpcodeMatch(rules["release"]["mbarrier_init"])
         for i, p in enumerate(ins):
-            if p.base == "SYNCS" or _is_commit(p) or _match(p.opcode, rules["release"]["tma_load"]):
+            if p.base == "SYNCS" or (p.barriers and _is_commit(p)) or is_tma[p.opcode]:
                 v = self._resolve(i)
                 if v is None:
                     continue
                 self.vals[i] = v
-                if _match(p.opcode, rules["release"]["mbarrier_init"]) and v[1] and not v[0].exact:
+                if is_init[p.opcode] and v[1] and not v[0].exact:
                     self.indexed_inits.append(v[0].const)  # a barrier per warp or lane: base + index
-                if _match(p.opcode, rules["release"]["mbarrier_init"]) and v[1] and v[0].exact:
+                if is_init[p.opcode] and v[1] and v[0].exact:
                     data = [o.text for o in p.srcs if o.kind == "reg"]
                     word = self.R.operand(i, data[-1]) if data else None
                     inits[v[0].const] = word.const if word is not None and word.exact else None
@@ -412,7 +413,8 @@ def _mbar_key(ins, i: int, mb: _MbarIndex | None, notes: dict) -> str | None:
 
 def _bar_labeler(ins, rules: dict):
     """The label of a named-barrier wait instruction (see :func:`_bar_label`)."""
-    arv_counts = {b.count for p in ins if _match(p.opcode, rules["release"]["named_barrier_arrive"])
+    is_arv = OpcodeMatch(rules["release"]["named_barrier_arrive"])
+    arv_counts = {b.count for p in ins if is_arv[p.opcode]
                   for b in p.barriers if b.kind == "cta" and isinstance(b.id, str)}  # register-id arrives' counts
 
     def label(p) -> str | None:
@@ -438,9 +440,12 @@ def _releasers(ins, roles, bases, mb: _MbarIndex | None = None, notes: dict | No
     bar_sync: dict[int | str, set] = {}
     bar_count: dict[int | str, set] = {}     # named barrier id -> thread counts of its BAR.SYNCs (None: all)
     role_ops: dict[str, set] = {}
+    for role, base in dict.fromkeys(zip(roles, bases)):
+        role_ops.setdefault(role, set()).add(base)
+    is_arrive, is_tma = OpcodeMatch(r["mbarrier_arrive"]), OpcodeMatch(r["tma_load"])
+    is_bar_arv, is_bar_wait = OpcodeMatch(r["named_barrier_arrive"]), OpcodeMatch(rules["wait"]["named_barrier"])
     for i, p in enumerate(ins):
-        role_ops.setdefault(roles[i], set()).add(bases[i])
-        if _match(p.opcode, r["mbarrier_arrive"]):
+        if is_arrive[p.opcode]:
             off = _mbar_key(ins, i, mb, notes)
             if off is None:
                 continue
@@ -448,18 +453,18 @@ def _releasers(ins, roles, bases, mb: _MbarIndex | None = None, notes: dict | No
             tx = p.base == "SYNCS" and bool(regs_) and regs_[-1].text not in ("RZ", "URZ")
             kind = "expect_tx" if tx else ("commit" if _is_commit(p) else "arrive")
             arrives.setdefault(off, {}).setdefault(roles[i], set()).add(kind)
-        elif _match(p.opcode, r["tma_load"]):
+        elif is_tma[p.opcode]:
             if mb is None:
                 labels = {_label(o) for o in _tma_barrier_offsets(ins, i)}
             else:
                 labels = {_mbar_key(ins, i, mb, notes)}
             for off in labels:
                 tma.setdefault(off, set()).add(roles[i])
-        elif _match(p.opcode, r["named_barrier_arrive"]):
+        elif is_bar_arv[p.opcode]:
             b = next((b for b in p.barriers if b.kind == "cta"), None)
             if b is not None:
                 bar_arv.setdefault(_bar_key(b.id), set()).add(roles[i])
-        elif _match(p.opcode, rules["wait"]["named_barrier"]):
+        elif is_bar_wait[p.opcode]:
             b = next((b for b in p.barriers if b.kind == "cta"), None)
             if b is not None:
                 bar_sync.setdefault(_bar_key(b.id), set()).add(roles[i])
@@ -577,6 +582,7 @@ def role_graph(launch) -> RoleGraph:
     role_list = []
     order = ["common", *[r for r in split.roles if r not in ("common", "shared")], "shared"]
     arr = np.asarray(roles, dtype=object)
+    offset_list = [int(o) for o in offsets.tolist()]
     for name in order:
         idx = np.flatnonzero(arr == name)
         sr = split.roles.get(name)
@@ -584,7 +590,7 @@ def role_graph(launch) -> RoleGraph:
             continue
         entry = sr.entry if sr is not None else None
         role_list.append(Role(
-            name, "inferred", len(idx), _ranges(idx, offsets), sr.setmaxnreg if sr else None,
+            name, "inferred", len(idx), _ranges(idx.tolist(), offset_list), sr.setmaxnreg if sr else None,
             int(executed[idx].sum()), int(samples[idx].sum()),
             sr.does if sr else ("every role" if name == "common" else "several roles"),
             list(sr.warps) if sr else [],
@@ -596,8 +602,9 @@ def role_graph(launch) -> RoleGraph:
     if not mb.anchored:
         mbi = None  # no mbarrier address resolves anywhere: fall back to displacements (inferred)
     notes: dict = {}
-    stalls = {c[len("stall_"):]: sf[c].fillna(0).to_numpy(dtype=np.int64)
-              for c in sf.columns if c.startswith("stall_")}
+    scols = [c for c in sf.columns if c.startswith("stall_")]
+    smat = sf[scols].fillna(0).to_numpy(dtype=np.int64) if scols else None  # one conversion, not one per column
+    stalls = {c[len("stall_"):]: smat[:, k] for k, c in enumerate(scols)} if smat is not None else {}
     sites = find_sites(ins, cfg, addr_index, roles, offsets, samples, stalls, _rules(),
                        lambda i: _mbar_key(ins, i, mbi, notes), _bar_labeler(ins, _rules()))
     rel = _releasers(ins, roles, bases, mbi, notes)

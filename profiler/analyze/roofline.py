@@ -24,7 +24,7 @@ import pandas as pd
 
 from profiler import metrics as M
 from profiler.analyze._common import dedup as _dedup
-from profiler.analyze._common import missing, with_missing
+from profiler.analyze._common import missing, per_launch, with_missing
 from profiler.names import LEVELS, NCU_LEVELS, SMEM_OPS
 
 PIPES = ("tensor", "fp32", "fp16")
@@ -75,33 +75,44 @@ def sass_tensor_flops(launch) -> dict[str, float | None]:
 
 def _sass_tensor_split(launch) -> dict[str, tuple[float | None, float | None]]:
     """Per path: (tensor FLOPs from the SASS, the part done on 8-bit types: QGMMA, IGMMA, ``.S8``/``.U8``/
-    ``.E4M3``/``.E5M2`` MMAs)."""
-    sass = launch.sass
+    ``.E4M3``/``.E5M2`` MMAs). Computed once per launch (the roofline's FLOPs and ceilings and the tensor
+    utilisation all ask)."""
+    return per_launch(launch, "sass_tensor_split", lambda: _sass_tensor_split_of(launch.sass))
+
+
+_PATH_OF = {b: path for path, (bases, _) in _SASS_TENSOR.items() for b in bases}
+
+
+def _sass_tensor_split_of(sass: pd.DataFrame) -> dict[str, tuple[float | None, float | None]]:
     if sass.empty or "inst_executed" not in sass.columns or not sass["inst_executed"].notna().any():
         return {p: (None, None) for p in _SASS_TENSOR}
-    out: dict[str, tuple[float | None, float | None]] = {}
     executed = pd.to_numeric(sass["inst_executed"], errors="coerce").fillna(0).to_numpy(dtype=np.float64)
-    for path, (bases, per) in _SASS_TENSOR.items():
-        total = eight = 0.0
-        for b, text, n in zip(sass["base"].tolist(), sass["sass"].tolist(), executed):
-            if b not in bases or not n:
-                continue
-            mods = M.full_opcode(text).split(".")[1:]
-            shape: tuple[int, ...] | None = None
-            for m in mods:
-                if m in _MMA_SYNC_SHAPE:
-                    shape = _MMA_SYNC_SHAPE[m]
-                    break
-                if m.count("x") == 2 and all(x.isdigit() for x in m.split("x")):
-                    shape = tuple(int(x) for x in m.split("x"))
-                    break
-            if shape is not None:
-                fl = 2.0 * shape[0] * shape[1] * shape[2] * float(n) / per
-                total += fl
-                if b in ("QGMMA", "IGMMA") or any(m in _EIGHT_BIT for m in mods):
-                    eight += fl
-        out[path] = (total, eight)
-    return out
+    acc = {path: [0.0, 0.0] for path in _SASS_TENSOR}
+    # one pass over the tensor instructions (in address order, so each path's sums add in the same order)
+    for i, (b, text) in enumerate(zip(sass["base"].tolist(), sass["sass"].tolist())):
+        path = _PATH_OF.get(b)
+        if path is None:
+            continue
+        n = executed[i]
+        if not n:
+            continue
+        per = _SASS_TENSOR[path][1]
+        mods = M.full_opcode(text).split(".")[1:]
+        shape: tuple[int, ...] | None = None
+        for m in mods:
+            if m in _MMA_SYNC_SHAPE:
+                shape = _MMA_SYNC_SHAPE[m]
+                break
+            if m.count("x") == 2 and all(x.isdigit() for x in m.split("x")):
+                shape = tuple(int(x) for x in m.split("x"))
+                break
+        if shape is not None:
+            fl = 2.0 * shape[0] * shape[1] * shape[2] * float(n) / per
+            a = acc[path]
+            a[0] += fl
+            if b in ("QGMMA", "IGMMA") or any(m in _EIGHT_BIT for m in mods):
+                a[1] += fl
+    return {path: (a[0], a[1]) for path, a in acc.items()}
 
 
 def _tensor_flops(launch) -> tuple[dict, list]:

@@ -91,14 +91,19 @@ def who_waits(launch) -> pd.DataFrame:
     address = sass["address"].to_numpy()
     text = sass["sass"].to_numpy(dtype=object)
     rows = []
+    # per class, for every reason at once: the first PC (address order) and the first opcode (sorted order)
+    # carrying the most samples; a class has samples in every cell visited, so its maxima are its own
+    tops: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for c, j in zip(*np.nonzero(cells)):
-        in_cls = cls_idx == c
-        col = np.where(in_cls, mat[:, j], -1)
-        top_pc = int(np.argmax(col))
-        op_col = np.where(op_class == c, by_op[:, j], -1)
+        got = tops.get(c)
+        if got is None:
+            pcs_c = np.flatnonzero(cls_idx == c)
+            ops_c = np.flatnonzero(op_class == c)
+            got = tops[c] = (pcs_c[np.argmax(mat[pcs_c], axis=0)], ops_c[np.argmax(by_op[ops_c], axis=0)])
+        top_pc = int(got[0][j])
         n = int(cells[c, j])
         rows.append(
-            (classes[c], reasons[j], n, n / total, opcodes[int(np.argmax(op_col))],
+            (classes[c], reasons[j], n, n / total, opcodes[int(got[1][j])],
              np.uint64(address[top_pc]), text[top_pc])
         )
     # sorted here, not by DataFrame.sort_values (~1.5 ms on string columns of ~60 rows): the keys

@@ -42,7 +42,7 @@ def build_signs(texts: list[str]) -> dict:
         return {"debug": None, "self_moves": None, "instructions": None}
     n = 0
     for t in texts:
-        m = _SELF_MOVE.match(t)
+        m = _SELF_MOVE.match(t) if "MOV" in t else None
         if m and m.group(1) == m.group(2):
             n += 1
     return {"debug": n >= DEBUG_MIN_MOVES and n >= DEBUG_SELF_MOVE_SHARE * len(texts), "self_moves": n,

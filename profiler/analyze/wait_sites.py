@@ -33,6 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from profiler.analyze._common import OpcodeMatch
 from profiler.sass import CFG, Instruction
 
 __all__ = ["WaitSite", "find_sites"]
@@ -85,19 +86,25 @@ class _Claims:
 def _readers(ins: Sequence[Instruction], cfg: CFG, i: int, pred: str) -> dict[int, int]:
     """Instructions reading ``pred`` that the definition at ``i`` reaches: {index: distance}."""
     out: dict[int, int] = {}
-    seen = {i}
-    todo = deque((j, 1) for j in cfg.succs[i])
+    seen = bytearray(len(ins))
+    seen[i] = 1
+    succs = cfg.succs
+    todo = deque((j, 1) for j in succs[i])
+    pop, push = todo.popleft, todo.append
     while todo:
-        j, d = todo.popleft()
-        if j in seen:
+        j, d = pop()
+        if seen[j]:
             continue
-        seen.add(j)
+        seen[j] = 1
         p = ins[j]
         if pred in p.reads:
             out[j] = d
-        if pred in p.writes and p.guard is None:
+        if p.guard is None and pred in p.writes:
             continue  # redefined on this path
-        todo.extend((k, d + 1) for k in cfg.succs[j] if k not in seen)
+        d += 1
+        for k in succs[j]:
+            if not seen[k]:
+                push((k, d))
     return out
 
 
@@ -146,9 +153,12 @@ def find_sites(ins: Sequence[Instruction], cfg: CFG, addr_index: dict[int, int],
         else:
             whole.setdefault(key, [])
     n = len(ins)
+    is_named, is_group = OpcodeMatch(w["named_barrier"]), OpcodeMatch(w["wgmma_group"])
+    is_sb, is_mbar = OpcodeMatch(w["scoreboard"]), OpcodeMatch(w["mbarrier"])
+    is_operands = OpcodeMatch(w["warpgroup_arrive"])
     # named barriers, with the barrier samples of the next instruction
     for i, p in enumerate(ins):
-        if _match(p.opcode, w["named_barrier"]):
+        if is_named[p.opcode]:
             label = bar_label(p)
             if label is None:
                 continue
@@ -157,13 +167,13 @@ def find_sites(ins: Sequence[Instruction], cfg: CFG, addr_index: dict[int, int],
             if i + 1 < n and i + 1 in cfg.succs[i]:
                 for r in w["next_pc_reasons"]:
                     take(key, i + 1, r)
-        elif _match(p.opcode, w["wgmma_group"]):
+        elif is_group[p.opcode]:
             take(("wgmma_group", "wgmma group", roles[i]), i)
-        elif p.base == "DEPBAR" and _match(p.opcode, w["scoreboard"]):
+        elif p.base == "DEPBAR" and is_sb[p.opcode]:
             sb = next((b for b in p.barriers if b.kind == "sb"), None)
             take(("scoreboard", f"SB{sb.id}" if sb else "SB?", roles[i]), i)
     # mbarrier try-waits: the try-wait, its retry loop, the readers of its predicate
-    waits = [i for i, p in enumerate(ins) if _match(p.opcode, w["mbarrier"]) and "TRYWAIT" in p.modifiers]
+    waits = [i for i, p in enumerate(ins) if is_mbar[p.opcode] and "TRYWAIT" in p.modifiers]
     loop_of: dict[int, set[int]] = {}
     nearest: dict[int, tuple[int, int]] = {}  # reader -> (distance, try-wait)
     reads: dict[int, dict[int, int]] = {}
@@ -203,7 +213,7 @@ def find_sites(ins: Sequence[Instruction], cfg: CFG, addr_index: dict[int, int],
                     take(key, j, r)
     # wgmma operand waits
     for i, p in enumerate(ins):
-        if _match(p.opcode, w["warpgroup_arrive"]):
+        if is_operands[p.opcode]:
             take(("warpgroup_arrive", "wgmma operands", roles[i]), i, "warpgroup_arrive")
     out = []
     for key in dict.fromkeys([*whole, *part]):

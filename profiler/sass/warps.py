@@ -271,7 +271,7 @@ def warp_reach(ins: Sequence[Instruction], cfg: CFG, res: Resolver, block_dim: t
     tid_reads = frozenset(_rules()["thread_index"])
     if not any(p.base in ("S2R", "S2UR", "CS2R") and any(o.text in tid_reads for o in p.srcs) for p in ins):
         return WarpReach(warps, tuple(frozenset(range(len(ins))) for _ in range(warps)), {})
-    decisive = [i for i, p in enumerate(ins) if p.decided_by() and (p.is_branch or p.base in ("EXIT",))]
+    decisive = [i for i, p in enumerate(ins) if p.base in ("BRA", "JMP", "EXIT") and p.decided_by()]
     decided: dict[int, list[str]] = {}
     reach: list[frozenset] = []
     blocks = cfg.blocks

@@ -1,6 +1,6 @@
 """The XU (MUFU) pipe's utilisation beside the tensor pipe's: when the exponential, not the tensor core, is the limit.
 
-Attention's softmax needs one ``MUFU.EX2`` per score; the XU pipe issues 16 lanes per SM per cycle, so at head
+Attention's softmax needs one ``MUFU.EX2`` per score; the XU pipe executes 16 lanes per SM per cycle, so at head
 dim 64 it is as busy as the tensor pipe (the H200 d64 profiles: XU 57.7%, tensor 55.8%). Two figures:
 
 * ``xu_pipe_pct``: ncu's own ``sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active`` (the WhowaitsPipes

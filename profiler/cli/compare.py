@@ -254,9 +254,9 @@ def _render_migration(m, console) -> None:
             cells.append(escape(r.get("change") or ""))
         t.add_row(*cells)
     console.print(t)
-    from profiler.analyze.xu import xu_figure  # noqa: PLC0415
+    from profiler.analyze.xu import xu_busier, xu_figure  # noqa: PLC0415
 
-    if any(xu_figure(r)[1] == "sass" for r in rows):
+    if any(xu_figure(r)[1] == "sass" or xu_busier(r) for r in rows):
         console.print("[dim]tensor · XU pipe: each pipe's % of its own peak (XU: MUFU, the exponential); * from the "
                       "SASS (the report lacks ncu's counter; where both exist they agree); [yellow]yellow[/yellow]: "
                       "the XU pipe busier than the tensor pipe[/dim]")

@@ -47,6 +47,13 @@ SUMMARY_MEANINGS: dict[str, str] = {
     "barriers.executed": "warp-level executions per barrier opcode (`inst_executed` per PC); null per opcode "
                          "without per-PC data",
     "tensor_pipe_pct": "tensor pipe busy, % of the tensor path's own peak (mma.sync HMMA or wgmma HGMMA)",
+    "xu_pipe_pct": "XU (MUFU: ex2, rcp, …; also I2F, F2I, POPC, FLO) pipe busy, % of its peak over active cycles: "
+                   "ncu's `sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active` (WhowaitsPipes, or ncu's "
+                   "ComputeWorkloadAnalysis); null with a `missing` reason on reports that did not collect it. Above "
+                   "`tensor_pipe_pct`: the exponential, not the tensor core, is the nearer roof",
+    "xu_pipe_pct_sass": "the XU pipe's % from the SASS: executed MUFU, I2F, F2I, POPC and FLO warp instructions over "
+                        "0.5 per SM per active cycle (`sm__cycles_active.avg`); equal to `xu_pipe_pct` on every "
+                        "committed report with both (cc 8.0 and 9.0), null on other compute capabilities",
     "tensor_roof_pct": "achieved tensor FLOP rate, % of the GPU's dense tensor roof (wgmma on Hopper) at the "
                        "report's clock: compares versions on different tensor paths on one scale",
     "tensor_path": "`hmma` (mma.sync), `gmma` (wgmma), `mixed`, `none`; merged: `a+b`",
@@ -327,8 +334,9 @@ OUTPUTS: tuple[Output, ...] = (
         "barriers[].opcode": "barrier opcode", "barriers[].kind": "`static` (in the SASS) or `executed`",
         "barriers[].a": "count in A", "barriers[].b": "count in B", "barriers[].ratio": "b / a",
         "barriers[].significant": "the change is more than noise",
-        "metrics[].metric": "a scalar: duration_ns, achieved_tflops, tensor_pipe_pct, tensor_roof_pct, bytes_<level>, "
-                            "intensity_<level>, ldsm_conflict_ways, registers_per_thread, waves_per_sm, …",
+        "metrics[].metric": "a scalar: duration_ns, achieved_tflops, tensor_pipe_pct, xu_pipe_pct, xu_pipe_pct_sass, "
+                            "tensor_roof_pct, bytes_<level>, intensity_<level>, ldsm_conflict_ways, registers_per_thread, "
+                            "waves_per_sm, …",
         "metrics[].a": "value in A", "metrics[].b": "value in B", "metrics[].ratio": "b / a",
         "metrics[].significant": "the change is more than noise",
         "phases[].phase": "ramp | steady | tail", "phases[].share_a": "share of A's time",
@@ -361,6 +369,8 @@ OUTPUTS: tuple[Output, ...] = (
         "table[].top_hi": "… high", "table[].ssc_share": "SSC share",
         "table[].tensor_path": "hmma | gmma | mixed | none",
         "table[].tensor_pipe_pct": "tensor pipe, % of its path's peak",
+        "table[].xu_pipe_pct": "XU (MUFU) pipe, % of its peak (ncu's counter; null where the report lacks it)",
+        "table[].xu_pipe_pct_sass": "XU (MUFU) pipe, % of its peak, from the SASS's executed XU instructions",
         "table[].tensor_roof_pct": "tensor FLOP rate, % of the GPU's dense tensor roof",
         "table[].compute_roof_tflops": "the compute roof of the pipe carrying most FLOPs",
         **{f"table[].intensity_{lv}": f"FLOP/byte at {lv}" for lv in ("l1", "l2", "dram", "smem")},

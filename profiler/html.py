@@ -206,15 +206,30 @@ def _ladder_table(m) -> str:
                      f"{_pct(r.get('top_share'))} <span class='note'>[{_pct(r.get('top_lo'))}, "
                      f"{_pct(r.get('top_hi'))}]</span>",
                      _fold(r.get("expected_bottleneck")),
-                     _e(r.get("tensor_path")), _num(r.get("tensor_pipe_pct"), "{:.1f}%"),
+                     _e(r.get("tensor_path")), _num(r.get("tensor_pipe_pct"), "{:.1f}%"), _xu_cell(r),
                      _num(r.get("tensor_roof_pct"), "{:.1f}%")]
                     + [_num(r.get(k), "{:.0f}") if k == "gbps" else _fold(r.get(k)) for k in extra])
     names = {"gbps": "GB/s", "hypothesis": "hypothesis", "verdict": "verdict"}
-    num = {3, 4, 5, 7, 10, 11} | ({12} if extra[:1] == ["gbps"] else set())
+    num = {3, 4, 5, 7, 10, 11, 12} | ({13} if extra[:1] == ["gbps"] else set())
     return _table(["version", "title", "change", "duration", "TFLOPS", "speed-up (vs the row above)", "top waiter",
                    "share [95%]",
-                   "expected bottleneck", "tensor path", "tensor pipe (own peak)", "tensor roof (dense)"]
+                   "expected bottleneck", "tensor path", "tensor pipe (own peak)", "XU (MUFU) pipe",
+                   "tensor roof (dense)"]
                   + [names[k] for k in extra], rows, num)
+
+
+def _xu_cell(r: dict) -> str:
+    """A migration row's XU pipe %: ncu's counter, else the figure derived from the SASS (marked); flagged where it
+    is busier than the tensor pipe (the exponential is then the nearer roof)."""
+    from profiler.analyze.xu import xu_busier, xu_figure  # noqa: PLC0415
+
+    v, source = xu_figure(r)
+    cell = _num(v, "{:.1f}%")
+    if source == "sass":
+        cell += " <span class='note'>from SASS</span>"
+    if xu_busier(r):
+        cell = f"<strong>{cell}</strong> <span class='note'>&gt; tensor pipe</span>"
+    return cell
 
 
 def _speedup(r: dict, prev) -> str:

@@ -244,6 +244,8 @@ class Summary(TypedDict):
     short_scoreboard: ShortScoreboard
     barriers: Barriers
     tensor_pipe_pct: Optional[float]  # % of the tensor path's own peak
+    xu_pipe_pct: Optional[float]  # XU (MUFU) pipe, % of its peak (ncu's counter)
+    xu_pipe_pct_sass: Optional[float]  # the same from the SASS's executed XU instructions
     tensor_roof_pct: Optional[float]  # achieved tensor FLOP/s, % of the GPU's dense tensor roof (same clock)
     tensor_path: Optional[str]  # hmma | gmma | mixed | none | a+b (merged)
     tensor_inst: TensorInst

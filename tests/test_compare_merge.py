@@ -43,6 +43,13 @@ def test_two_kernels_add_up(fa_cu):
     assert r["intensity"]["dram"] == pytest.approx(r["flops"] / r["bytes"]["dram"])
     lo, hi = sorted([a["tensor_pipe_pct"], b["tensor_pipe_pct"]])
     assert lo < m["tensor_pipe_pct"] < hi
+    # the XU pipe like the tensor pipe: the duration-weighted mean; null where a launch lacks it (neither report
+    # holds ncu's XU counter, both have the SASS-derived figure)
+    x = "xu_pipe_pct_sass"
+    assert m[x] == pytest.approx((a[x] * a["duration_ns"] + b[x] * b["duration_ns"]) / m["duration_ns"])
+    assert min(a[x], b[x]) < m[x] < max(a[x], b[x])
+    assert a["xu_pipe_pct"] is None and m["xu_pipe_pct"] is None
+    assert merge_launches([a, {**b, x: None}])[x] is None
     assert m["tensor_path"] == "hmma+gmma"
     assert m["short_scoreboard"]["samples"] == a["short_scoreboard"]["samples"] + b["short_scoreboard"]["samples"]
     # a merged summary diffs like any other

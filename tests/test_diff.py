@@ -78,6 +78,18 @@ def test_diff_sees_mma_sync_versus_wgmma(diff_json, summaries):
     assert metrics["tensor_path"]["a"] == "hmma" and metrics["tensor_path"]["significant"] is True
 
 
+def test_diff_carries_the_xu_pipe(diff_json, summaries):
+    # neither whowaits-set starter report holds ncu's XU counter: its row is null on both sides, the SASS-derived
+    # figure carries the change (flash's mma.sync kernel 18.6% -> cuDNN's wgmma kernel 34.4% of the XU peak)
+    d, _ = diff_json
+    rows = {r["metric"]: r for r in d["metrics"]}
+    assert rows["xu_pipe_pct"]["a"] is None and rows["xu_pipe_pct"]["b"] is None
+    sass = rows["xu_pipe_pct_sass"]
+    assert (sass["a"], sass["b"]) == (summaries[0]["xu_pipe_pct_sass"], summaries[1]["xu_pipe_pct_sass"])
+    assert (round(sass["a"], 1), round(sass["b"], 1)) == (18.6, 34.4)
+    assert sass["ratio"] == pytest.approx(sass["b"] / sass["a"]) and sass["significant"] is True
+
+
 def test_diff_of_a_version_with_itself_is_all_noise(summaries):
     a, _ = summaries
     d = diff(a, a, "x", "x")
@@ -91,7 +103,7 @@ def test_diff_table_and_csv(summaries):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     for needle in ("Stall reasons", "Who waits: opcode class", "Short scoreboard", "Verdict:", "significant",
-                   "duration_ns", "tensor_pipe_pct"):
+                   "duration_ns", "tensor_pipe_pct", "xu_pipe_pct_sass"):
         assert needle in out, needle
     proc = run("diff", str(FLASH), str(CUDNN), "--format", "csv")
     assert proc.returncode == 0, proc.stderr

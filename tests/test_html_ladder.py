@@ -36,6 +36,17 @@ def test_one_line_and_the_whole_text_folded_under_it(migration):
     assert html._one_line("First sentence. Second one.") == "First sentence.…"
 
 
+def test_xu_pipe_column(migration):
+    # ncu's counter where the report has it (v20 on), else the figure derived from the SASS, said so (v19)
+    table = html._ladder_table(migration)
+    assert "<th>XU (MUFU) pipe</th>" in table or "XU (MUFU) pipe</th>" in table
+    rows = {re.search(r"#v-([^']+)'", r).group(1): r for r in table.split("<tr>")[1:] if "#v-" in r}
+    assert "34.1% <span class='note'>from SASS</span>" in rows["v19_lazy_rescale"]
+    assert "34.7%" in rows["v20_three_consumers"] and "from SASS" not in rows["v20_three_consumers"]
+    # at head dim 128 the tensor pipe is the busier one in every version that uses it (v01 and v02 use none)
+    assert "&gt; tensor pipe" not in table
+
+
 _MEASURE = """<script>window.addEventListener('load', () => {
   const h = [...document.querySelectorAll('tr')].slice(1).map(r => r.getBoundingClientRect().height);
   document.documentElement.setAttribute('data-rowmax', Math.round(Math.max(...h)));

@@ -83,6 +83,8 @@ def test_values_are_the_summaries_own(full_store):
             assert (pd.isna(got) and want is None) or got == want
         assert row["section_set"] == read_sidecar(path)["section_set"] == "whowaits"
         assert [w["class"] for w in row["opcode_waits"]] == [w["class"] for w in summ["opcode_waits"]]
+        assert pd.isna(row["xu_pipe_pct"]) and summ["xu_pipe_pct"] is None  # seed-shape reports lack the counter
+        assert row["xu_pipe_pct_sass"] == summ["xu_pipe_pct_sass"] is not None
         if summ.get("regions") is not None:  # regions sum exactly to the kernel's samples (docs/contract.md)
             assert [(g["name"], g["samples"]) for g in row["regions"]] == [(g["name"], g["samples"]) for g in summ["regions"]]
             assert sum(g["samples"] for g in row["regions"]) == row["samples_total"]
@@ -202,3 +204,23 @@ def test_subjects_errors(full_store):
     s, _ = full_store
     with pytest.raises(WhowaitsError, match="no report of 'v99'"):
         store.subjects("section_set = 'whowaits'", names=["v99"], store=s)
+
+
+def test_xu_pipe_columns_and_parts_written_before_them(full_store, tmp_path):
+    from profiler import store
+
+    s, _ = full_store
+    got = store.query("SELECT xu_pipe_pct, xu_pipe_pct_sass, tensor_pipe_pct FROM launches "
+                      "WHERE subject = 'v20_three_consumers' AND shape = 'b4_h32_s4096_d64_fp16'", s).iloc[0]
+    assert round(got["xu_pipe_pct"], 1) == 57.7 and round(got["tensor_pipe_pct"], 1) == 55.8
+    assert got["xu_pipe_pct_sass"] == pytest.approx(got["xu_pipe_pct"], abs=1e-6)
+    # the committed sweep store's 39 parts were written before the XU columns, and 38 of their reports are not
+    # committed: the parts still load, those columns null, and none is dropped as unreadable
+    old = tmp_path / "store"
+    shutil.copytree(REPO / "reports" / "h200" / "sweeps" / "ladder-3-shapes" / "store", old)
+    parts = sorted(old.glob("launches/**/*.parquet"))
+    assert len(parts) == 39
+    df = store.query("SELECT subject, tensor_pipe_pct, xu_pipe_pct, xu_pipe_pct_sass FROM launches", old)
+    assert len(df) == 39 and df["tensor_pipe_pct"].notna().all()
+    assert df["xu_pipe_pct"].isna().all() and df["xu_pipe_pct_sass"].isna().all()
+    assert sorted(old.glob("launches/**/*.parquet")) == parts

@@ -13,6 +13,7 @@ from profiler.analyze.overlap import overlap_json
 from profiler.analyze.regions import regions_json
 from profiler.analyze.roles import role_edges_json
 from profiler.analyze.timeline import brief as timeline_brief
+from profiler.analyze.xu import xu_pipe
 from profiler.analyze.stalls import (
     opcode_waits,
     short_scoreboard,
@@ -82,7 +83,9 @@ def summarize_launch(launch, top: int = 10) -> Summary:
     ``gmma`` where sampled), ``stall_share`` {reason: float} (sums to 1),
     ``stall_cycles_per_issue`` {reason: float|null}, ``short_scoreboard`` {samples, share,
     cycles_per_issue, by_class: {class: samples}}, ``barriers`` {static: {opcode: count},
-    executed: {opcode: count}}, ``tensor_pipe_pct`` (% of the tensor path's own peak), ``tensor_roof_pct``
+    executed: {opcode: count}}, ``tensor_pipe_pct`` (% of the tensor path's own peak), ``xu_pipe_pct`` (the XU
+    (MUFU) pipe, % of its peak: ncu's counter), ``xu_pipe_pct_sass`` (the same from the SASS:
+    :mod:`profiler.analyze.xu`), ``tensor_roof_pct``
     (achieved tensor FLOP/s, % of the GPU's dense tensor roof, wgmma on Hopper, at the report's clock),
     ``tensor_path`` ("hmma"/"gmma"/"mixed"/
     "none"/null), ``tensor_inst`` {hmma, hgmma}, ``roofline`` {flops, flops_by_path, bytes:
@@ -147,6 +150,8 @@ def _summary(launch, top: int) -> dict:
 
     ov, ov_gone = overlap_json(launch)
     gone += ov_gone
+    xu, xu_gone = xu_pipe(launch)
+    gone += xu_gone
 
     q = {k: py(v) for k, v in zip(rl["quantity"], rl["value"])}
     duration, _ = launch.get("duration_ns")
@@ -205,6 +210,8 @@ def _summary(launch, top: int) -> dict:
             "executed": {o: py(e) for o, e in zip(bar["opcode"], bar["executed"])},
         },
         "tensor_pipe_pct": py(t["tensor_pipe_pct"]),
+        "xu_pipe_pct": xu["xu_pipe_pct"],
+        "xu_pipe_pct_sass": xu["xu_pipe_pct_sass"],
         "tensor_roof_pct": q["tensor_roof_pct"],
         "tensor_path": t["path"],
         "tensor_inst": {"hmma": py(t["hmma_inst"]), "hgmma": py(t["hgmma_inst"])},

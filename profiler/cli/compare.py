@@ -87,6 +87,16 @@ def _share_table(title: str, df, keys: list[str], a: str, b: str, limit: int | N
     return t
 
 
+def _xu_cell(r: dict) -> str:
+    """A migration row's XU pipe %: ncu's counter, else the SASS-derived figure marked *; yellow where it is busier
+    than the tensor pipe."""
+    from profiler.analyze.xu import xu_busier, xu_figure  # noqa: PLC0415
+
+    v, source = xu_figure(r)
+    cell = _num(v, "{:.1f}%") + ("*" if source == "sass" else "")
+    return f"[yellow]{cell}[/yellow]" if xu_busier(r) else cell
+
+
 def _render_diff(d, console) -> None:
     from rich.panel import Panel  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
@@ -96,7 +106,7 @@ def _render_diff(d, console) -> None:
     for w in d.warnings:
         console.print(Panel(w["message"], title="confound", border_style="yellow"))
     console.print(f"[bold]A[/bold] = {d.a}   [bold]B[/bold] = {d.b}")
-    mt = Table(title="Time, throughput, tensor pipe, roofline point", title_justify="left")
+    mt = Table(title="Time, throughput, tensor and XU pipes, roofline point", title_justify="left")
     for c in ("metric", "A", "B", "B/A", ""):
         mt.add_column(c, justify="right" if c not in ("metric", "") else "left", no_wrap=(c == "metric"))
     for r in d.metrics.to_dict(orient="records"):
@@ -213,8 +223,8 @@ def _render_migration(m, console) -> None:
     has["change"] = has["change"] and not change_below
     t = Table(title="Bottleneck migration", title_justify="left")
     cols = ["version", "duration", "TFLOPS"] + (["GB/s"] if has["gbps"] else []) + [
-        "speed-up", "top waiter", "share [95%]", "heaviest role edge", "tensor path", "tensor pipe", "tensor roof",
-        "SSC", "DRAM"] + (["change"] if has["change"] else [])
+        "speed-up", "top waiter", "share [95%]", "heaviest role edge", "tensor path", "tensor · XU pipe",
+        "tensor roof", "SSC", "DRAM"] + (["change"] if has["change"] else [])
     for c in cols:
         t.add_column(c, justify="left" if c in ("version", "top waiter", "heaviest role edge", "tensor path",
                                                   "change") else "right",
@@ -237,13 +247,19 @@ def _render_migration(m, console) -> None:
                   f"{_pct(r['top_share'])} [{_pct(r['top_lo'])}, {_pct(r['top_hi'])}]",
                   (f"{escape(r['top_role_edge'])} {_pct(r.get('top_role_share'))}"
                    if isinstance(r.get("top_role_edge"), str) else "—"),
-                  _num(r["tensor_path"]), _num(r["tensor_pipe_pct"], "{:.1f}%"),
+                  _num(r["tensor_path"]), f'{_num(r["tensor_pipe_pct"], "{:.1f}%")} · {_xu_cell(r)}',
                   _num(r.get("tensor_roof_pct"), "{:.1f}%"), _pct(r["ssc_share"]),
                   _num(r.get("dram_pct_of_peak"), "{:.0f}%")]
         if has["change"]:
             cells.append(escape(r.get("change") or ""))
         t.add_row(*cells)
     console.print(t)
+    from profiler.analyze.xu import xu_busier, xu_figure  # noqa: PLC0415
+
+    if any(xu_figure(r)[1] == "sass" or xu_busier(r) for r in rows):
+        console.print("[dim]tensor · XU pipe: each pipe's % of its own peak (XU: MUFU, the exponential); * from the "
+                      "SASS (the report lacks ncu's counter; where both exist they agree); [yellow]yellow[/yellow]: "
+                      "the XU pipe busier than the tensor pipe[/dim]")
     marked = sorted({r["vs"] for r, prev in zip(rows, above) if isinstance(r.get("vs"), str) and r["vs"] != prev})
     console.print("[dim]speed-up: the row above's duration over this row's"
                   + (f"; 'vs X': against X instead ({', '.join(map(escape, marked))}: external subjects are set "

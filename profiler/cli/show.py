@@ -101,6 +101,24 @@ def _si(x, unit: str = "") -> str:
     return f"{x:.3g} {unit}".rstrip()
 
 
+def _xu_line(s: dict) -> str:
+    """The XU (MUFU) pipe beside the tensor pipe: ncu's counter, else the figure derived from the SASS."""
+    from profiler.analyze.xu import xu_busier, xu_figure  # noqa: PLC0415
+
+    xu, source = xu_figure(s)
+    if source == "ncu":
+        how = f"ncu's counter; {_num(s.get('xu_pipe_pct_sass'), '{:.1f}')}% from the SASS"
+    elif source == "sass":
+        how = "from the SASS: MUFU, I2F, F2I, POPC, FLO executed; the report lacks ncu's counter"
+    else:
+        how = "unknown: neither ncu's counter nor executed-instruction counts"
+    line = f"[bold]XU (MUFU) pipe[/bold]: {_num(xu, '{:.1f}')}% of its peak ({how})"
+    if xu_busier(s):
+        line += (f" · [bold yellow]above the tensor pipe's {_num(s.get('tensor_pipe_pct'), '{:.1f}')}%: "
+                 "the exponential is the nearer roof[/bold yellow]")
+    return line
+
+
 def _table(title: str, columns: list[tuple[str, str]]):
     from rich.table import Table  # noqa: PLC0415
 
@@ -305,6 +323,7 @@ def render_tables(summaries: list[dict], top: int = 10, verbose: bool = False) -
             f"({_num(rl['ceilings'].get('tensor_dense_tflops'), '{:.0f}')} TFLOP/s) · path "
             f"{s['tensor_path'] or '—'} (HMMA {_num(ti['hmma'])}, HGMMA {_num(ti['hgmma'])} executed)"
         )
+        con.print(_xu_line(s))
         con.print(
             f"[bold]Roofline[/bold]: {_si(rl['flops'], 'FLOP')} → {_num(rl['achieved_tflops'], '{:.1f}')} "
             f"TFLOP/s achieved, compute roof {_num(rl['ceilings']['compute_tflops'], '{:.1f}')} TFLOP/s "

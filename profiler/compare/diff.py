@@ -261,6 +261,8 @@ def _metrics(sa: Summary, sb: Summary) -> pd.DataFrame:
     rows = [("duration_ns", sa.get("duration_ns"), sb.get("duration_ns"), dur["ratio"], dur["significant"]),
             ("achieved_tflops", ra.get("achieved_tflops"), rb.get("achieved_tflops"), None, None),
             ("tensor_pipe_pct", sa.get("tensor_pipe_pct"), sb.get("tensor_pipe_pct"), None, None),
+            ("xu_pipe_pct", sa.get("xu_pipe_pct"), sb.get("xu_pipe_pct"), None, None),
+            ("xu_pipe_pct_sass", sa.get("xu_pipe_pct_sass"), sb.get("xu_pipe_pct_sass"), None, None),
             ("tensor_roof_pct", sa.get("tensor_roof_pct"), sb.get("tensor_roof_pct"), None, None),
             ("compute_roof_tflops", (ra.get("ceilings") or {}).get("compute_tflops"),
              (rb.get("ceilings") or {}).get("compute_tflops"), None, None),

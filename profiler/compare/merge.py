@@ -185,9 +185,10 @@ def merge_launches(launches: list[Summary]) -> Summary:
         "executed": _add_dicts([(x.get("barriers") or {}).get("executed") for x in L]),
     }
     durs = [x.get("duration_ns") or 0 for x in L]
-    pcts = [x.get("tensor_pipe_pct") for x in L]
-    merged["tensor_pipe_pct"] = (sum(p * d for p, d in zip(pcts, durs)) / sum(durs)
-                                 if None not in pcts and sum(durs) else None)
+    for key in ("tensor_pipe_pct", "xu_pipe_pct", "xu_pipe_pct_sass"):
+        pcts = [x.get(key) for x in L]
+        merged[key] = (sum(p * d for p, d in zip(pcts, durs)) / sum(durs)
+                       if None not in pcts and sum(durs) else None)
     paths = list(dict.fromkeys(x.get("tensor_path") for x in L))
     merged["tensor_path"] = paths[0] if len(paths) == 1 else "+".join(str(p) for p in paths)
     merged["tensor_inst"] = _sum_keys([x.get("tensor_inst") for x in L], ("hmma", "hgmma"))

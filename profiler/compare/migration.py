@@ -36,7 +36,9 @@ class Migration:
       the top one, comma-separated; None when it stands alone), top_note (why a version has no top waiter: no
       or too few samples, :func:`profiler.compare.diff.no_top_waiter`; None when it has one), top_role_edge / top_role_share (the heaviest edge of
       ``whowaits roles``: waiter —[barrier]→ releaser, and its share of the samples),
-      tensor_path, tensor_pipe_pct (% of the path's own peak), tensor_roof_pct (% of the GPU's dense
+      tensor_path, tensor_pipe_pct (% of the path's own peak), xu_pipe_pct (the XU (MUFU) pipe, % of its peak:
+      ncu's counter, null where the report lacks it), xu_pipe_pct_sass (the same from the SASS, for every
+      version with executed-instruction counts), tensor_roof_pct (% of the GPU's dense
       tensor roof at the report's clock: one scale for every path), compute_roof_tflops (the roof of
       the pipe carrying most FLOPs), ssc_share, dram_pct_of_peak / l2_pct_of_peak (the summary's ``throughput``),
       debug_build (a -G build, from its SASS), intensity_l1, intensity_l2, intensity_dram, intensity_smem (total FLOPs / bytes),
@@ -205,6 +207,7 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "top_note": no_top_waiter(s),
             "top_role_edge": _role_edge(s), "top_role_share": ((s.get("role_edges") or [{}])[0].get("share")),
             "tensor_path": s.get("tensor_path"), "tensor_pipe_pct": s.get("tensor_pipe_pct"),
+            "xu_pipe_pct": s.get("xu_pipe_pct"), "xu_pipe_pct_sass": s.get("xu_pipe_pct_sass"),
             "tensor_roof_pct": s.get("tensor_roof_pct"),
             "compute_roof_tflops": ((roof.get("ceilings") or {}).get("compute_tflops")),
             "ssc_share": (ssc / n if ssc is not None and n else None),

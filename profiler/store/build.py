@@ -246,8 +246,17 @@ def _remove_part(store: Path, key: tuple[str, str, str]) -> None:
             break
 
 
-def _db_columns_sql() -> str:
-    return ", ".join(f'"{n}"' for n, _, _ in schema.columns())
+def _db_columns_sql(present: set[str] | None = None) -> str:
+    """The table's columns in order; with ``present`` (the columns a source has), a column it lacks is a typed
+    NULL: a part written before the column was added (an older SCHEMA_VERSION, e.g. a committed sweep store
+    whose reports are not at hand) still loads, the new columns null until ``whowaits index`` re-summarises it."""
+    return ", ".join(f'"{n}"' if present is None or n in present else f'CAST(NULL AS {_duck_type(t)}) AS "{n}"'
+                     for n, t, _ in schema.columns())
+
+
+def _insert_parts(con, src: str) -> None:
+    present = {d[0] for d in con.execute(f"SELECT * FROM {src} LIMIT 0").description}
+    con.execute(f"INSERT INTO launches SELECT {_db_columns_sql(present)} FROM {src}")
 
 
 def _parquet_source(store: Path, files: list[Path] | None = None) -> str:
@@ -258,7 +267,7 @@ def _parquet_source(store: Path, files: list[Path] | None = None) -> str:
     else:
         src = "[" + ", ".join("'" + str(f).replace("'", "''") + "'" for f in files) + "]"
     return (f"read_parquet({src}, hive_partitioning = true, "
-            "hive_types = {'gpu': VARCHAR, 'subject': VARCHAR, 'shape': VARCHAR})")
+            "hive_types = {'gpu': VARCHAR, 'subject': VARCHAR, 'shape': VARCHAR}, union_by_name = true)")
 
 
 class DamagedDb(WhowaitsError):
@@ -324,12 +333,12 @@ def _create_db(store: Path, rows=None, files: list[Path] | None = None,
             con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM _rows")
         elif files:
             try:
-                con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM {_parquet_source(store, files)}")
+                _insert_parts(con, _parquet_source(store, files))
             except duckdb.Error:  # one part DuckDB cannot read: read them one by one, keep the others
                 con.execute("DELETE FROM launches")
                 for f in files:
                     try:
-                        con.execute(f"INSERT INTO launches SELECT {_db_columns_sql()} FROM {_parquet_source(store, [f])}")
+                        _insert_parts(con, _parquet_source(store, [f]))
                     except duckdb.Error as err:
                         if unreadable is not None:
                             unreadable.append((f, (str(err).strip().splitlines() or [type(err).__name__])[0][:120]))

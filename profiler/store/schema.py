@@ -18,7 +18,7 @@ import pyarrow as pa
 from profiler.names import NO_SECTION
 
 #: bump when a column is added, removed or changes meaning: every part is rebuilt on the next index
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 PARTITION_KEYS = ("gpu", "subject", "shape")
 LEVELS = ("l1", "l2", "dram", "smem")
@@ -64,6 +64,8 @@ def _tail_columns() -> list[tuple[str, pa.DataType, str]]:
         ("ssc_share", pa.float64(), "short-scoreboard share of all stall samples"),
         ("tensor_path", pa.string(), "hmma | gmma | mixed | none"),
         ("tensor_pipe_pct", pa.float64(), "tensor pipe busy, % of the path's own peak"),
+        ("xu_pipe_pct", pa.float64(), "XU (MUFU) pipe busy, % of its peak: ncu's counter (null where the report lacks it)"),
+        ("xu_pipe_pct_sass", pa.float64(), "XU (MUFU) pipe busy, % of its peak, from the SASS's executed XU instructions"),
         ("tensor_roof_pct", pa.float64(), "achieved tensor FLOP rate, % of the GPU's dense tensor roof (null where the summary lacks it)"),
         ("flops", pa.float64(), "FLOPs the counters saw (tensor + FP32 + FP16)"),
         ("achieved_tflops", pa.float64(), "flops / duration, TFLOP/s"),
@@ -164,6 +166,7 @@ def launch_row(summary: dict, sidecar: dict | None, *, gpu: str, subject: str, s
         "top_opcode": top.get("opcode") if top else None, "top_producer": top.get("producer") if top else None,
         "ssc_share": _get(summary, "short_scoreboard", "share"),
         "tensor_path": summary.get("tensor_path"), "tensor_pipe_pct": summary.get("tensor_pipe_pct"),
+        "xu_pipe_pct": summary.get("xu_pipe_pct"), "xu_pipe_pct_sass": summary.get("xu_pipe_pct_sass"),
         "tensor_roof_pct": summary.get("tensor_roof_pct"),
         "flops": roof.get("flops"), "achieved_tflops": roof.get("achieved_tflops"),
         "compute_ceiling_tflops": _get(roof, "ceilings", "compute_tflops"),

@@ -42,12 +42,13 @@ import struct
 import subprocess
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 from profiler import settings
 
-__all__ = ["TIMEOUT_S", "Pending", "disassemble", "enabled", "mangled", "pm_metrics", "request", "shutdown",
-           "timeline"]
+__all__ = ["TIMEOUT_S", "Pending", "disassemble", "enabled", "mangled", "off", "pm_metrics", "reads_timeline",
+           "request", "shutdown", "timeline"]
 
 #: seconds the ingester waits for one answer before it kills the worker and reads the text itself
 TIMEOUT_S = 120.0
@@ -394,11 +395,27 @@ class Pending:
         w.busy.release()
 
 
+_OFF = 0  # open off() blocks in this process
+
+
+@contextmanager
+def off():
+    """No worker for the ingests inside this block: for a caller that keeps every CPU busy already (a
+    pool of processes ingesting reports, profiler/compare/cache.py), where a worker per process would only
+    open each report twice."""
+    global _OFF
+    _OFF += 1
+    try:
+        yield
+    finally:
+        _OFF -= 1
+
+
 def request(path: str | os.PathLike, use_sass_cache: bool) -> Pending | None:
     """Ask this process's worker for the slots of every launch of ``path``; None when the worker
     is off, cannot start or is busy with another report (the ingester then reads them itself)."""
     global _WORKER
-    if not enabled():
+    if _OFF or not enabled():
         return None
     with _GUARD:
         w = _WORKER

@@ -211,5 +211,10 @@ def test_off_and_on(monkeypatch):
     assert not sass_worker.enabled() and sass_worker.request(CUDNN, False) is None
     monkeypatch.setenv("WHOWAITS_SASS_WORKER", "1")
     assert sass_worker.enabled()
+    with sass_worker.off():  # a pool of ingesting processes (profiler/compare/cache.py) turns it off
+        assert sass_worker.request(CUDNN, False) is None
+    pending = sass_worker.request(CUDNN, False)
+    assert pending is not None
+    pending.close(ok=True)
     monkeypatch.delenv("WHOWAITS_SASS_WORKER")
     assert sass_worker.enabled() == (len(os.sched_getaffinity(0)) >= 2)

@@ -42,7 +42,7 @@ import threading
 from collections import deque
 from pathlib import Path
 
-from profiler import cachefile, settings
+from profiler import cachefile, sass_worker, settings
 from profiler.provenance import sha256_file
 
 _MEMO: dict = {}
@@ -250,13 +250,14 @@ def _fill_parallel(todo: list[tuple[Path, str | None]], processes: int, shas: di
         threads = [threading.Thread(target=feed, args=f, daemon=True) for f in first]
         for t in threads:
             t.start()
-        while True:  # this process works through the queue too, largest first
+        while True:  # this process works through the queue too, largest first (alone: see _init_worker)
             with lock:
                 job = jobs.popleft() if jobs else None
             if job is None:
                 break
             try:
-                summaries(*job, shas)
+                with sass_worker.off():
+                    summaries(*job, shas)
             except Exception:  # noqa: BLE001 - raised again, in order, by the caller's pass
                 pass
         for t in threads:
@@ -340,6 +341,7 @@ def _init_worker() -> None:
     parent's JSON)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    settings.put("WHOWAITS_SASS_WORKER", "0")  # the pool keeps the CPUs busy: no disassembly worker each
     try:
         os.dup2(2, 1)
     except OSError:

@@ -1,5 +1,5 @@
 """SM clock and board power while one attention kernel runs back to back:
-``python3 scripts/device/clock_power.py OUT.json SHAPE[,SHAPE...] IMPL[,IMPL...] [SECONDS]``.
+``python3 scripts/device/clock_power.py OUT.json SHAPE[,SHAPE...] IMPL[,IMPL...] [SECONDS] [--flush]``.
 
 Why: `whowaits profile` measures one launch at ncu's locked base clock, the bench times launches at whatever clock
 the card runs; where the two disagree on which of two kernels is faster (v25 vs v21, ladder IV), the card's clock
@@ -9,6 +9,8 @@ the script runs the kernel back to back for SECONDS (default 3; no L2 flush, so 
 the bench's), times the segment with CUDA events and averages the samples whose timestamps fall inside it. The
 order is A B ... then reversed, twice, so a drift of the card shows as a difference between the two passes.
 IMPL is a ladder version id or `sdpa-cudnn` (F.scaled_dot_product_attention inside sdpa_kernel([CUDNN_ATTENTION])).
+--flush: the bench's regime instead: 256 MB written before every call (kernels.config.FLUSH_BYTES) and each call
+timed alone with CUDA events (`ms` = the median); the clock and power samples then cover the flushes too.
 """
 
 from __future__ import annotations
@@ -47,10 +49,12 @@ def _caller(impl: str, shape):
     return lambda: forward(q, k, v, shape.causal, version=impl, out=out_t)
 
 
-def main(out: str, shapes: list[str], impls: list[str], seconds: float) -> None:
+def main(out: str, shapes: list[str], impls: list[str], seconds: float, flush: bool = False) -> None:
     import torch
 
-    from kernels.config import Shape
+    from kernels.config import FLUSH_BYTES, Shape
+
+    scratch = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda") if flush else None
 
     fields = FIELDS if _query(FIELDS, []).returncode == 0 else FIELDS[:-1]
     limits = _query(["power.limit", "enforced.power.limit", "clocks.max.sm", "clocks.applications.graphics"], [])
@@ -73,15 +77,27 @@ def main(out: str, shapes: list[str], impls: list[str], seconds: float) -> None:
                     call()
                 torch.cuda.synchronize()
                 n = max(20, int(seconds / ((time.perf_counter() - t) / 10)))
-                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 w0 = dt.datetime.now()
-                e0.record()
-                for _ in range(n):
-                    call()
-                e1.record()
-                torch.cuda.synchronize()
+                if scratch is None:
+                    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    e0.record()
+                    for _ in range(n):
+                        call()
+                    e1.record()
+                    torch.cuda.synchronize()
+                    ms = e0.elapsed_time(e1) / n
+                else:
+                    n = max(20, n // 2)  # a flush costs about as much as a call
+                    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                              for _ in range(n)]
+                    for a, b in events:
+                        scratch.fill_(1)
+                        a.record()
+                        call()
+                        b.record()
+                    torch.cuda.synchronize()
+                    ms = statistics.median(a.elapsed_time(b) for a, b in events)
                 w1 = dt.datetime.now()
-                ms = e0.elapsed_time(e1) / n
                 segments.append({"impl": impl, "shape": key, "pass": rep, "calls": n, "ms": ms,
                                  "tflops": shape.flops() / (ms * 1e-3) / 1e12,
                                  "t0": w0.isoformat(), "t1": w1.isoformat()})
@@ -120,8 +136,11 @@ def main(out: str, shapes: list[str], impls: list[str], seconds: float) -> None:
               f"{seg.get('sm_mhz', 0):6.0f} MHz (min {seg.get('sm_mhz_min', 0):.0f}), {seg.get('power_w', 0):5.0f} W "
               f"(max {seg.get('power_w_max', 0):.0f}), {seg.get('tflops_per_ghz', 0):6.1f} TFLOPS/GHz, "
               f"reasons {seg.get('reasons')}", flush=True)
-    json.dump({"limits": limits.stdout.strip(), "fields": fields, "segments": segments}, open(out, "w"), indent=1)
+    json.dump({"limits": limits.stdout.strip(), "fields": fields, "flush": flush, "segments": segments},
+              open(out, "w"), indent=1)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), float(sys.argv[4]) if len(sys.argv) > 4 else 3.0)
+    args = [a for a in sys.argv[1:] if a != "--flush"]
+    main(args[0], args[1].split(","), args[2].split(","), float(args[3]) if len(args) > 3 else 3.0,
+         flush="--flush" in sys.argv)

@@ -44,7 +44,8 @@ ELEMENT_BYTES = {"fp16": 2, "bf16": 2}
 FLUSH_BYTES = 256 * 1024 * 1024
 
 # Dynamic shared memory per CTA for each `smem_layout` a version may declare (CONTRACT.md).
-SMEM_LAYOUTS = ("none", "kv", "q_kv", "tma_q_kv", "tma_q2_kv", "tma_q2_kv_o")
+SMEM_LAYOUTS = ("none", "kv", "q_kv", "tma_q_kv", "tma_q2_kv", "tma_q2_kv_o", "tma_q2_kv_o_fit")
+SMEM_OPTIN_BYTES = 227 * 1024  # the most dynamic shared memory a CTA may have on the H100/H200
 TMA_ALIGN_SLACK = 1024  # `tma_q_kv`: room to round the tile base up to the 1024-byte 128B-swizzle atom
 
 # Tunable fields of the `fwd` family (the auto-tuner's space is generated from a family's TUNABLE).
@@ -121,6 +122,9 @@ class _ConfigMixin:
             return (2 * self.block_m + self.stages * 2 * self.block_n) * self.head_dim * e + TMA_ALIGN_SLACK
         if layout == "tma_q2_kv_o":  # + an O staging tile for the TMA-store epilogue (v17)
             return (3 * self.block_m + self.stages * 2 * self.block_n) * self.head_dim * e + TMA_ALIGN_SLACK
+        if layout == "tma_q2_kv_o_fit":  # v25: the O staging tile only where it fits; else O goes into Q's rows
+            with_o = self.smem_bytes("tma_q2_kv_o")
+            return with_o if with_o <= SMEM_OPTIN_BYTES else self.smem_bytes("tma_q2_kv")
         raise WhowaitsError(f"unknown smem_layout {layout!r}: expected one of {', '.join(SMEM_LAYOUTS)}")
 
     @classmethod

@@ -42,6 +42,7 @@ CHANGES = {
     "v22_d64_stages4": "v21 with 4 K/V stages at d64 (refuted)",
     "v23_exp2_poly": "v21 with 1 in 8 exponentials on the FMA pipe at d64 (refuted: C7511, wgmma serialised)",
     "v24_d64_stages3": "v21 with 3 K/V stages at d64 (+0.2%, noise)",
+    "v25_wide_kv": "v21 with 128 x 160 tiles at d128 non-causal, O staged in the finished tile's Q rows",
     "sdpa-flash": "torch SDPA, FlashAttention-2 backend",
     "sdpa-cudnn": "torch SDPA, cuDNN backend (wgmma)",
     "flex-attention": "torch.compile(flex_attention) (Triton)",

@@ -43,6 +43,7 @@ class Version:
     smem_layout: str
     config: FwdConfig  # the default config (head_dim/dtype/causal overridden per call); its family's class
     head_dim_overrides: dict = field(default_factory=dict)  # {64: {"block_m": ...}} from [config.d64]
+    causal_overrides: dict = field(default_factory=dict)  # {128: {"block_n": ...}} from [config.d128_causal]
     head_dims: tuple[int, ...] = (64, 128)
     dtypes: tuple[str, ...] = ("fp16", "bf16")
     causal: bool = True
@@ -69,9 +70,12 @@ class Version:
         return self.config_cls.TUNABLE
 
     def config_for(self, head_dim: int, dtype: str, causal: bool) -> FwdConfig:
-        """The version's default config for one problem (tiles may differ per head_dim, see [config.d64])."""
+        """The version's default config for one problem (tiles may differ per head_dim, see [config.d64], and
+        under a causal mask, [config.d128_causal], which applies after [config.d128])."""
         self.check_supports(head_dim, dtype, causal)
-        over = self.head_dim_overrides.get(head_dim, {})
+        over = dict(self.head_dim_overrides.get(head_dim, {}))
+        if causal:
+            over.update(self.causal_overrides.get(head_dim, {}))
         return self.config.replace(head_dim=head_dim, dtype=dtype, causal=causal, **over)
 
     def supports_text(self) -> str:
@@ -133,13 +137,15 @@ def _load(path: Path) -> Version:
         raise WhowaitsError(f"{where}: a [config] table is required")
     known = {"head_dim", *tunable, "causal", "dtype"}
     overrides: dict[int, dict] = {}
+    causal_overrides: dict[int, dict] = {}
     plain = {}
     for key, value in cfg.items():
-        if isinstance(value, dict) and re.fullmatch(r"d\d+", key):
+        sub = re.fullmatch(r"d(\d+)(_causal)?", key)
+        if isinstance(value, dict) and sub:
             bad = set(value) - set(tunable)
             if bad:
                 raise WhowaitsError(f"{where}: [config.{key}] may set only {', '.join(tunable)}")
-            overrides[int(key[1:])] = dict(value)
+            (causal_overrides if sub.group(2) else overrides)[int(sub.group(1))] = dict(value)
         elif key in known:
             plain[key] = value
         else:
@@ -182,6 +188,7 @@ def _load(path: Path) -> Version:
         smem_layout=data["smem_layout"],
         config=config,
         head_dim_overrides=overrides,
+        causal_overrides=causal_overrides,
         head_dims=head_dims,
         dtypes=dtypes,
         causal=bool(sup.get("causal", True)),

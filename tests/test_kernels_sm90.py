@@ -167,3 +167,43 @@ def test_freshness_reads_wgmma_opcodes_whole():
     res = build.build(registry.get("v09"))
     ops = set(freshness.cubin_opcodes(res.cubin).values())
     assert "HGMMA.64x128x16.F32" in ops and "HGMMA.64" not in ops
+
+
+def test_causal_override_and_fitting_o_layout(tmp_path):
+    """v25's [config.d128_causal] keeps 128 x 128 under a causal mask; tma_q2_kv_o_fit drops the O staging tile
+    only where two Q buffers, the K/V ring and the staging tile would pass the 227 KB a CTA may have."""
+    v25 = registry.get("v25_wide_kv")
+    wide, causal = v25.config_for(128, "fp16", False), v25.config_for(128, "bf16", True)
+    assert (wide.block_m, wide.block_n, wide.consumers) == (128, 160, 2)
+    assert (causal.block_m, causal.block_n, causal.consumers) == (128, 128, 2)
+    assert v25.config_for(64, "fp16", True) == v25.config_for(64, "fp16", False).replace(causal=True)
+    assert v25.config_for(64, "fp16", False).block_m == 192
+    # 128 x 160: 2 x 32 KB Q + 4 x 40 KB K/V + 1 KB = 230,400 B; with O's 32 KB it would be 263,168 B
+    assert wide.smem_bytes("tma_q2_kv_o") == 263168 and wide.smem_bytes("tma_q2_kv_o_fit") == 230400
+    assert causal.smem_bytes("tma_q2_kv_o_fit") == causal.smem_bytes("tma_q2_kv_o") == 230400
+    # the override is parsed from any d{D}_causal table and may set only the family's fields
+    _write(tmp_path, "v01_a", BODY.format(extra='family = "ws"\nabi = "tensor_maps_persistent_o"', unit="consumers = 2")
+           + "[config.d128_causal]\nblock_n = 64\n")
+    (v,) = registry.versions(tmp_path)
+    assert v.config_for(128, "fp16", True).block_n == 64 and v.config_for(128, "fp16", False).block_n == 128
+    bad = tmp_path / "bad"
+    _write(bad, "v01_b", BODY.format(extra='family = "ws"', unit="consumers = 2") + "[config.d128_causal]\ncausal = false\n")
+    with pytest.raises(WhowaitsError, match="may set only"):
+        registry.versions(bad)
+
+
+@needs_nvcc
+def test_v25_static_sass():
+    """v25 at d128 non-causal: 8 QK^T k16 steps of N = 160 + 10 PV steps, as 8 (first tile) + 2 x 18 (the loop and the
+    cross-tile batch) + 10 (the last PV) HGMMA, no spill, no fatal ptxas warning; its causal and d64 builds run v21's
+    instructions (the same opcode counts: 3768 and 2872 on nvcc 13.0)."""
+    v21, v25 = registry.get("v21_causal_pairs"), registry.get("v25_wide_kv")
+    res = build.build(v25, v25.config_for(128, "fp16", False))
+    assert res.sass_opcodes["HGMMA"] == 8 + 2 * (8 + 10) + 10
+    assert res.spill_bytes == 0 and build.fatal_warnings(res.ptxas_log) == []
+    assert "C7511" not in res.ptxas_log and "C7510" not in res.ptxas_log
+    assert "STG" not in res.sass_opcodes and res.sass_opcodes["UTMASTG"] == 4
+    for head_dim, causal in ((128, True), (64, False)):
+        a = build.build(v21, v21.config_for(head_dim, "fp16", causal))
+        b = build.build(v25, v25.config_for(head_dim, "fp16", causal))
+        assert a.sass_opcodes == b.sass_opcodes

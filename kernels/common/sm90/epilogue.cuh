@@ -28,10 +28,14 @@ __device__ __forceinline__ void finish_row_sums(const float (&row_sum)[2], float
     }
 }
 
-template <typename Element, int kHeadDim>
+// kTileRows: the rows of the [kTileRows][kHeadDim] tile the staging rows sit in (its 64-column sub-tiles lie
+// kTileRows x 128 bytes apart). 64: a staging tile of its own (v17-v24). v25 stages a consumer's O in its own 64 rows
+// of the finished tile's Q buffer ([kBlockM][kHeadDim]: kTileRows = kBlockM, `so` = the buffer + 64 c rows, a multiple
+// of the 8-row swizzle atom, so the swizzle of row r is the same as in a tile of its own).
+template <typename Element, int kHeadDim, int kTileRows = 64>
 struct TmaStoreEpilogue {
     static constexpr int kDTiles = kHeadDim / 8;
-    Element* so;         // this warpgroup's [64][kHeadDim] staging tile (1024-byte aligned)
+    Element* so;         // this warpgroup's 64 x kHeadDim staging rows (1024-byte aligned)
     uint32_t so_addr;
     uint32_t bar_id;     // this warpgroup's store barrier (128 threads)
     bool issuer;         // warp 0, lane 0 of the warpgroup
@@ -49,13 +53,13 @@ struct TmaStoreEpilogue {
             const int r = warp_in_wg * 16 + g + 8 * h;
 #pragma unroll
             for (int j = 0; j < kDTiles; ++j)
-                st_shared_b32(so_addr + 2 * sw128_offset<64>(r, 8 * j + 2 * t),
+                st_shared_b32(so_addr + 2 * sw128_offset<kTileRows>(r, 8 * j + 2 * t),
                               whowaits::common::pack2<Element>(acc_o[j][2 * h] * inv_l[h],
                                                                acc_o[j][2 * h + 1] * inv_l[h]));
         }
         fence_proxy_async_smem();  // the st.shared above, before the async proxy reads them
         named_bar_sync(bar_id, 128);
-        if (issuer && row0 < seqlen) tma_store_tile<64, kHeadDim>(so, tmap_o, row0, bh);
+        if (issuer && row0 < seqlen) tma_store_tile<kTileRows, kHeadDim>(so, tmap_o, row0, bh);
 #pragma unroll
         for (int j = 0; j < kDTiles; ++j)
 #pragma unroll

@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("reports", nargs="*", type=Path, default=DEFAULT)
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--json", action="store_true", help="one JSON line per report: wall and CPU seconds of each run")
     args = ap.parse_args(argv)
     import ncu_report
 
@@ -54,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         one_pass(ncu_report, path)  # start-up of the reader and its disassembler, not timed
         runs = [one_pass(ncu_report, path) for _ in range(args.runs)]
         wall, cpu = [r[0] for r in runs], [r[1] for r in runs]
+        if args.json:
+            import json
+
+            print(json.dumps({"report": str(path), "slots": runs[0][2], "wall": wall, "cpu": cpu}))
+            continue
         print(f"{path.parent.name}: {runs[0][2]:,} slots, median wall {statistics.median(wall) * 1e3:.0f} ms "
               f"(min {min(wall) * 1e3:.0f}), CPU {statistics.median(cpu) * 1e3:.0f} ms")
     return 0

@@ -470,11 +470,8 @@ def _ingest_action(action, index: int, kernel: str, ncu, modules=None, pending=N
 def _span_slots(columns: dict) -> int:
     """Instruction slots from the lowest to the highest PC that inst_executed and the sample count name
     (what the worker counts before its walk past the highest one; 0 without either)."""
-    pcs = sorted({pc for col in ("inst_executed", "samples") for pc in columns.get(col, ((), ()))[0]})
-    if not pcs:
-        return 0
-    step = min((b - a for a, b in zip(pcs, pcs[1:])), default=16)
-    return (pcs[-1] - pcs[0]) // step + 1
+    laid = sass_worker.span(pc for col in ("inst_executed", "samples") for pc in columns.get(col, ((), ()))[0])
+    return 0 if laid is None else (laid[2] - laid[0]) // laid[1] + 1
 
 
 def _region_sources(action, index: int) -> list[tuple]:
@@ -550,12 +547,11 @@ def _sass_frame(action, index: int, columns: dict, reasons: list[str], modules=N
     got: dict[int, str] = {}
     src: dict[int, tuple] = {}
     if known:
-        steps = [b - a for a, b in zip(known, known[1:]) if b > a]
-        step = min(steps) if steps else 16
+        step = (sass_worker.span(known) or (0, 16, 0))[1]
         if slots is not None and slots["step"] == step:
             span = range(slots["first"], slots["end"], step)
             src = dict(zip(span, zip(slots["files"], slots["lines"])))
-            if slots["texts"] is not None and len(slots["texts"]) == len(span):
+            if len(slots["texts"]) == len(span):
                 got = dict(zip(span, slots["texts"]))
                 got[slots["end"]] = ""  # the worker stopped at the first empty slot
         all_pcs = list(range(known[0], known[-1] + step, step))

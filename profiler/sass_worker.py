@@ -42,13 +42,14 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from profiler import settings
 
 __all__ = ["TIMEOUT_S", "Pending", "disassemble", "enabled", "mangled", "off", "pm_metrics", "reads_timeline",
-           "request", "shutdown", "timeline"]
+           "request", "shutdown", "span", "timeline"]
 
 #: seconds the ingester waits for one answer before it kills the worker and reads the text itself
 TIMEOUT_S = 120.0
@@ -70,18 +71,26 @@ def enabled() -> bool:
 # --- the worker's side ----------------------------------------------------------------------------
 
 
+def span(pcs) -> tuple[int, int, int] | None:
+    """(lowest PC, step, highest PC) of the PCs a launch's per-PC metrics name: the step is the smallest
+    gap between two of them (16 bytes when there is one PC), as the ingester lays out a launch's slots;
+    None without a PC."""
+    ordered = sorted(set(pcs))
+    if not ordered:
+        return None
+    return ordered[0], min((b - a for a, b in zip(ordered, ordered[1:])), default=16), ordered[-1]
+
+
 def disassemble(action, pcs: list[int]) -> dict | None:
     """The slots of one launch from the PCs its per-PC metrics name: ``first`` (lowest PC),
     ``step`` (the smallest gap between PCs, 16 when there is one PC), ``end`` (the first slot past
     the highest PC whose text is empty), ``span`` (slots from the lowest to the highest PC), ``texts`` (ncu_report's text of each slot from ``first`` to
     ``end``, stripped) and ``files``/``lines`` (``IAction.source_info`` of each slot: None where it
     has none)."""
-    if not pcs:
+    laid = span(pcs)
+    if laid is None:
         return None
-    pcs = sorted(set(pcs))
-    steps = [b - a for a, b in zip(pcs, pcs[1:])]
-    step = min(steps) if steps else 16
-    first, last = pcs[0], pcs[-1]
+    first, step, last = laid
     sass_by_pc = action.sass_by_pc
     texts = [(sass_by_pc(pc) or "").strip() for pc in range(first, last + step, step)]
     pc = last + step
@@ -203,15 +212,14 @@ def _launch_slots(action, modules) -> dict | None:
             continue
         corr = m.correlation_ids()
         pcs += [corr.as_uint64(i) for i in range(m.num_instances())]
-    if not pcs:
+    laid = span(pcs)
+    if laid is None:
         return None
     name = mangled(action) if modules is not None else None
     if name:
-        ordered = sorted(set(pcs))
-        steps = [b - a for a, b in zip(ordered, ordered[1:])]
-        step = min(steps) if steps else 16
-        cached = sasscache.lookup(modules, name, ordered[0], step)
-        if cached is not None and len(cached) * step > ordered[-1] - ordered[0]:
+        first, step, last = laid
+        cached = sasscache.lookup(modules, name, first, step)
+        if cached is not None and len(cached) * step > last - first:
             return {"known": True}
     return disassemble(action, pcs)
 
@@ -223,8 +231,6 @@ def _send(out, message) -> None:
 
 
 def _recv_exact(fd: int, n: int, deadline: float | None) -> bytes | None:
-    import time  # noqa: PLC0415
-
     chunks, got = [], 0
     while got < n:
         if deadline is not None:
@@ -348,8 +354,6 @@ class Pending:
 
     def take(self, index: int) -> dict | None:
         """The answer for launch ``index``: ``slots`` and ``timeline`` (None: the worker failed or is gone)."""
-        import time  # noqa: PLC0415
-
         while self._w is not None and self._next <= index:
             msg = _recv(self._w.proc.stdout.fileno(), time.monotonic() + TIMEOUT_S)  # type: ignore[union-attr]
             if not isinstance(msg, tuple) or msg[0] != "launch" or msg[1] != self._next:
@@ -363,8 +367,6 @@ class Pending:
     def close(self, ok: bool = True) -> None:
         """Release the worker: after a whole report (``ok``) read what is left of its answers; after
         an error, or when they do not come, end it (the next ingest starts another)."""
-        import time  # noqa: PLC0415
-
         w = self._w
         if w is None:
             return

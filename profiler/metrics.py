@@ -21,6 +21,7 @@ __all__ = [
     "MetricSpec",
     "base_opcode",
     "barrier_opcodes",
+    "classify_bases",
     "classify_opcode",
     "cycles_per_issue_metric",
     "full_opcode",
@@ -227,6 +228,13 @@ def _class_of_base() -> dict[str, str]:
 def classify_opcode(opcode: str) -> str:
     """Opcode class of a SASS opcode or line (match on the base opcode); ``OTHER`` if unknown."""
     return _class_of_base().get(base_opcode(opcode), "OTHER")
+
+
+def classify_bases(bases) -> list[str]:
+    """:func:`classify_opcode` of each of ``bases``, base opcodes already split off their text (the
+    ingester's per-slot column: one dict lookup a slot instead of a parse)."""
+    get = _class_of_base().get
+    return [get(b, "OTHER") for b in bases]
 
 
 def known_base_opcodes() -> frozenset[str]:

@@ -61,13 +61,12 @@ import stat
 import struct
 import sys
 from dataclasses import dataclass, field
-from itertools import repeat
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from profiler import cachefile, sass_worker, sasscache
+from profiler import cachefile, gcpause, sass_worker, sasscache
 from profiler import metrics as M
 from profiler.errors import WhowaitsError
 from profiler.provenance import sha256_file
@@ -193,9 +192,9 @@ def cache_dir() -> Path:
     return _cache_dir()
 
 
-#: what a parsed-frames entry is derived from (see :mod:`profiler.cachefile`): the ingester, the
-#: metric maps' reader, every data file, and the libraries that decode the report and pickle the frames
-_FRAMES_FROM = (("report.py", "sasscache.py", "metrics.py", "errors.py", "data"), ("ncu-report", "pandas", "numpy", "pyarrow"))
+#: what a parsed-frames entry is derived from (see :mod:`profiler.cachefile`): the ingester and its worker's
+#: readers, the metric maps' reader, every data file, and the libraries that decode the report and pickle the frames
+_FRAMES_FROM = (("report.py", "sass_worker.py", "sasscache.py", "metrics.py", "errors.py", "data"), ("ncu-report", "pandas", "numpy", "pyarrow"))
 _FRAMES_SUFFIX = ".frames"
 
 
@@ -365,33 +364,6 @@ def check_file(path: Path) -> None:
 # interleaved rounds of load_report) to change nothing, so the ingester leaves scheduling to the OS.
 
 
-def _per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:
-    """(PCs, values) of a metric instanced by PC.
-
-    The stall-sampling metrics of one group share one list of PCs: a list read before for the
-    same instance count is reused when ten PCs spread over it agree (golden tests check every PC
-    against ncu's source page). The SWIG functions are called directly: ~150k calls per
-    report, and the Python wrappers double their cost.
-    """
-    n = metric.num_instances()
-    corr = metric.correlation_ids()
-    raw = getattr(getattr(ncu, "_ncu_report", None), "IMetric_as_uint64", None)
-    if raw is None:  # a future ncu_report without the SWIG module layout
-
-        def raw(m, i):
-            return m.as_uint64(i)
-
-    if metric.has_value() and metric.value() == 0:
-        # counts are non-negative: a zero total means every instance is 0 (many stall reasons
-        # are never sampled in a given kernel); the frame's zero-filled column says so
-        return [], []
-    pcs = pcs_cache.get(n)
-    if pcs is None or any(raw(corr, i) != pcs[i] for i in {0, n - 1, *range(1, n, max(n // 8, 1))}):
-        pcs = list(map(raw, repeat(corr, n), range(n)))
-        pcs_cache[n] = pcs
-    return pcs, list(map(raw, repeat(metric, n), range(n)))
-
-
 def _swig(ncu) -> dict:
     """The SWIG functions behind the ``IAction``/``IMetric`` methods the ingester calls per
     metric (~2000 metrics a report: the Python wrappers double the cost of each call), or the
@@ -453,9 +425,27 @@ def _ingest_action(action, index: int, kernel: str, ncu, modules=None, pending=N
             elif M.is_pm_metric(name):
                 pm_metrics[name] = m
 
-    columns, reasons = _pc_columns(pc_metrics, ncu)
     sources = _region_sources(action, index)
     timeline = None
+    if pending is not None and pending.known:
+        # a known build: the worker reads the per-PC columns meanwhile (profiler/sass_worker.py); the
+        # timeline here, then the columns from whichever side has them first
+        timeline = _timeline_frame(action, index, pm_metrics, f)
+        answered: list = []
+
+        def poll():
+            if answered:  # one answer a launch: a failed or late one is not asked for again
+                return None
+            got = pending.take(index, wait=False)
+            if got is sass_worker.LATER:
+                return None
+            answered.append(got)
+            return _worker_columns(got, pc_metrics)
+
+        columns, reasons = sass_worker.pc_columns(pc_metrics, ncu, poll=poll)
+        sass = _sass_frame(action, index, columns, reasons, modules)
+        return rows, sass, timeline, sources
+    columns, reasons = sass_worker.pc_columns(pc_metrics, ncu)
     if pending is not None and not sass_worker.reads_timeline(_span_slots(columns)):
         # a long disassembly in the worker: read the timeline here meanwhile
         timeline = _timeline_frame(action, index, pm_metrics, f)
@@ -465,6 +455,18 @@ def _ingest_action(action, index: int, kernel: str, ncu, modules=None, pending=N
     if timeline is None:
         timeline = _timeline_frame(action, index, pm_metrics, f, answer and answer.get("timeline"))
     return rows, sass, timeline, sources
+
+
+def _worker_columns(answer, pc_metrics: dict) -> tuple[dict, list[str]] | None:
+    """The per-PC columns of a worker's answer for a launch of a known build, if they came from the same
+    metrics as the ingester chose (else None: the ingester reads them itself)."""
+    pc = answer.get("pc") if isinstance(answer, dict) else None
+    if not isinstance(pc, dict) or pc.get("names") != sorted(pc_metrics):
+        return None
+    columns, reasons = pc.get("columns"), pc.get("reasons")
+    if not isinstance(columns, dict) or not isinstance(reasons, list):
+        return None
+    return columns, reasons
 
 
 def _span_slots(columns: dict) -> int:
@@ -510,29 +512,6 @@ def _timeline_frame(action, index: int, pm_metrics: dict, f: dict, read: dict | 
     })
 
 
-def _pc_columns(pc_metrics: dict, ncu) -> tuple[dict[str, tuple[list[int], list[int]]], list[str]]:
-    """The sass frame's per-PC columns (column -> (PCs, values)) and the stall reasons sampled."""
-    cfg = M.stall_config()
-    cache: dict = {}
-    per_pc = M.per_pc_metrics()
-    columns: dict[str, tuple[list[int], list[int]]] = {}
-    for col, name in per_pc.items():
-        if name in pc_metrics:
-            columns[col] = _per_pc(pc_metrics[name], ncu, cache)
-    if cfg["sample_count"] in pc_metrics:
-        columns["samples"] = _per_pc(pc_metrics[cfg["sample_count"]], ncu, cache)
-    reasons = M.sampled_reasons(pc_metrics)
-    for reason in reasons:
-        name = cfg["sample_prefix"] + reason
-        if name in pc_metrics:
-            columns[f"stall_{reason}"] = _per_pc(pc_metrics[name], ncu, cache)
-        if name + cfg["not_issued_suffix"] in pc_metrics:
-            columns[f"not_issued_{reason}"] = _per_pc(
-                pc_metrics[name + cfg["not_issued_suffix"]], ncu, cache
-            )
-    return columns, reasons
-
-
 def _sass_frame(action, index: int, columns: dict, reasons: list[str], modules=None, slots: dict | None = None
                 ) -> pd.DataFrame:
     """The sass frame of one action from its per-PC columns (``slots``: what a worker read, or None)."""
@@ -543,17 +522,10 @@ def _sass_frame(action, index: int, columns: dict, reasons: list[str], modules=N
     known = sorted({pc for pcs, _ in columns.values() for pc in pcs})
     texts: list[str] = []
     opcodes: list[str] | None = None
-    # the worker's slots (profiler/sass_worker.py): text and source line of every slot it read, by PC
-    got: dict[int, str] = {}
-    src: dict[int, tuple] = {}
+    files: list = []
+    lines: list = []
     if known:
         step = (sass_worker.span(known) or (0, 16, 0))[1]
-        if slots is not None and slots["step"] == step:
-            span = range(slots["first"], slots["end"], step)
-            src = dict(zip(span, zip(slots["files"], slots["lines"])))
-            if len(slots["texts"]) == len(span):
-                got = dict(zip(span, slots["texts"]))
-                got[slots["end"]] = ""  # the worker stopped at the first empty slot
         all_pcs = list(range(known[0], known[-1] + step, step))
         mangled = sass_worker.mangled(action) if modules is not None else None
         # the cached text (profiler/sasscache.py) needs the function's first PC: the lowest PC of
@@ -561,28 +533,14 @@ def _sass_frame(action, index: int, columns: dict, reasons: list[str], modules=N
         executed = columns.get("inst_executed", ([], []))[0]
         at_start = bool(mangled) and bool(executed) and min(executed) == known[0]
         cached = sasscache.lookup(modules, mangled, known[0], step) if at_start and mangled is not None else None
-        if cached is not None and len(cached) * step > known[-1] - known[0]:
-            texts = cached
-            all_pcs = list(range(known[0], known[0] + len(cached) * step, step))
+        if cached is not None and len(cached.texts) * step > known[-1] - known[0]:
+            texts, opcodes, files, lines = cached
+            all_pcs = list(range(known[0], known[0] + len(texts) * step, step))
         else:
-            sass_by_pc = action.sass_by_pc
-
-            def text_at(pc: int) -> str:
-                text = got.get(pc)
-                return text if text is not None else (sass_by_pc(pc) or "").strip()
-
-            texts = [text_at(pc) for pc in all_pcs]
-            pc = known[-1] + step
-            while True:
-                text = text_at(pc)
-                if not text:
-                    break
-                texts.append(text)
-                all_pcs.append(pc)
-                pc += step
+            texts, all_pcs, files, lines = _read_slots(action, all_pcs, step, slots)
+            opcodes = [M.full_opcode(t) for t in texts]
             if at_start and mangled is not None:
-                opcodes = [M.full_opcode(t) for t in texts]
-                sasscache.store(modules, mangled, known[0], step, texts, opcodes)
+                sasscache.store(modules, mangled, known[0], step, texts, opcodes, files, lines)
     else:
         all_pcs = []
     addr = np.array(all_pcs, dtype=np.uint64)
@@ -601,7 +559,7 @@ def _sass_frame(action, index: int, columns: dict, reasons: list[str], modules=N
     data["sass"] = pd.Series(texts, dtype=object)
     data["opcode"] = pd.Series(opcodes, dtype=object)
     data["base"] = pd.Series(bases, dtype=object)
-    data["opcode_class"] = pd.Series([M.classify_opcode(b) for b in bases], dtype=object)
+    data["opcode_class"] = pd.Series(M.classify_bases(bases), dtype=object)
     wanted = [*per_pc, "samples"]
     for reason in reasons:
         wanted += [f"stall_{reason}", f"not_issued_{reason}"]
@@ -613,24 +571,54 @@ def _sass_frame(action, index: int, columns: dict, reasons: list[str], modules=N
         idx = [pos[pc] for pc in pcs]
         arr[idx] = vals
         data[col] = arr
+    data["source_file"] = files
+    data["source_line"] = pd.array([pd.NA if ln is None else ln for ln in lines], dtype="Int64")
+    return pd.DataFrame(data)
+
+
+def _read_slots(action, all_pcs: list[int], step: int, slots: dict | None
+                ) -> tuple[list[str], list[int], list, list]:
+    """(texts, PCs, source files, source lines) of every instruction slot from the first of ``all_pcs``
+    to the first empty slot past its last, as ncu's source page lists them: the PCs the metrics name,
+    the slots between them that no metric names (e.g. an unreachable BRA), and the padding after the
+    last one (the closing self-branch and NOPs). ``slots``: what a worker read (profiler/sass_worker.py),
+    used where it covers a slot; the rest comes from ncu_report here."""
+    got: dict[int, str] = {}
+    src: dict[int, tuple] = {}
+    if slots is not None and slots["step"] == step:
+        span = range(slots["first"], slots["end"], step)
+        src = dict(zip(span, zip(slots["files"], slots["lines"])))
+        if len(slots["texts"]) == len(span):
+            got = dict(zip(span, slots["texts"]))
+            got[slots["end"]] = ""  # the worker stopped at the first empty slot
+    sass_by_pc = action.sass_by_pc
+
+    def text_at(pc: int) -> str:
+        text = got.get(pc)
+        return text if text is not None else (sass_by_pc(pc) or "").strip()
+
+    all_pcs = list(all_pcs)
+    texts = [text_at(pc) for pc in all_pcs]
+    pc = all_pcs[-1] + step
+    while True:
+        text = text_at(pc)
+        if not text:
+            break
+        texts.append(text)
+        all_pcs.append(pc)
+        pc += step
     files: list = []
     lines: list = []
     for pc in all_pcs:
         if pc in src:
             file, line = src[pc]
             files.append(file)
-            lines.append(pd.NA if line is None else line)
+            lines.append(line)
             continue
         si = action.source_info(pc)
-        if si is None:
-            files.append(None)
-            lines.append(pd.NA)
-        else:
-            files.append(si.file_name())
-            lines.append(si.line())
-    data["source_file"] = files
-    data["source_line"] = pd.array(lines, dtype="Int64")
-    return pd.DataFrame(data)
+        files.append(None if si is None else si.file_name())
+        lines.append(None if si is None else si.line())
+    return texts, all_pcs, files, lines
 
 
 class _NativeLog:
@@ -689,8 +677,13 @@ def _check_text(path: Path, mf: pd.DataFrame, sf: pd.DataFrame, rf: pd.DataFrame
         for col in cols:
             if col not in frame.columns:
                 continue
+            values = frame[col].to_numpy(dtype=object)
             try:
-                "\0".join(v for v in frame[col].to_numpy(dtype=object) if isinstance(v, str)).encode()
+                try:
+                    text = "\0".join(values)  # all str: one C call
+                except TypeError:  # None or NaN among them
+                    text = "\0".join(v for v in values if isinstance(v, str))
+                text.encode()
             except UnicodeEncodeError:
                 raise _corrupt(path, f"an undecodable string in its {col} table") from None
 
@@ -736,10 +729,11 @@ def _ingest(path: Path, sass_cache: bool = True) -> tuple[pd.DataFrame, pd.DataF
 def _read_actions(path: Path, ncu, sass_cache: bool = True
                   ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     modules = sasscache.Modules(path) if sass_cache else None
-    # the worker disassembles beside the metric reads below (profiler/sass_worker.py); None: no worker,
-    # as for a report of a build seen before (its text is in the SASS cache: nothing to disassemble)
+    # the worker disassembles beside the metric reads below (profiler/sass_worker.py), or, for a report of a
+    # build seen before (its text in the SASS cache: nothing to disassemble), reads its per-PC columns; None:
+    # no worker
     known_build = modules is not None and sasscache.holds_any(modules)
-    pending = None if known_build else sass_worker.request(path, sass_cache)
+    pending = sass_worker.request(path, sass_cache, known=known_build)
     try:
         return _read_launches(path, ncu, modules, pending)
     except BaseException:
@@ -818,7 +812,8 @@ def load_report(path: str | os.PathLike, *, use_cache: bool = True) -> Report:
     sha = sha256_file(p)
     cached = _read_cache(sha) if use_cache else None
     if cached is None:
-        mf, sf, tf, rf = _ingest(p, sass_cache=use_cache)
+        with gcpause.paused():
+            mf, sf, tf, rf = _ingest(p, sass_cache=use_cache)
         if use_cache:
             _write_cache(sha, mf, sf, tf, rf)
     else:

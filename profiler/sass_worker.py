@@ -44,11 +44,12 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from itertools import repeat
 from pathlib import Path
 
 from profiler import settings
 
-__all__ = ["TIMEOUT_S", "Pending", "disassemble", "enabled", "mangled", "off", "pm_metrics", "reads_timeline",
+__all__ = ["LATER", "TIMEOUT_S", "Pending", "disassemble", "enabled", "mangled", "off", "pc_columns", "pc_metrics", "pm_metrics", "reads_timeline",
            "request", "shutdown", "span", "timeline"]
 
 #: seconds the ingester waits for one answer before it kills the worker and reads the text itself
@@ -168,12 +169,102 @@ def timeline(action, metrics: dict, f: dict | None = None) -> dict:
     return out
 
 
-def _launch_answer(action, modules) -> dict:
-    """The worker's answer for one launch: ``slots`` (:func:`disassemble`, or None) and ``timeline``;
-    for a known build (its text in the SASS cache) neither: the ingester then reads it all itself, which
-    measured faster than sharing the rest of the reads with a worker that must open the report too (on
-    the 2-core machine, flash full set: 136-169 ms alone, 202-329 ms with the worker reading the per-PC
-    columns, load average 2.7)."""
+# --- per-PC columns (read by the ingester, or by the worker for a known build) ----------------------
+
+
+def _per_pc(metric, ncu, pcs_cache: dict) -> tuple[list[int], list[int]]:
+    """(PCs, values) of a metric instanced by PC.
+
+    The stall-sampling metrics of one group share one list of PCs: a list read before for the
+    same instance count is reused when ten PCs spread over it agree (golden tests check every PC
+    against ncu's source page). The SWIG functions are called directly: ~150k calls per
+    report, and the Python wrappers double their cost.
+    """
+    n = metric.num_instances()
+    corr = metric.correlation_ids()
+    raw = getattr(getattr(ncu, "_ncu_report", None), "IMetric_as_uint64", None)
+    if raw is None:  # a future ncu_report without the SWIG module layout
+
+        def raw(m, i):
+            return m.as_uint64(i)
+
+    if metric.has_value() and metric.value() == 0:
+        # counts are non-negative: a zero total means every instance is 0 (many stall reasons
+        # are never sampled in a given kernel); the frame's zero-filled column says so
+        return [], []
+    pcs = pcs_cache.get(n)
+    if pcs is None or any(raw(corr, i) != pcs[i] for i in {0, n - 1, *range(1, n, max(n // 8, 1))}):
+        pcs = list(map(raw, repeat(corr, n), range(n)))
+        pcs_cache[n] = pcs
+    return pcs, list(map(raw, repeat(metric, n), range(n)))
+
+
+def pc_columns(pc_metrics: dict, ncu, poll=None) -> tuple[dict[str, tuple[list[int], list[int]]], list[str]]:
+    """The sass frame's per-PC columns (column -> (PCs, values)) and the stall reasons sampled, from
+    ``pc_metrics`` (name -> IMetric: the metrics instanced by PC). ``poll``: called before each column;
+    when it returns the whole result (the worker's, read meanwhile), that is returned instead."""
+    from profiler import metrics as M  # noqa: PLC0415
+
+    cfg = M.stall_config()
+    reasons = M.sampled_reasons(pc_metrics)
+    jobs = [(col, name) for col, name in M.per_pc_metrics().items() if name in pc_metrics]
+    if cfg["sample_count"] in pc_metrics:
+        jobs.append(("samples", cfg["sample_count"]))
+    for reason in reasons:
+        name = cfg["sample_prefix"] + reason
+        if name in pc_metrics:
+            jobs.append((f"stall_{reason}", name))
+        if name + cfg["not_issued_suffix"] in pc_metrics:
+            jobs.append((f"not_issued_{reason}", name + cfg["not_issued_suffix"]))
+    cache: dict = {}
+    columns: dict[str, tuple[list[int], list[int]]] = {}
+    for col, name in jobs:
+        got = poll() if poll is not None else None
+        if got is not None:
+            return got
+        columns[col] = _per_pc(pc_metrics[name], ncu, cache)
+    return columns, reasons
+
+
+def pc_metrics(action) -> dict:
+    """name -> IMetric of the launch's metrics instanced by PC: the sample count, the stall-sampling
+    metrics and ``metrics.per_pc_metrics()``, each with numeric correlation ids (the same choice
+    :func:`profiler.report._ingest_action` makes while it reads every metric)."""
+    import ncu_report as ncu  # noqa: PLC0415
+
+    from profiler import metrics as M  # noqa: PLC0415
+
+    stalls = M.stall_config()
+    names = {stalls["sample_count"], *M.per_pc_metrics().values()}
+    out = {}
+    for name in action.metric_names():
+        if not (name.startswith(stalls["sample_prefix"]) or name in names):
+            continue
+        m = action.metric_by_name(name)
+        if m is None or not m.has_correlation_ids():
+            continue
+        n = m.num_instances()
+        if n < 1 or m.correlation_ids().kind() == ncu.IMetric.ValueKind_STRING:
+            continue
+        out[name] = m
+    return out
+
+
+def _launch_answer(action, modules, known: bool = False) -> dict:
+    """The worker's answer for one launch: ``slots`` (:func:`disassemble`, or None) and ``timeline``; for
+    a report of a known build (``known``: its text in the SASS cache) neither, but ``pc``: the launch's
+    per-PC columns (:func:`pc_columns`) and the names of the metrics they came from, read while the
+    ingester reads every other metric (and takes them only if they come before it has read them itself)."""
+    if known:
+        import ncu_report as ncu  # noqa: PLC0415
+
+        try:
+            metrics = pc_metrics(action)
+            columns, reasons = pc_columns(metrics, ncu)
+            return {"slots": None, "timeline": None,
+                    "pc": {"names": sorted(metrics), "columns": columns, "reasons": reasons}}
+        except Exception:  # noqa: BLE001 - the ingester reads the columns itself
+            return {"slots": None, "timeline": None}
     try:
         slots = _launch_slots(action, modules)
     except Exception:  # noqa: BLE001 - the ingester reads the text itself
@@ -219,7 +310,7 @@ def _launch_slots(action, modules) -> dict | None:
     if name:
         first, step, last = laid
         cached = sasscache.lookup(modules, name, first, step)
-        if cached is not None and len(cached) * step > last - first:
+        if cached is not None and len(cached.texts) * step > last - first:
             return {"known": True}
     return disassemble(action, pcs)
 
@@ -233,16 +324,35 @@ def _send(out, message) -> None:
 def _recv_exact(fd: int, n: int, deadline: float | None) -> bytes | None:
     chunks, got = [], 0
     while got < n:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                return None
-        chunk = os.read(fd, n - got)
+        try:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([fd], [], [], left)[0]:
+                    return None
+            chunk = os.read(fd, n - got)
+        except (OSError, ValueError):  # the pipe was closed meanwhile (the worker ended on another thread)
+            return None
         if not chunk:
             return None
         chunks.append(chunk)
         got += len(chunk)
     return b"".join(chunks)
+
+
+def _fd(w) -> int | None:
+    """The worker's answer pipe, None once closed (the worker ended on another thread)."""
+    try:
+        return w.proc.stdout.fileno()
+    except (AttributeError, ValueError):
+        return None
+
+
+def _ready(fd: int) -> bool:
+    """Whether bytes wait on ``fd`` (True for a closed pipe too: reading it then says so)."""
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
 def _recv(fd: int, deadline: float | None = None):
@@ -265,7 +375,7 @@ def main() -> int:
         req = _recv(sys.stdin.buffer.fileno())
         if req is None:
             return 0
-        path, use_cache, cache_dir = req
+        path, use_cache, cache_dir, known = req
         settings.put("WHOWAITS_CACHE_DIR", cache_dir)
         try:
             ctx = ncu.load_report(path)
@@ -278,7 +388,7 @@ def main() -> int:
             rng = ctx.range_by_idx(r)
             for a in range(rng.num_actions()):
                 try:
-                    answer: dict | None = _launch_answer(rng.action_by_idx(a), modules)
+                    answer: dict | None = _launch_answer(rng.action_by_idx(a), modules, known)
                 except Exception:  # noqa: BLE001 - the ingester reads this launch itself
                     answer = None
                 _send(out, ("launch", index, answer))
@@ -345,17 +455,27 @@ def shutdown() -> None:
 atexit.register(shutdown)
 
 
-class Pending:
-    """The worker's answers for one report, taken launch by launch in report order."""
+#: what :meth:`Pending.take` returns without waiting when the answer has not come yet
+LATER = object()
 
-    def __init__(self, worker: _Worker) -> None:
+
+class Pending:
+    """The worker's answers for one report, taken launch by launch in report order (``known``: a report
+    of a known build, whose answers carry per-PC columns that the ingester takes only if they come first)."""
+
+    def __init__(self, worker: _Worker, known: bool = False) -> None:
         self._w: _Worker | None = worker
         self._next = 0
+        self.known = known
 
-    def take(self, index: int) -> dict | None:
-        """The answer for launch ``index``: ``slots`` and ``timeline`` (None: the worker failed or is gone)."""
+    def take(self, index: int, wait: bool = True):
+        """The answer for launch ``index``: ``slots``, ``timeline`` (and ``pc`` for a known build); None when
+        the worker failed or is gone; :data:`LATER` when ``wait`` is false and the answer has not come."""
         while self._w is not None and self._next <= index:
-            msg = _recv(self._w.proc.stdout.fileno(), time.monotonic() + TIMEOUT_S)  # type: ignore[union-attr]
+            fd = _fd(self._w)
+            if fd is not None and not wait and not _ready(fd):
+                return LATER
+            msg = None if fd is None else _recv(fd, time.monotonic() + TIMEOUT_S)
             if not isinstance(msg, tuple) or msg[0] != "launch" or msg[1] != self._next:
                 self._fail()
                 return None
@@ -370,18 +490,28 @@ class Pending:
         w = self._w
         if w is None:
             return
-        if ok:
-            deadline = time.monotonic() + TIMEOUT_S
-            while True:
-                msg = _recv(w.proc.stdout.fileno(), deadline)  # type: ignore[union-attr]
-                if isinstance(msg, tuple) and msg[0] == "done":
-                    break
-                if not (isinstance(msg, tuple) and msg[0] == "launch"):
-                    self._fail()
-                    return
-        else:
+        if not ok:
             self._fail()
+        elif self.known:
+            # the ingester may have read every column itself before the worker's came: the rest of its
+            # answers are drained on a thread, and the worker is free again (busy released) after them
+            threading.Thread(target=self._drain, daemon=True).start()
+        else:
+            self._drain()
+
+    def _drain(self) -> None:
+        w = self._w
+        if w is None:
             return
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            fd = _fd(w)
+            msg = None if fd is None else _recv(fd, deadline)
+            if isinstance(msg, tuple) and msg[0] == "done":
+                break
+            if not (isinstance(msg, tuple) and msg[0] == "launch"):
+                self._fail()
+                return
         self._w = None
         w.busy.release()
 
@@ -413,9 +543,10 @@ def off():
         _OFF -= 1
 
 
-def request(path: str | os.PathLike, use_sass_cache: bool) -> Pending | None:
-    """Ask this process's worker for the slots of every launch of ``path``; None when the worker
-    is off, cannot start or is busy with another report (the ingester then reads them itself)."""
+def request(path: str | os.PathLike, use_sass_cache: bool, known: bool = False) -> Pending | None:
+    """Ask this process's worker for the slots of every launch of ``path`` (``known``: a report of a
+    known build, for the per-PC columns instead); None when the worker is off, cannot start or is busy
+    with another report (the ingester then reads them itself)."""
     global _WORKER
     if _OFF or not enabled():
         return None
@@ -431,9 +562,9 @@ def request(path: str | os.PathLike, use_sass_cache: bool) -> Pending | None:
     if not w.busy.acquire(blocking=False):
         return None
     try:
-        _send(w.proc.stdin, (str(path), bool(use_sass_cache), settings.raw("WHOWAITS_CACHE_DIR")))
+        _send(w.proc.stdin, (str(path), bool(use_sass_cache), settings.raw("WHOWAITS_CACHE_DIR"), bool(known)))
     except (OSError, ValueError):
         pending = Pending(w)
         pending._fail()
         return None
-    return Pending(w)
+    return Pending(w, known)

@@ -14,8 +14,12 @@ of that module:
   A name found in two modules with different bytes is not cached.
 * **Entry** (``<cache dir>/<module sha256>.<fingerprint>.<name hash>.sass``, sealed and
   written atomically by :mod:`profiler.cachefile`): JSON ``{"function", "base", "size", "step",
-  "texts"}``, the text of every slot of the function from its first instruction (``base``, the
-  address it had in the report that wrote the entry) to its end (``size`` bytes, ``step`` a slot).
+  "texts", "opcodes", "files", "lines"}``, the text of every slot of the function from its first
+  instruction (``base``, the address it had in the report that wrote the entry) to its end (``size``
+  bytes, ``step`` a slot), each slot's full opcode (:func:`profiler.metrics.full_opcode` of its text:
+  moving the text leaves it alone) and its source file and line (``IAction.source_info``: the module's
+  line table, so the same for every report of the build; null where ncu_report has none). A known
+  build's ingest then spends no native call and no parse on its slots.
 * **Moving the text**: ncu_report prints PC-relative targets (branches, ``BSSY``, ``CALL.REL``…)
   as absolute addresses, so the text of the same code loaded at another address differs in those
   numbers only. An entry is written only when every literal at or above ``min_address`` sits in
@@ -41,10 +45,11 @@ import re
 import struct
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 from profiler import cachefile
 
-__all__ = ["Modules", "holds_any", "lookup", "store", "movable", "move"]
+__all__ = ["Entry", "Modules", "holds_any", "lookup", "store", "movable", "move"]
 
 #: what an entry is derived from (package-relative files) and the reader whose text it holds
 _FROM = (("sasscache.py", "data/sass_cache.toml"), ("ncu-report",))
@@ -182,9 +187,29 @@ def move(texts: list[str], old: int, new: int) -> list[str]:
     return [_HEX.sub(shift, t) if "0x" in t else t for t in texts]
 
 
-def lookup(modules: Modules, mangled: str, base: int, step: int) -> list[str] | None:
-    """The text of every slot of function ``mangled`` loaded at ``base`` (``step`` bytes a slot)
-    from the cache, or None (not cached, not cacheable, or a damaged entry: deleted)."""
+class Entry(NamedTuple):
+    """What the cache holds of a function, slot by slot from its first instruction."""
+
+    texts: list[str]
+    opcodes: list[str]
+    files: list[str | None]
+    lines: list[int | None]
+
+
+def _valid(d: dict, mangled: str, size: int, step: int) -> bool:
+    texts, n = d["texts"], len(d["texts"]) if isinstance(d["texts"], list) else -1
+    kinds = {f: set(map(type, d[f])) if isinstance(d[f], list) and len(d[f]) == n else None
+             for f in ("texts", "opcodes", "files", "lines")}
+    return (d["function"] == mangled and d["size"] == size and d["step"] == step
+            and isinstance(d["base"], int) and n * step == size and kinds["texts"] == {str} and all(texts)
+            and kinds["opcodes"] == {str}
+            and kinds["files"] is not None and kinds["files"] <= {str, type(None)}
+            and kinds["lines"] is not None and kinds["lines"] <= {int, type(None)})
+
+
+def lookup(modules: Modules, mangled: str, base: int, step: int) -> Entry | None:
+    """What the cache holds of every slot of function ``mangled`` loaded at ``base`` (``step`` bytes a
+    slot), its text moved to ``base``, or None (not cached, not cacheable, or a damaged entry: deleted)."""
     fn = modules.function(mangled)
     if fn is None or base < _config()[1]:
         return None
@@ -195,27 +220,28 @@ def lookup(modules: Modules, mangled: str, base: int, step: int) -> list[str] | 
         return None
     try:
         d = json.loads(payload)
-        texts = d["texts"]
-        ok = (d["function"] == mangled and d["size"] == size and d["step"] == step
-              and isinstance(d["base"], int) and isinstance(texts, list)
-              and len(texts) * step == size and all(isinstance(t, str) and t for t in texts))
+        ok = isinstance(d, dict) and _valid(d, mangled, size, step)
     except (ValueError, TypeError, KeyError):
         ok = False
     if not ok:
         cachefile.discard(path)
         return None
-    return move(texts, d["base"], base)
+    return Entry(move(d["texts"], d["base"], base), d["opcodes"], d["files"], d["lines"])
 
 
-def store(modules: Modules, mangled: str, base: int, step: int, texts: list[str], opcodes: list[str]) -> bool:
-    """Cache the text of function ``mangled`` (every slot from its first instruction at ``base``,
-    as ncu_report gave it) when it covers the function exactly and :func:`movable`; True if so."""
+def store(modules: Modules, mangled: str, base: int, step: int, texts: list[str], opcodes: list[str],
+          files: list[str | None], lines: list[int | None]) -> bool:
+    """Cache function ``mangled`` (every slot from its first instruction at ``base``: the text as
+    ncu_report gave it, the full opcode, the source file and line) when it covers the function exactly
+    and :func:`movable`; True if so."""
     fn = modules.function(mangled)
     if fn is None or step <= 0:
         return False
     sha, size = fn
-    if len(texts) * step != size or not all(texts) or not movable(texts, opcodes, base, size):
+    if (len(texts) * step != size or not all(texts) or not len(texts) == len(opcodes) == len(files) == len(lines)
+            or not movable(texts, opcodes, base, size)):
         return False
-    payload = {"function": mangled, "base": base, "size": size, "step": step, "texts": list(texts)}
+    payload = {"function": mangled, "base": base, "size": size, "step": step, "texts": list(texts),
+               "opcodes": list(opcodes), "files": list(files), "lines": [None if ln is None else int(ln) for ln in lines]}
     cachefile.write(_path(sha, mangled), json.dumps(payload).encode("utf-8", "surrogatepass"))
     return True

@@ -34,6 +34,12 @@ SUBJECTS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _worker_idle():
+    """Each test starts with this process's worker idle (a known build's last answers drain on a thread)."""
+    _idle()
+
+
 @pytest.fixture
 def in_process_disassembly(monkeypatch):
     """Counts ncu_report's sass_by_pc calls in this process."""
@@ -114,6 +120,91 @@ def test_a_known_build_and_a_changed_cache_folder(tmp_path, monkeypatch, in_proc
     pd.testing.assert_frame_equal(again[1], truth[1])
     assert in_process_disassembly == []
     assert list((tmp_path / "b").glob("*.sass"))
+
+
+KNOWN = [(CUDNN, H200 / "ext-sdpa-cudnn/b1_h64_s1024_d128_fp16.ncu-rep"),
+         (PUBLIC / "sglang-flyinglandlord/h800-sampling-flash-full.ncu-rep",) * 2]  # 5 launches of 2 kernels
+
+
+@pytest.mark.parametrize("first,second", KNOWN, ids=lambda p: p.parent.name)
+def test_a_known_builds_per_pc_columns_from_the_worker_equal_the_ingesters(first, second, tmp_path, monkeypatch):
+    """For a report of a known build the worker reads the per-PC columns of every launch: they equal, value for
+    value, what the ingester reads itself from the metrics it chose; the whole ingest gives the same frames
+    whether the ingester took the worker's columns or read them itself, and the worker is free afterwards."""
+    import ncu_report as ncu
+
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path))
+    truth = _ingest(second, "0", monkeypatch)
+    _ingest(first, "1", monkeypatch, sass_cache=True)  # the build is known from here on
+    pending = sass_worker.request(second, True, known=True)
+    assert pending is not None and pending.known
+    ctx = ncu.load_report(str(second))
+    actions = [ctx.range_by_idx(r).action_by_idx(a) for r in range(ctx.num_ranges())
+               for a in range(ctx.range_by_idx(r).num_actions())]
+    for i, action in enumerate(actions):
+        mine = sass_worker.pc_metrics(action)
+        answer = pending.take(i)
+        assert R._worker_columns(answer, mine) == sass_worker.pc_columns(mine, ncu)
+        if mine:
+            assert R._worker_columns(answer, dict(list(mine.items())[1:])) is None  # other metrics: not taken
+    pending.close(ok=True)
+    _idle()
+    # taken whenever they came first: a slow ingester takes every launch's columns from the worker
+    took: list = []
+    real = R._worker_columns
+
+    def slow(answer, pc_metrics):
+        got = real(answer, pc_metrics)
+        took.append(got is not None)
+        return got
+
+    def waiting(self, index, wait=True):
+        return real_take(self, index, wait=True)
+
+    real_take = sass_worker.Pending.take
+    monkeypatch.setattr(R, "_worker_columns", slow)
+    monkeypatch.setattr(sass_worker.Pending, "take", waiting)
+    helped = _ingest(second, "1", monkeypatch, sass_cache=True)
+    assert took and all(took)
+    for a, b in zip(truth, helped):
+        pd.testing.assert_frame_equal(a, b)
+    # and ones that never come (the worker busy elsewhere) are read here
+    monkeypatch.setattr(sass_worker.Pending, "take", lambda self, index, wait=True: sass_worker.LATER)
+    for a, b in zip(truth, _ingest(second, "1", monkeypatch, sass_cache=True)):
+        pd.testing.assert_frame_equal(a, b)
+    _idle()
+
+
+def _idle() -> None:
+    """Wait until this process's worker has drained its last report (a known build's answers are read on a
+    thread after the ingest returns)."""
+    w = sass_worker._WORKER
+    deadline = time.monotonic() + 60
+    while w is not None and w.alive() and not w.busy.acquire(blocking=False):
+        assert time.monotonic() < deadline, "the drain never released the worker"
+        time.sleep(0.05)
+    else:
+        if w is not None and w.alive():
+            w.busy.release()
+
+
+def test_a_late_worker_is_drained_without_blocking_the_ingester(tmp_path, monkeypatch):
+    """The ingester of a known build does not wait for the worker at the end of the report: the rest of its
+    answers are read on a thread, and the worker is busy until then (a read meanwhile goes without it)."""
+    monkeypatch.setenv("WHOWAITS_SASS_WORKER", "1")
+    monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path))
+    _idle()
+    pending = sass_worker.request(FLASH, True, known=True)
+    assert pending is not None
+    w = sass_worker._WORKER
+    os.kill(w.proc.pid, 19)  # SIGSTOP: its answers are late
+    t = time.monotonic()
+    pending.close(ok=True)
+    assert time.monotonic() - t < 1
+    assert sass_worker.request(CUDNN, True) is None  # still draining: busy
+    os.kill(w.proc.pid, 18)  # SIGCONT
+    _idle()
+    assert w.alive() and sass_worker._WORKER is w
 
 
 def test_a_dead_worker_is_replaced_and_costs_nothing_but_time(monkeypatch):

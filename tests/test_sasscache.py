@@ -33,7 +33,7 @@ def own_cache(tmp_path, monkeypatch):
 
 @pytest.fixture
 def disassembled(monkeypatch):
-    """Counts ncu_report's sass_by_pc calls (in this process: the worker of profiler/sass_worker.py,
+    """Counts ncu_report's per-slot calls, sass_by_pc and source_info (in this process: the worker of profiler/sass_worker.py,
     tested in tests/test_sass_worker.py, is off here)."""
     monkeypatch.setenv("WHOWAITS_SASS_WORKER", "0")
     calls = []
@@ -44,6 +44,13 @@ def disassembled(monkeypatch):
         return real(self, pc)
 
     monkeypatch.setattr(ncu_report.IAction, "sass_by_pc", counting)
+    real_info = ncu_report.IAction.source_info
+
+    def counting_info(self, pc):
+        calls.append(("source_info", pc))
+        return real_info(self, pc)
+
+    monkeypatch.setattr(ncu_report.IAction, "source_info", counting_info)
     return calls
 
 
@@ -60,7 +67,7 @@ def test_a_known_build_is_read_without_the_disassembler_and_equals_ncu_report(fi
     assert len(_entries(own_cache)) == 1
     disassembled.clear()
     hit = load_report(second)
-    assert disassembled == []
+    assert disassembled == []  # neither a text nor a source line read slot by slot
     (la,), (ref,) = hit.launches, truth.launches
     # the two reports load the function at different addresses: the moved text is what ncu prints
     assert int(la.sass["address"].iat[0]) != int(load_report(first).launches[0].sass["address"].iat[0])
@@ -93,6 +100,17 @@ def test_a_damaged_or_forged_entry_is_rebuilt(own_cache, disassembled):
     got = load_report(second)
     assert disassembled
     pd.testing.assert_frame_equal(got.launches[0].sass, truth.launches[0].sass)
+    # an entry that lacks a slot's source or opcode (a shorter list, a field gone) is discarded too
+    for cut in (b'"lines": [', b'"opcodes": ['):
+        payload = cachefile.read(entry)
+        assert payload is not None and cut in payload
+        cachefile.write(entry, payload.replace(cut, cut + b'"x", ', 1))
+        for f in own_cache.glob("*.frames"):
+            f.unlink()
+        disassembled.clear()
+        got = load_report(second)
+        assert disassembled
+        pd.testing.assert_frame_equal(got.launches[0].sass, truth.launches[0].sass)
 
 
 def test_no_sass_cache_without_the_cache(own_cache):

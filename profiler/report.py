@@ -519,7 +519,9 @@ def _sass_frame(action, index: int, columns: dict, reasons: list[str], modules=N
     # Every instruction slot of the function, as ncu's source page lists it: the PCs the metrics
     # name, the slots between them that no metric names (e.g. an unreachable BRA), and the
     # padding after the last one (the closing self-branch and NOPs), up to the first empty slot.
-    known = sorted({pc for pcs, _ in columns.values() for pc in pcs})
+    # the stall columns of one sampling group share one list of PCs (sass_worker._per_pc): each list once
+    lists = {id(pcs): pcs for pcs, _ in columns.values()}
+    known = sorted({pc for pcs in lists.values() for pc in pcs})
     texts: list[str] = []
     opcodes: list[str] | None = None
     files: list = []
@@ -563,12 +565,15 @@ def _sass_frame(action, index: int, columns: dict, reasons: list[str], modules=N
     wanted = [*per_pc, "samples"]
     for reason in reasons:
         wanted += [f"stall_{reason}", f"not_issued_{reason}"]
+    where: dict[int, np.ndarray] = {}  # id of a PC list -> the rows of its PCs
     for col in wanted:
         if col not in columns:
             continue
         arr = np.zeros(len(all_pcs), dtype=np.int64)
         pcs, vals = columns[col]
-        idx = [pos[pc] for pc in pcs]
+        idx = where.get(id(pcs))
+        if idx is None:
+            idx = where[id(pcs)] = np.fromiter((pos[pc] for pc in pcs), dtype=np.intp, count=len(pcs))
         arr[idx] = vals
         data[col] = arr
     data["source_file"] = files

@@ -2,7 +2,7 @@
 
 Most of a cold ingest is two kinds of native ncu_report calls: one ``IAction.sass_by_pc`` per
 instruction slot (50-100 us each, plus a one-time start of the disassembler per process) and one
-per-instance read per metric value (``_per_pc`` in :mod:`profiler.report`). Both take ncu_report's
+per-instance read per metric value (:func:`pc_columns`). Both take ncu_report's
 own lock, so a thread gains nothing; a process does. :func:`request` hands the report's path to a
 long-lived worker process (started on first use, one per ingesting process, and kept while that
 process lives, so its disassembler starts once); the worker opens the report itself and, for every
@@ -16,20 +16,31 @@ The worker is an optimisation only: the ingester checks that the slots cover wha
 reads any slot the worker did not give through ncu_report itself, exactly as without a worker. A
 worker that is off (``WHOWAITS_SASS_WORKER=0``, or one CPU), fails to start, dies (a native crash
 on a damaged report), answers with an error or takes longer than :data:`TIMEOUT_S` is killed and
-the ingester carries on alone; the next ingest starts a new one. A launch whose text the SASS cache
-of :mod:`profiler.sasscache` holds (a known build) gets an empty answer: the ingester reads that
-launch alone (measured faster on two cores than sharing its other reads with a worker that must
-open the report too). A forked child never uses its parent's worker.
+the ingester carries on alone; the next ingest starts a new one. A forked child never uses its parent's
+worker.
+
+For a report of a known build (:func:`profiler.sasscache.holds_any`: nothing to disassemble) the worker
+reads the per-PC columns instead (:func:`pc_columns`: one native call per metric instance, the largest
+part of such an ingest), while the ingester reads every other metric and the timeline. The ingester
+takes the worker's columns of a launch only if they have come before it needs them, and otherwise reads
+them itself, checking for the worker's answer before each column (:meth:`Pending.take` with
+``wait=False``); so a worker that is still starting, or slowed by other jobs on the machine, costs a
+known build nothing but the CPU it uses. When the ingester has read the report, it sends a cancel and
+the worker stops at its next column.
 
 Protocol (stdin/stdout of the worker, each message a little-endian uint32 length + a pickle):
-request ``(path, use_sass_cache, cache_dir)`` (``cache_dir``: the ingester's ``WHOWAITS_CACHE_DIR``, None
-when unset, so both look in the same SASS cache however the ingester's environment changed); answers
-``("launch", index, answer)`` per launch, where ``answer`` is None (that launch failed in the worker)
-or a dict: ``slots`` (None, or :func:`disassemble`'s dict: ``first``, ``step``, ``end`` (the first
-empty slot), ``texts`` and ``files``, ``lines`` (source info per slot)) and ``timeline`` (None, or :func:`timeline`'s dict of the launch's PM-sampled metrics, which
-the worker reads too: no analysis needs them before the ingester has read every other metric); then
-``("done",)``, or ``("error", message)`` when the report does not open. The worker exits at the end
-of its input (its parent closed the pipe or died).
+request ``(path, use_sass_cache, cache_dir, known)`` (``cache_dir``: the ingester's ``WHOWAITS_CACHE_DIR``,
+None when unset, so both look in the same SASS cache however the ingester's environment changed;
+``known``: the per-PC columns instead of the text), or ``("cancel",)`` (the rest of the current report
+is not needed; ignored between reports); answers ``("launch", index, answer)`` per launch, where
+``answer`` is None (that launch failed in the worker) or a dict: ``slots`` (None, or
+:func:`disassemble`'s dict: ``first``, ``step``, ``end`` (the first empty slot), ``texts`` and
+``files``, ``lines`` (source info per slot)), ``timeline`` (None, or :func:`timeline`'s dict of the
+launch's PM-sampled metrics, which the worker reads too: no analysis needs them before the ingester has
+read every other metric) and, for a known build, ``pc`` (``names``: the metrics, ``columns`` and
+``reasons``: :func:`pc_columns`); then ``("done",)`` (also after a cancel), or ``("error", message)``
+when the report does not open. The worker exits at the end of its input (its parent closed the pipe or
+died).
 """
 
 from __future__ import annotations
@@ -250,19 +261,22 @@ def pc_metrics(action) -> dict:
     return out
 
 
-def _launch_answer(action, modules, known: bool = False) -> dict:
+def _launch_answer(action, modules, known: bool = False, poll=None) -> dict:
     """The worker's answer for one launch: ``slots`` (:func:`disassemble`, or None) and ``timeline``; for
     a report of a known build (``known``: its text in the SASS cache) neither, but ``pc``: the launch's
     per-PC columns (:func:`pc_columns`) and the names of the metrics they came from, read while the
-    ingester reads every other metric (and takes them only if they come before it has read them itself)."""
+    ingester reads every other metric (and takes them only if they come before it has read them itself);
+    ``poll``: passed to :func:`pc_columns` (the worker's check for a cancel)."""
     if known:
         import ncu_report as ncu  # noqa: PLC0415
 
         try:
             metrics = pc_metrics(action)
-            columns, reasons = pc_columns(metrics, ncu)
+            columns, reasons = pc_columns(metrics, ncu, poll)
             return {"slots": None, "timeline": None,
                     "pc": {"names": sorted(metrics), "columns": columns, "reasons": reasons}}
+        except _Cancelled:
+            raise
         except Exception:  # noqa: BLE001 - the ingester reads the columns itself
             return {"slots": None, "timeline": None}
     try:
@@ -363,6 +377,14 @@ def _recv(fd: int, deadline: float | None = None):
     return None if body is None else pickle.loads(body)
 
 
+class _Cancelled(Exception):
+    """The ingester has what it needs of this report (it sent :data:`_CANCEL`)."""
+
+
+#: what the ingester sends when it no longer needs the rest of a known build's answers
+_CANCEL = ("cancel",)
+
+
 def main() -> int:
     """The worker: answer requests until the input ends."""
     import ncu_report as ncu  # noqa: PLC0415
@@ -371,10 +393,19 @@ def main() -> int:
 
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but answers on the pipe
+    stdin = sys.stdin.buffer.fileno()
+
+    def cancelled():
+        if _ready(stdin):  # a cancel (or the end of the input): stop this report here
+            raise _Cancelled
+        return None
+
     while True:
-        req = _recv(sys.stdin.buffer.fileno())
+        req = _recv(stdin)
         if req is None:
             return 0
+        if req == _CANCEL:  # for a report already answered in full
+            continue
         path, use_cache, cache_dir, known = req
         settings.put("WHOWAITS_CACHE_DIR", cache_dir)
         try:
@@ -384,15 +415,23 @@ def main() -> int:
             continue
         modules = sasscache.Modules(path) if use_cache else None
         index = 0
-        for r in range(ctx.num_ranges()):
-            rng = ctx.range_by_idx(r)
-            for a in range(rng.num_actions()):
-                try:
-                    answer: dict | None = _launch_answer(rng.action_by_idx(a), modules, known)
-                except Exception:  # noqa: BLE001 - the ingester reads this launch itself
-                    answer = None
-                _send(out, ("launch", index, answer))
-                index += 1
+        try:
+            for r in range(ctx.num_ranges()):
+                rng = ctx.range_by_idx(r)
+                for a in range(rng.num_actions()):
+                    if known:
+                        cancelled()
+                    try:
+                        answer: dict | None = _launch_answer(rng.action_by_idx(a), modules, known,
+                                                             cancelled if known else None)
+                    except _Cancelled:
+                        raise
+                    except Exception:  # noqa: BLE001 - the ingester reads this launch itself
+                        answer = None
+                    _send(out, ("launch", index, answer))
+                    index += 1
+        except _Cancelled:
+            pass
         _send(out, ("done",))
 
 
@@ -492,12 +531,16 @@ class Pending:
             return
         if not ok:
             self._fail()
-        elif self.known:
-            # the ingester may have read every column itself before the worker's came: the rest of its
-            # answers are drained on a thread, and the worker is free again (busy released) after them
-            threading.Thread(target=self._drain, daemon=True).start()
-        else:
-            self._drain()
+            return
+        if self.known:
+            # the ingester may have read every column itself before the worker's came: the worker stops
+            # at its next column, answers "done", and is free for the next report
+            try:
+                _send(w.proc.stdin, _CANCEL)
+            except (OSError, ValueError):
+                self._fail()
+                return
+        self._drain()
 
     def _drain(self) -> None:
         w = self._w

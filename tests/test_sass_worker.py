@@ -188,23 +188,30 @@ def _idle() -> None:
             w.busy.release()
 
 
-def test_a_late_worker_is_drained_without_blocking_the_ingester(tmp_path, monkeypatch):
-    """The ingester of a known build does not wait for the worker at the end of the report: the rest of its
-    answers are read on a thread, and the worker is busy until then (a read meanwhile goes without it)."""
+def test_a_known_builds_worker_stops_when_the_ingester_is_done(tmp_path, monkeypatch):
+    """The ingester of a known build that read the columns itself does not wait for the rest of the worker's
+    reads: closing sends a cancel, the worker stops at its next column and is free for the next report;
+    one that does not answer the cancel is ended after the timeout."""
     monkeypatch.setenv("WHOWAITS_SASS_WORKER", "1")
     monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path))
-    _idle()
-    pending = sass_worker.request(FLASH, True, known=True)
+    many = PUBLIC / "sglang-flyinglandlord/h800-sampling-flash-full.ncu-rep"  # 5 launches
+    pending = sass_worker.request(many, True, known=True)
     assert pending is not None
     w = sass_worker._WORKER
-    os.kill(w.proc.pid, 19)  # SIGSTOP: its answers are late
+    assert pending.take(0) is not None  # the worker is under way
     t = time.monotonic()
     pending.close(ok=True)
-    assert time.monotonic() - t < 1
-    assert sass_worker.request(CUDNN, True) is None  # still draining: busy
-    os.kill(w.proc.pid, 18)  # SIGCONT
-    _idle()
+    assert time.monotonic() - t < 5
     assert w.alive() and sass_worker._WORKER is w
+    again = sass_worker.request(CUDNN, True, known=True)  # free again, and answers in full
+    assert again is not None and sass_worker._WORKER is w
+    assert again.take(0)["pc"]["columns"]
+    again.close(ok=True)
+    pending = sass_worker.request(many, True, known=True)
+    os.kill(w.proc.pid, 19)  # SIGSTOP: the cancel is never answered
+    monkeypatch.setattr(sass_worker, "TIMEOUT_S", 0.5)
+    pending.close(ok=True)
+    assert w.proc.poll() is not None and sass_worker._WORKER is None
 
 
 def test_a_dead_worker_is_replaced_and_costs_nothing_but_time(monkeypatch):

@@ -450,6 +450,7 @@ class _Worker:
             stderr=subprocess.DEVNULL, close_fds=True, bufsize=0,
         )
         self.busy = threading.Lock()
+        self.draining = False  # busy only with the rest of a known build's report, after a cancel
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -533,13 +534,17 @@ class Pending:
             self._fail()
             return
         if self.known:
-            # the ingester may have read every column itself before the worker's came: the worker stops
-            # at its next column, answers "done", and is free for the next report
+            # the ingester may have read every column itself before the worker's came (or before the
+            # worker even started): the worker stops at its next column and answers "done", read on a
+            # thread so that nothing here waits for it; the next cold ingest waits for that (request)
             try:
                 _send(w.proc.stdin, _CANCEL)
             except (OSError, ValueError):
                 self._fail()
                 return
+            w.draining = True
+            threading.Thread(target=self._drain, daemon=True).start()
+            return
         self._drain()
 
     def _drain(self) -> None:
@@ -556,6 +561,7 @@ class Pending:
                 self._fail()
                 return
         self._w = None
+        w.draining = False
         w.busy.release()
 
     def _fail(self) -> None:
@@ -588,8 +594,8 @@ def off():
 
 def request(path: str | os.PathLike, use_sass_cache: bool, known: bool = False) -> Pending | None:
     """Ask this process's worker for the slots of every launch of ``path`` (``known``: a report of a
-    known build, for the per-PC columns instead); None when the worker is off, cannot start or is busy
-    with another report (the ingester then reads them itself)."""
+    known build, for the per-PC columns instead, and only from a worker already running); None when the
+    worker is off, cannot start or is busy with another report (the ingester then reads them itself)."""
     global _WORKER
     if _OFF or not enabled():
         return None
@@ -597,12 +603,18 @@ def request(path: str | os.PathLike, use_sass_cache: bool, known: bool = False) 
         w = _WORKER
         if w is not None and (w.pid != os.getpid() or not w.alive()):
             w = _WORKER = None
+        if w is None and known:
+            # a worker started now cannot help a known build: its start (the interpreter, whowaits and
+            # ncu_report's own, ~0.5 s) outlasts that build's whole ingest; the next cold ingest starts one
+            return None
         if w is None:
             try:
                 w = _WORKER = _Worker()
             except OSError:
                 return None
-    if not w.busy.acquire(blocking=False):
+    # a worker still reading the rest of a known build's report (cancelled) is free soon: a cold ingest, which
+    # needs its disassembly, waits for it; a known build reads without it meanwhile
+    if not w.busy.acquire(blocking=False) and not (w.draining and not known and w.busy.acquire(timeout=TIMEOUT_S)):
         return None
     try:
         _send(w.proc.stdin, (str(path), bool(use_sass_cache), settings.raw("WHOWAITS_CACHE_DIR"), bool(known)))

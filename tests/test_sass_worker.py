@@ -189,29 +189,46 @@ def _idle() -> None:
 
 
 def test_a_known_builds_worker_stops_when_the_ingester_is_done(tmp_path, monkeypatch):
-    """The ingester of a known build that read the columns itself does not wait for the rest of the worker's
-    reads: closing sends a cancel, the worker stops at its next column and is free for the next report;
-    one that does not answer the cancel is ended after the timeout."""
+    """The ingester of a known build does not wait for the rest of the worker's reads: closing sends a cancel
+    and returns, the worker stops at its next column and is free for the next report (a cold ingest waits for
+    that, a known build goes without it meanwhile); one that does not answer the cancel is ended after the
+    timeout."""
     monkeypatch.setenv("WHOWAITS_SASS_WORKER", "1")
     monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(tmp_path))
     many = PUBLIC / "sglang-flyinglandlord/h800-sampling-flash-full.ncu-rep"  # 5 launches
+    sass_worker.shutdown()
+    assert sass_worker.request(many, True, known=True) is None  # no worker is started for a known build
+    assert sass_worker._WORKER is None
+    warm = sass_worker.request(CUDNN, False)  # a cold ingest starts one
+    assert warm is not None
+    warm.close(ok=True)
     pending = sass_worker.request(many, True, known=True)
     assert pending is not None
     w = sass_worker._WORKER
     assert pending.take(0) is not None  # the worker is under way
     t = time.monotonic()
     pending.close(ok=True)
-    assert time.monotonic() - t < 5
-    assert w.alive() and sass_worker._WORKER is w
-    again = sass_worker.request(CUDNN, True, known=True)  # free again, and answers in full
-    assert again is not None and sass_worker._WORKER is w
-    assert again.take(0)["pc"]["columns"]
+    assert time.monotonic() - t < 0.5, "closing does not wait for the worker"
+    again = sass_worker.request(CUDNN, True)  # a cold ingest waits for the cancelled report's end
+    assert again is not None and sass_worker._WORKER is w and w.alive()
+    assert again.take(0) is not None
     again.close(ok=True)
+    known = sass_worker.request(CUDNN, True, known=True)
+    assert known is not None and known.take(0)["pc"]["columns"]  # the columns in full
+    known.close(ok=True)
+    _idle()
     pending = sass_worker.request(many, True, known=True)
     os.kill(w.proc.pid, 19)  # SIGSTOP: the cancel is never answered
     monkeypatch.setattr(sass_worker, "TIMEOUT_S", 0.5)
+    t = time.monotonic()
     pending.close(ok=True)
-    assert w.proc.poll() is not None and sass_worker._WORKER is None
+    assert time.monotonic() - t < 0.5
+    assert sass_worker.request(CUDNN, True, known=True) is None  # a known build does not wait for it
+    deadline = time.monotonic() + 30
+    while w.proc.poll() is None:  # ended after the timeout
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert sass_worker._WORKER is None
 
 
 def test_a_dead_worker_is_replaced_and_costs_nothing_but_time(monkeypatch):

@@ -56,6 +56,7 @@ import numpy as np
 import pandas as pd
 
 from profiler import metrics as M
+from profiler.analyze import buildcache
 from profiler.analyze._common import missing, shared_cfg, with_missing
 from profiler.sass import late_read_mask, parse, scoreboard_of
 
@@ -343,12 +344,20 @@ def _pc_rows(launch, reasons=tuple(SCOREBOARD_REASONS)):
     offsets = sass["offset"].to_numpy()
     classes = sass["opcode_class"].to_numpy(dtype=object)
     opcodes = sass["opcode"].to_numpy(dtype=object)
-    info: list[tuple | None] = [None] * len(texts)  # filled as the walks reach them
-
     bases = sass["base"].to_numpy(dtype=object) if "base" in sass.columns else None
-    preds = shared_cfg(launch, addresses, texts, bases).preds
-    single = [pr[0] if len(pr) == 1 else None for pr in preds]
-    masks = _producer_masks(texts, bases)
+    # the walk of each consumer depends on the SASS alone: kept per build (profiler.analyze.buildcache),
+    # "<scoreboard><consumer index>" -> [[producer index, dependency], ...]; the graph only when one is new
+    known = buildcache.part(launch, "producers", dict)
+    walk: dict = {}
+
+    def find(c: int, kind: str) -> list:
+        if not walk:
+            preds = shared_cfg(launch, addresses, texts, bases).preds
+            walk.update(preds=preds, single=[pr[0] if len(pr) == 1 else None for pr in preds],
+                        masks=_producer_masks(texts, bases), info=[None] * len(texts))
+        return [[k, dep] for k, dep in _find(c, kind, walk["info"], walk["preds"], texts, cfg["max_walk"],
+                                              cfg["dest_window"], walk["masks"].get(kind, (0, 0)), walk["single"])]
+
     rows = []
     for col in cols:
         reason = col[len("stall_"):]
@@ -357,8 +366,11 @@ def _pc_rows(launch, reasons=tuple(SCOREBOARD_REASONS)):
         for c in np.nonzero(vals)[0]:
             c = int(c)
             n = float(vals[c])
-            cands = _find(c, kind, info, preds, texts, cfg["max_walk"], cfg["dest_window"],
-                          masks.get(kind, (0, 0)), single)
+            name = f"{kind}{c}"
+            cands = known.get(name)
+            if cands is None:
+                cands = known[name] = find(c, kind)
+                buildcache.touch(launch)
             if not cands:
                 rows.append((c, reason, n, 1.0, None, None))
                 continue

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from profiler import metrics as M
+from profiler.analyze import buildcache
 from profiler.analyze._common import group_sum
 from profiler.sass import parse, register_mask
 
@@ -182,7 +183,7 @@ def pc_regions(launch, sources: dict | None = None) -> tuple[list[str], str, lis
         if any(r is not None for r in own):
             out, inherited = _inherit(sass, own, ctx)
             return out, "declared", inherited
-    return _infer(sass), "inferred", [False] * len(sass)
+    return _infer_launch(launch), "inferred", [False] * len(sass)
 
 
 def _inherit(sass: pd.DataFrame, own: list[str | None], ctx: list[str | None]) -> tuple[list[str], list[bool]]:
@@ -329,10 +330,38 @@ def mbarrier_wait_branches(texts: list[str]) -> set[int]:
 
 
 def _infer(sass: pd.DataFrame) -> list[str]:
+    return _from_static(sass, _infer_static(sass))
+
+
+def _infer_static(sass: pd.DataFrame) -> dict:
+    """What :func:`_infer` takes from the SASS alone: ``waits`` (the mbarrier wait branches) and, for an
+    attention kernel, ``names`` (every PC's region); None there for a neutral one (its hottest loop is
+    read from the executed counts)."""
     texts = sass["sass"].tolist()
     waits = mbarrier_wait_branches(texts)
-    names = _infer_neutral(sass) if attention_evidence(texts) is None else _infer_attention(sass)
-    return ["sync" if i in waits else n for i, n in enumerate(names)]
+    names = None
+    if attention_evidence(texts) is not None:
+        names = ["sync" if i in waits else n for i, n in enumerate(_infer_attention(sass))]
+    return {"waits": sorted(waits), "names": names}
+
+
+def _from_static(sass: pd.DataFrame, st: dict) -> list[str]:
+    if st["names"] is not None:
+        return list(st["names"])
+    waits = set(st["waits"])
+    return ["sync" if i in waits else n for i, n in enumerate(_infer_neutral(sass))]
+
+
+def _infer_launch(launch) -> list[str]:
+    """:func:`_infer` of the launch's SASS, its SASS-only part kept per build (:mod:`.buildcache`)."""
+    sass = launch.sass
+    return _from_static(sass, buildcache.part(launch, "regions.infer", lambda: _infer_static(sass), _check_infer))
+
+
+def _check_infer(st: dict) -> dict:
+    if not isinstance(st["waits"], list) or not (st["names"] is None or isinstance(st["names"], list)):
+        raise ValueError("regions.infer")
+    return st
 
 
 def _infer_attention(sass: pd.DataFrame) -> list[str]:

@@ -60,7 +60,8 @@ class _Entry:
     __slots__ = ("key", "raw", "live", "dirty")
 
     def __init__(self, key: str, raw: dict) -> None:
-        self.key, self.raw, self.live, self.dirty = key, raw, {}, False
+        self.key, self.raw, self.dirty = key, raw, False
+        self.live: dict[str, object] = {}
 
 
 def _config() -> tuple[tuple[str, ...], int]:

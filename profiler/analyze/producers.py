@@ -347,7 +347,7 @@ def _pc_rows(launch, reasons=tuple(SCOREBOARD_REASONS)):
     bases = sass["base"].to_numpy(dtype=object) if "base" in sass.columns else None
     # the walk of each consumer depends on the SASS alone: kept per build (profiler.analyze.buildcache),
     # "<scoreboard><consumer index>" -> [[producer index, dependency], ...]; the graph only when one is new
-    known = buildcache.part(launch, "producers", dict)
+    known = buildcache.part(launch, "producers", dict, _check_known)
     walk: dict = {}
 
     def find(c: int, kind: str) -> list:
@@ -379,6 +379,12 @@ def _pc_rows(launch, reasons=tuple(SCOREBOARD_REASONS)):
                 rows.append((c, reason, n * w, w, k, dep))
     rows.sort(key=lambda r: (r[0], r[1]))  # consumer address order, then reason (stable)
     return rows, addresses, offsets, texts, classes, opcodes
+
+
+def _check_known(known: dict) -> dict:
+    if not isinstance(known, dict) or not all(isinstance(v, list) for v in known.values()):
+        raise TypeError("producers: {consumer: [[producer, dependency], ...]}")
+    return known
 
 
 _WO_COLS = ["class", "opcode", "reason", "producer_class", "producer_opcode", "samples", "share"]

@@ -43,7 +43,7 @@ import numpy as np
 from profiler import cachefile
 from profiler.metrics import full_opcode
 
-__all__ = ["bits", "flush", "forget", "key_of", "part", "unbits"]
+__all__ = ["bits", "codes", "flush", "forget", "ints", "key_of", "part", "unbits", "unints"]
 
 #: what a cached part is computed from: the analyses, the SASS parser, the data files, the metric maps
 _FROM = (("analyze", "sass", "data", "metrics.py", "names.py", "cachefile.py"), ("numpy",))
@@ -79,11 +79,12 @@ def key_of(sass) -> str | None:
     if sass is None or not len(sass) or "sass" not in sass.columns or "address" not in sass.columns:
         return None
     texts = sass["sass"].tolist()
-    if not all(isinstance(t, str) for t in texts):
+    try:
+        joined = "\0".join(texts)
+    except TypeError:  # a slot without text
         return None
     addresses = sass["address"].to_numpy().astype(np.int64)
     a0 = int(addresses[0])
-    joined = "\0".join(texts)
     prefixes, low = _config()
     opcodes = sass["opcode"].tolist() if "opcode" in sass.columns else None
     pieces: list[str] = []
@@ -216,3 +217,37 @@ def unbits(s: str, n: int) -> np.ndarray:
     if len(raw) != (n + 7) // 8:
         raise ValueError("bitmap of another length")
     return np.flatnonzero(np.unpackbits(raw)[:n]).astype(np.intp)
+
+
+def ints(values) -> str:
+    """Integers (each fitting in 32 bits) as a compact string (:func:`unints` reads them back)."""
+    return base64.b64encode(np.asarray(values, dtype="<i4").tobytes()).decode("ascii")
+
+
+def unints(s: str, n: int) -> np.ndarray:
+    """The ``n`` integers (intp) of an :func:`ints` string."""
+    raw = np.frombuffer(base64.b64decode(s.encode("ascii"), validate=True), dtype="<i4")
+    if len(raw) != n:
+        raise ValueError("integers of another count")
+    return raw.astype(np.intp)
+
+
+def codes(launch, column: str) -> tuple[list[str], np.ndarray]:
+    """``np.unique(launch.sass[column], return_inverse=True)`` of a SASS column (``opcode``, ``opcode_class``,
+    ``base``): (the sorted distinct values, every slot's index among them), kept per build."""
+    sass = launch.sass
+    n = len(sass)
+
+    def build() -> list:
+        uniq, inv = np.unique(sass[column].to_numpy(dtype=object), return_inverse=True)
+        return [[str(u) for u in uniq], ints(inv.reshape(-1))]
+
+    def decode(v: list) -> tuple[list[str], np.ndarray]:
+        names, idx = v
+        got = unints(idx, n)
+        if len(got) and (got.min() < 0 or got.max() >= len(names)):
+            raise ValueError("codes out of range")
+        got.setflags(write=False)
+        return [str(x) for x in names], got
+
+    return part(launch, f"codes.{column}", build, decode)

@@ -239,17 +239,27 @@ def overlap(launch) -> pd.DataFrame:
                             [{**missing("overlap", NO_SECTION), "reason": NO_GROUPS}])
     addresses = s["address"].tolist()
     offsets = s["offset"].tolist() if "offset" in s else [a - addresses[0] for a in addresses]
-    executed = s["inst_executed"].tolist() if "inst_executed" in s else None
-    if executed is not None and any(x != x for x in executed):  # NaN: a launch ncu did not count
-        executed = None
-    samples = [0 if x != x else x for x in s["samples"].tolist()] if "samples" in s else [0] * len(s)
-    total = sum(int(x) for x in samples)
+    ex_arr = None
+    if "inst_executed" in s:
+        ex = s["inst_executed"].to_numpy()
+        if ex.dtype.kind in "iu":
+            ex_arr = ex.astype(np.int64)
+        else:
+            executed = s["inst_executed"].tolist()
+            if not any(x != x for x in executed):  # NaN: a launch ncu did not count
+                ex_arr = np.array([int(x) for x in executed], dtype=np.int64)
+    ex_int = ex_arr.tolist() if ex_arr is not None else None
+    samples_np = s["samples"].to_numpy() if "samples" in s else None
+    if samples_np is not None and samples_np.dtype.kind in "iu":
+        samples = samples_np
+        total = int(samples.sum(dtype=np.int64))
+    else:
+        samples = [0 if x != x else x for x in s["samples"].tolist()] if "samples" in s else [0] * len(s)
+        total = sum(int(x) for x in samples)
     reasons, mat = launch.stall_matrix()
     names = list(dict.fromkeys(classes))
     code_of = {c: k for k, c in enumerate(names)}
     codes = np.fromiter((code_of[c] for c in classes), dtype=np.intp, count=len(classes))
-    ex_int = [int(x) for x in executed] if executed is not None else None
-    ex_arr = np.array(ex_int, dtype=np.int64) if ex_int is not None else None
     rows = []
     for w, group, n, found, under, nxt, body, work_idx, lower in sites:
         ov_st, ov_ex = _counts(under, codes, names, ex_arr)

@@ -37,6 +37,7 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -152,7 +153,7 @@ def _entry(launch) -> _Entry | None:
     return None if key is None else _load(key)
 
 
-def part(launch, name: str, build: Callable[[], object], decode: Callable[[object], object] | None = None):
+def part(launch, name: str, build: Callable[[], Any], decode: Callable[[Any], Any] | None = None) -> Any:
     """The part ``name`` of the launch's build: decoded from the cache, or ``build()`` (plain JSON values)
     stored and decoded the same way (``decode``: default the value itself). A stored value that fails
     to decode is dropped with its entry's file and built again. Without SASS, ``build()`` decoded."""

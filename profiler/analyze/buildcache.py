@@ -46,8 +46,12 @@ from profiler.metrics import full_opcode
 
 __all__ = ["bits", "codes", "flush", "forget", "ints", "key_of", "part", "unbits", "unints"]
 
-#: what a cached part is computed from: the analyses, the SASS parser, the data files, the metric maps
-_FROM = (("analyze", "sass", "data", "metrics.py", "names.py", "cachefile.py"), ("numpy",))
+#: what a cached part is computed from: the analyses, the SASS parser, the data files but the lists of the
+#: metrics a GPU has (``*.txt``: ~1 MB that only the ingester reads), the metric maps; numpy's version enters
+#: the key from ``numpy.__version__`` (asking the installed distributions costs ~15 ms per process)
+_FROM = (("analyze", "sass", *sorted(f"data/{p.name}" for p in (cachefile.PACKAGE / "data").iterdir()
+                                     if p.suffix != ".txt"),
+          "metrics.py", "names.py", "cachefile.py"),)
 _SUFFIX = ".analyses"
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{9,}")  # a literal of 33+ bits: at least min_address
 _MEMO_SIZE = 16
@@ -103,7 +107,7 @@ def key_of(sass) -> str | None:
         pieces.append(joined[at:m.start()])
         pieces.append(f"@{v - a0:+#x}")
         at = m.end()
-    h = hashlib.sha256(cachefile.fingerprint(*_FROM).encode() + b"\0")
+    h = hashlib.sha256(f"{cachefile.fingerprint(*_FROM)}\0numpy {np.__version__}\0".encode())
     h.update(f"{len(texts)}\0{'rel' if relative else a0}\0".encode())
     h.update((addresses - a0).tobytes())
     if "offset" in sass.columns:

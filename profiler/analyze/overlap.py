@@ -225,9 +225,15 @@ def overlap(launch) -> pd.DataFrame:
     warp-level executions} (``None`` without ``inst_executed``); offsets are from the kernel's first PC.
     ``attrs["missing"]`` says why the frame is empty: no SASS (SourceCounters), or no async group (section
     ``none``, with the reason)."""
+    rows, gone = _rows(launch)
+    return with_missing(pd.DataFrame(rows, columns=COLUMNS) if rows else pd.DataFrame(columns=COLUMNS), gone)
+
+
+def _rows(launch) -> tuple[list[dict], list[dict]]:
+    """(the rows of :func:`overlap`, its ``missing`` entries)."""
     s = launch.sass
     if s is None or len(s) == 0 or "sass" not in s:
-        return with_missing(pd.DataFrame(columns=COLUMNS), [missing("overlap", "SourceCounters")])
+        return [], [missing("overlap", "SourceCounters")]
     texts = s["sass"].tolist()
     opcodes = s["opcode"].tolist() if "opcode" in s else [M.full_opcode(t) for t in texts]
     bases = s["base"].tolist() if "base" in s else [op.split(".", 1)[0] for op in opcodes]
@@ -235,8 +241,7 @@ def overlap(launch) -> pd.DataFrame:
     sites = buildcache.part(launch, "overlap", lambda: _static(launch, texts, bases, opcodes, classes),
                             _decode(len(texts)))
     if not sites:
-        return with_missing(pd.DataFrame(columns=COLUMNS),
-                            [{**missing("overlap", NO_SECTION), "reason": NO_GROUPS}])
+        return [], [{**missing("overlap", NO_SECTION), "reason": NO_GROUPS}]
     addresses = s["address"].tolist()
     offsets = s["offset"].tolist() if "offset" in s else [a - addresses[0] for a in addresses]
     ex_arr = None
@@ -286,18 +291,19 @@ def overlap(launch) -> pd.DataFrame:
             "between_work_executed": work_ex, "between_work": work,
             "collapsed": is_collapsed(n, lower, work),
         })
-    return with_missing(pd.DataFrame(rows, columns=COLUMNS), [])
+    return rows, []
 
 
 def overlap_json(launch) -> tuple[list[dict] | None, list[dict]]:
     """(the summary's ``overlap`` list, or None; its ``missing`` entries): plain values, one object per wait
     site (:class:`profiler.schema.OverlapSite`), ``kernel`` named in each."""
-    df = overlap(launch)
-    gone = list(df.attrs.get("missing", []))
-    if not len(df):
-        return None, gone
+    # the rows themselves, not overlap()'s frame read back (the same values: the frame's columns only widen
+    # an int column holding None to float, and each value is made an int, a float or None here)
+    rows, gone = _rows(launch)
+    if not rows:
+        return None, list(gone)
     out = []
-    for r in df.to_dict(orient="records"):
+    for r in rows:
         r = {k: r[k] for k in COLUMNS}
         r["address"], r["offset"], r["pending"], r["samples"] = (int(r["address"]), int(r["offset"]),
                                                                  int(r["pending"]), int(r["samples"]))

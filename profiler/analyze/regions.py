@@ -464,13 +464,23 @@ def regions(launch, sources: dict | None = None) -> pd.DataFrame:
     instructions of shared helpers / unmarked lines that took the region of the code around them; 0 when
     inferred), and ``stall_<reason>`` (int) for every sampled reason. Empty (and ``attrs["missing"]``)
     without per-PC data."""
-    sass = launch.sass
-    # per-PC samples ncu left as NaN (a launch it could not sample) are no samples, not -2**63 each
-    if sass.empty or "samples" not in sass.columns or sass["samples"].isna().any():
+    data = _region_data(launch, sources)
+    if data is None:
         frame = pd.DataFrame(columns=["region", "source", "vocabulary", "samples", "share", "inst_executed",
                                       "pcs", "inherited_samples"])
         frame.attrs["missing"] = [{"field": "regions", "section": M.stall_config()["per_pc_section"]}]
         return frame
+    frame = pd.DataFrame(data)
+    frame.attrs["missing"] = []
+    return frame
+
+
+def _region_data(launch, sources: dict | None = None) -> dict | None:
+    """The columns of :func:`regions` (lists and arrays), or None without per-PC samples."""
+    sass = launch.sass
+    # per-PC samples ncu left as NaN (a launch it could not sample) are no samples, not -2**63 each
+    if sass.empty or "samples" not in sass.columns or sass["samples"].isna().any():
+        return None
     reasons, mat = launch.stall_matrix()
     names, source, inherited = pc_regions(launch, sources)
     vocab = region_names()
@@ -500,21 +510,19 @@ def regions(launch, sources: dict | None = None) -> pd.DataFrame:
     }
     for j, r in enumerate(reasons):
         data[f"stall_{r}"] = stalls[present, j]
-    frame = pd.DataFrame(data)
-    frame.attrs["missing"] = []
-    return frame
+    return data
 
 
 def regions_json(launch, sources: dict | None = None) -> list[dict]:
     """The ``regions`` field of ``show --format json``: [{name, source, vocabulary, stall_samples {reason:
     int}, samples, share, inst_executed, pcs, inherited_samples}]."""
-    fr = regions(launch, sources)
-    if fr.empty:
+    data = _region_data(launch, sources)  # the columns themselves, not regions()' frame read back
+    if data is None or not len(data["region"]):
         return []
-    stall_cols = [c for c in fr.columns if c.startswith("stall_")]
-    cols = {c: fr[c].tolist() for c in fr.columns}
+    stall_cols = [c for c in data if c.startswith("stall_")]
+    cols = {c: list(v) if isinstance(v, list) else np.asarray(v).tolist() for c, v in data.items()}
     out = []
-    for i in range(len(fr)):
+    for i in range(len(cols["region"])):
         out.append({
             "name": cols["region"][i],
             "source": cols["source"][i],

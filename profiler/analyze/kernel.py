@@ -6,10 +6,13 @@ Pure functions of a :class:`~profiler.report.Launch`. Every ncu metric name come
 
 from __future__ import annotations
 
+import base64
+
 import numpy as np
 import pandas as pd
 
 from profiler import metrics as M
+from profiler.analyze import buildcache
 from profiler.analyze._common import dedup as _dedup
 from profiler.analyze._common import missing, with_missing
 from profiler.analyze.roofline import _tensor_flops, roofline
@@ -36,20 +39,18 @@ def barriers(launch) -> pd.DataFrame:
     cols = ["opcode", "opcode_class", "static", "executed", "samples", "top_reason"]
     if len(sass) == 0:
         return with_missing(pd.DataFrame(columns=cols), [missing("barriers", _SOURCE_COUNTERS)])
-    mask = sass["base"].isin(M.barrier_opcodes()).to_numpy()
-    sub = sass[mask]
     reasons, mat = launch.stall_matrix()
-    mat = mat[mask]
-    has_exec = "inst_executed" in sub.columns
+    has_exec = "inst_executed" in sass.columns
+    executed = sass["inst_executed"].to_numpy() if has_exec else None
     rows = []
-    for op, idx in sub.groupby("opcode", sort=False).indices.items():
+    for op, cls, idx in _barrier_groups(launch):
         stalls = mat[idx].sum(axis=0) if mat.shape[1] else np.zeros(0)
         rows.append(
             (
                 op,
-                sub["opcode_class"].iat[idx[0]],
+                cls,
                 len(idx),
-                int(sub["inst_executed"].to_numpy()[idx].sum()) if has_exec else None,
+                int(executed[idx].sum()) if executed is not None else None,
                 int(stalls.sum()),
                 reasons[int(stalls.argmax())] if stalls.sum() > 0 else None,
             )
@@ -63,6 +64,32 @@ def barriers(launch) -> pd.DataFrame:
     return with_missing(df, gone)
 
 
+def _barrier_groups(launch) -> list[tuple[str, str, np.ndarray]]:
+    """(opcode, its class, the slots holding it) of every barrier-type opcode of the SASS, in the order of
+    its first slot; kept per build (:mod:`.buildcache`)."""
+    sass = launch.sass
+    n = len(sass)
+
+    def build() -> list:
+        mask = sass["base"].isin(M.barrier_opcodes()).to_numpy()
+        at = np.flatnonzero(mask)
+        sub = sass[mask]
+        return [[str(op), str(sub["opcode_class"].iat[idx[0]]), buildcache.ints(at[idx])]
+                for op, idx in sub.groupby("opcode", sort=False).indices.items()]
+
+    def decode(groups: list) -> list[tuple[str, str, np.ndarray]]:
+        out = []
+        for op, cls, idx in groups:
+            k = len(base64.b64decode(idx)) // 4
+            ix = buildcache.unints(idx, k)
+            if k == 0 or ix.min() < 0 or ix.max() >= n:
+                raise ValueError("barrier slots out of range")
+            out.append((str(op), str(cls), ix))
+        return out
+
+    return buildcache.part(launch, "barriers", build, decode)
+
+
 # --- tensor cores -------------------------------------------------------------------------------
 
 
@@ -71,6 +98,10 @@ def _class_executed(launch, cls: str):
     else the report's ``sass__inst_executed_per_opcode`` table (InstructionStats)."""
     sass = launch.sass
     if len(sass) and "inst_executed" in sass.columns:
+        ex = sass["inst_executed"]
+        if ex.dtype == np.int64 and "opcode_class" in sass.columns:  # integer sums: any order gives the same
+            names, idx = buildcache.codes(launch, "opcode_class")
+            return int(ex.to_numpy()[idx == names.index(cls)].sum()) if cls in names else 0
         return int(sass.loc[sass["opcode_class"] == cls, "inst_executed"].sum())
     table = launch.instances("sass__inst_executed_per_opcode")
     if table:

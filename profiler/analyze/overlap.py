@@ -38,7 +38,9 @@ import numpy as np
 import pandas as pd
 
 from profiler import metrics as M
+from profiler.analyze import buildcache
 from profiler.analyze._common import missing, shared_cfg, with_missing
+from profiler.analyze.buildcache import bits, unbits
 from profiler.names import CLASS_COLUMN, NO_SECTION
 from profiler.sass import parse
 
@@ -170,10 +172,9 @@ def _counts(idx, codes: np.ndarray, names: list[str], executed: np.ndarray | Non
             ) -> tuple[dict[str, int], dict[str, int] | None]:
     """({class: instructions}, {class: executions} or None) of the instructions ``idx``, classes in the order
     of their first instruction (address order); ``codes[i]`` indexes ``names``, ``executed`` int64."""
-    if not idx:
+    if not len(idx):
         return {}, ({} if executed is not None else None)
-    ix = np.fromiter(idx, dtype=np.intp, count=len(idx))
-    ix.sort()
+    ix = np.asarray(idx, dtype=np.intp)  # sorted
     c = codes[ix]
     uniq, first, cnt = np.unique(c, return_index=True, return_counts=True)
     order = np.argsort(first, kind="stable")
@@ -185,83 +186,124 @@ def _counts(idx, codes: np.ndarray, names: list[str], executed: np.ndarray | Non
     return st, {names[u]: int(sums[u]) for u in uniq[order].tolist()}
 
 
+def _static(launch, texts, bases, opcodes, classes) -> dict:
+    """What :func:`overlap` takes from the SASS alone (kept per build: :mod:`.buildcache`): ``sites``, one
+    per wait in address order: [index, group, N, the commits it retires, the instructions issued under them
+    (:func:`~.buildcache.bits`), the next waits, the instructions between (bits), the counted ones among
+    them (bits), ``next_lower``]; [] when the SASS commits no group."""
+    commits, waits = _roles(texts, bases, opcodes)
+    if not waits:
+        return {"sites": []}
+    n_ins = len(texts)
+    addresses = [int(a) for a in launch.sass["address"]]
+    cfg = shared_cfg(launch, addresses, texts, bases)
+    sites = []
+    for w in sorted(waits):
+        group, n = waits[w]
+        found, under = _retired(w, group, n, cfg.preds, commits, waits)
+        nxt, body, open_end = _between(w, group, cfg.succs, waits)
+        work_idx = [i for i in body if not _idle(classes[i], opcodes[i])]
+        # a smaller N next on every path, with no new group committed on the way (that wait waits on another set)
+        lower = (bool(nxt) and not open_end and all(waits[j][1] < n for j in nxt)
+                 and not any(commits.get(i) == group for i in body))
+        sites.append([w, group, n, sorted(found), bits(under, n_ins), [[j, waits[j][1]] for j in sorted(nxt)],
+                      bits(body, n_ins), bits(work_idx, n_ins), lower])
+    return {"sites": sites}
+
+
+def _decode(n_ins: int):
+    def decode(st: dict) -> list:
+        return [(int(w), str(g), int(n), [int(i) for i in found], unbits(under, n_ins),
+                 [(int(j), int(k)) for j, k in nxt], unbits(body, n_ins), unbits(work, n_ins), bool(lower))
+                for w, g, n, found, under, nxt, body, work, lower in st["sites"]]
+    return decode
+
+
 def overlap(launch) -> pd.DataFrame:
     """One row per wait site of an asynchronous group (:data:`COLUMNS`; the module docstring says what
     each means). ``overlap_*`` / ``between_*`` are {opcode class: instructions} (static) and {class:
     warp-level executions} (``None`` without ``inst_executed``); offsets are from the kernel's first PC.
     ``attrs["missing"]`` says why the frame is empty: no SASS (SourceCounters), or no async group (section
     ``none``, with the reason)."""
+    rows, gone = _rows(launch)
+    return with_missing(pd.DataFrame(rows, columns=COLUMNS) if rows else pd.DataFrame(columns=COLUMNS), gone)
+
+
+def _rows(launch) -> tuple[list[dict], list[dict]]:
+    """(the rows of :func:`overlap`, its ``missing`` entries)."""
     s = launch.sass
     if s is None or len(s) == 0 or "sass" not in s:
-        return with_missing(pd.DataFrame(columns=COLUMNS), [missing("overlap", "SourceCounters")])
+        return [], [missing("overlap", "SourceCounters")]
     texts = s["sass"].tolist()
     opcodes = s["opcode"].tolist() if "opcode" in s else [M.full_opcode(t) for t in texts]
     bases = s["base"].tolist() if "base" in s else [op.split(".", 1)[0] for op in opcodes]
-    commits, waits = _roles(texts, bases, opcodes)
-    if not waits:
-        return with_missing(pd.DataFrame(columns=COLUMNS),
-                            [{**missing("overlap", NO_SECTION), "reason": NO_GROUPS}])
-    addresses = [int(a) for a in s["address"]]
-    offsets = [int(o) for o in s["offset"]] if "offset" in s else [a - addresses[0] for a in addresses]
     classes = s[CLASS_COLUMN].tolist() if CLASS_COLUMN in s else [M.classify_opcode(b) for b in bases]
-    executed = s["inst_executed"].tolist() if "inst_executed" in s else None
-    if executed is not None and any(x != x for x in executed):  # NaN: a launch ncu did not count
-        executed = None
-    samples = [0 if x != x else x for x in s["samples"].tolist()] if "samples" in s else [0] * len(s)
-    total = sum(int(x) for x in samples)
+    sites = buildcache.part(launch, "overlap", lambda: _static(launch, texts, bases, opcodes, classes),
+                            _decode(len(texts)))
+    if not sites:
+        return [], [{**missing("overlap", NO_SECTION), "reason": NO_GROUPS}]
+    addresses = s["address"].tolist()
+    offsets = s["offset"].tolist() if "offset" in s else [a - addresses[0] for a in addresses]
+    ex_arr = None
+    if "inst_executed" in s:
+        ex = s["inst_executed"].to_numpy()
+        if ex.dtype.kind in "iu":
+            ex_arr = ex.astype(np.int64)
+        else:
+            executed = s["inst_executed"].tolist()
+            if not any(x != x for x in executed):  # NaN: a launch ncu did not count
+                ex_arr = np.array([int(x) for x in executed], dtype=np.int64)
+    ex_int = ex_arr.tolist() if ex_arr is not None else None
+    samples_np = s["samples"].to_numpy() if "samples" in s else None
+    if samples_np is not None and samples_np.dtype.kind in "iu":
+        samples = samples_np
+        total = int(samples.sum(dtype=np.int64))
+    else:
+        samples = [0 if x != x else x for x in s["samples"].tolist()] if "samples" in s else [0] * len(s)
+        total = sum(int(x) for x in samples)
     reasons, mat = launch.stall_matrix()
-    cfg = shared_cfg(launch, addresses, texts, bases)
-    succs = cfg.succs
     names = list(dict.fromkeys(classes))
     code_of = {c: k for k, c in enumerate(names)}
     codes = np.fromiter((code_of[c] for c in classes), dtype=np.intp, count=len(classes))
-    ex_int = [int(x) for x in executed] if executed is not None else None
-    ex_arr = np.array(ex_int, dtype=np.int64) if ex_int is not None else None
     rows = []
-    for w in sorted(waits):
-        group, n = waits[w]
-        found, under = _retired(w, group, n, cfg.preds, commits, waits)
-        nxt, body, open_end = _between(w, group, succs, waits)
+    for w, group, n, found, under, nxt, body, work_idx, lower in sites:
         ov_st, ov_ex = _counts(under, codes, names, ex_arr)
         bt_st, bt_ex = _counts(body, codes, names, ex_arr)
-        work_idx = [i for i in body if not _idle(classes[i], opcodes[i])]
-        work_ex = sum(ex_int[i] for i in work_idx) if ex_int is not None else None
+        work_ex = int(ex_arr[work_idx].sum()) if ex_arr is not None else None
         ex_w = ex_int[w] if ex_int is not None else None
         if ex_w:
             work = work_ex / ex_w
         else:  # never executed (or no counts): the static count
             work = float(len(work_idx))
-        # a smaller N next on every path, with no new group committed on the way (that wait waits on another set)
-        lower = (bool(nxt) and not open_end and all(waits[j][1] < n for j in nxt)
-                 and not any(commits.get(i) == group for i in body))
         row_stalls = mat[w] if mat.shape[1] else []
         top = None
         if len(row_stalls) and int(max(row_stalls)) > 0:
             top = reasons[int(row_stalls.argmax())]
         rows.append({
-            "group": group, "address": addresses[w], "offset": offsets[w], "sass": texts[w], "pending": n,
+            "group": group, "address": int(addresses[w]), "offset": int(offsets[w]), "sass": texts[w], "pending": n,
             "executed": ex_w, "samples": int(samples[w]), "share": (int(samples[w]) / total if total else 0.0),
             "top_reason": top,
-            "commit_offsets": sorted(offsets[i] for i in found),
+            "commit_offsets": sorted(int(offsets[i]) for i in found),
             "overlap_static": ov_st, "overlap_executed": ov_ex,
-            "next_offsets": sorted(offsets[j] for j in nxt), "next_pending": [waits[j][1] for j in sorted(nxt)],
+            "next_offsets": sorted(int(offsets[j]) for j, _ in nxt), "next_pending": [k for _, k in nxt],
             "next_lower": lower,
             "between_static": bt_st, "between_executed": bt_ex,
             "between_work_executed": work_ex, "between_work": work,
             "collapsed": is_collapsed(n, lower, work),
         })
-    return with_missing(pd.DataFrame(rows, columns=COLUMNS), [])
+    return rows, []
 
 
 def overlap_json(launch) -> tuple[list[dict] | None, list[dict]]:
     """(the summary's ``overlap`` list, or None; its ``missing`` entries): plain values, one object per wait
     site (:class:`profiler.schema.OverlapSite`), ``kernel`` named in each."""
-    df = overlap(launch)
-    gone = list(df.attrs.get("missing", []))
-    if not len(df):
-        return None, gone
+    # the rows themselves, not overlap()'s frame read back (the same values: the frame's columns only widen
+    # an int column holding None to float, and each value is made an int, a float or None here)
+    rows, gone = _rows(launch)
+    if not rows:
+        return None, list(gone)
     out = []
-    for r in df.to_dict(orient="records"):
+    for r in rows:
         r = {k: r[k] for k in COLUMNS}
         r["address"], r["offset"], r["pending"], r["samples"] = (int(r["address"]), int(r["offset"]),
                                                                  int(r["pending"]), int(r["samples"]))

@@ -56,6 +56,7 @@ import numpy as np
 import pandas as pd
 
 from profiler import metrics as M
+from profiler.analyze import buildcache
 from profiler.analyze._common import missing, shared_cfg, with_missing
 from profiler.sass import late_read_mask, parse, scoreboard_of
 
@@ -322,7 +323,7 @@ def producer_pcs(launch, reasons=tuple(SCOREBOARD_REASONS)) -> pd.DataFrame:
         "producer_offset": pd.array([None if k is None else int(offsets[k]) for k in ks], dtype="Int64"),
         "producer_sass": [None if k is None else texts[k] for k in ks],
         "producer_class": [None if k is None else classes[k] for k in ks],
-        "producer_opcode": [None if k is None else parse(texts[k]).base for k in ks],
+        "producer_opcode": [r[6] for r in rows],
         "dependency": [r[5] for r in rows],
     }, columns=_PC_COLS)
     return with_missing(df, [])
@@ -330,7 +331,7 @@ def producer_pcs(launch, reasons=tuple(SCOREBOARD_REASONS)) -> pd.DataFrame:
 
 def _pc_rows(launch, reasons=tuple(SCOREBOARD_REASONS)):
     """What :func:`producer_pcs` tabulates: ``(rows, addresses, offsets, texts, classes, opcodes)``,
-    rows ``(consumer index, reason, samples, weight, producer index or None, dependency)`` in
+    rows ``(consumer index, reason, samples, weight, producer index or None, dependency, producer base opcode)`` in
     consumer address order, then reason; None without per-PC samples."""
     sass = launch.sass
     # a column ncu left as NaN holds no samples (as in Launch.stall_matrix)
@@ -343,12 +344,22 @@ def _pc_rows(launch, reasons=tuple(SCOREBOARD_REASONS)):
     offsets = sass["offset"].to_numpy()
     classes = sass["opcode_class"].to_numpy(dtype=object)
     opcodes = sass["opcode"].to_numpy(dtype=object)
-    info: list[tuple | None] = [None] * len(texts)  # filled as the walks reach them
-
     bases = sass["base"].to_numpy(dtype=object) if "base" in sass.columns else None
-    preds = shared_cfg(launch, addresses, texts, bases).preds
-    single = [pr[0] if len(pr) == 1 else None for pr in preds]
-    masks = _producer_masks(texts, bases)
+    # the walk of each consumer depends on the SASS alone: kept per build (profiler.analyze.buildcache),
+    # "<scoreboard><consumer index>" -> [[producer index, dependency, its base opcode], ...]; the graph only
+    # when one is new
+    known = buildcache.part(launch, "producers", dict, _check_known)
+    walk: dict = {}
+
+    def find(c: int, kind: str) -> list:
+        if not walk:
+            preds = shared_cfg(launch, addresses, texts, bases).preds
+            walk.update(preds=preds, single=[pr[0] if len(pr) == 1 else None for pr in preds],
+                        masks=_producer_masks(texts, bases), info=[None] * len(texts))
+        return [[k, dep, parse(texts[k]).base]
+                for k, dep in _find(c, kind, walk["info"], walk["preds"], texts, cfg["max_walk"],
+                                    cfg["dest_window"], walk["masks"].get(kind, (0, 0)), walk["single"])]
+
     rows = []
     for col in cols:
         reason = col[len("stall_"):]
@@ -357,16 +368,26 @@ def _pc_rows(launch, reasons=tuple(SCOREBOARD_REASONS)):
         for c in np.nonzero(vals)[0]:
             c = int(c)
             n = float(vals[c])
-            cands = _find(c, kind, info, preds, texts, cfg["max_walk"], cfg["dest_window"],
-                          masks.get(kind, (0, 0)), single)
+            name = f"{kind}{c}"
+            cands = known.get(name)
+            if cands is None:
+                cands = known[name] = find(c, kind)
+                buildcache.touch(launch)
             if not cands:
-                rows.append((c, reason, n, 1.0, None, None))
+                rows.append((c, reason, n, 1.0, None, None, None))
                 continue
             w = 1.0 / len(cands)
-            for k, dep in cands:
-                rows.append((c, reason, n * w, w, k, dep))
+            for k, dep, base in cands:
+                rows.append((c, reason, n * w, w, k, dep, base))
     rows.sort(key=lambda r: (r[0], r[1]))  # consumer address order, then reason (stable)
     return rows, addresses, offsets, texts, classes, opcodes
+
+
+def _check_known(known: dict) -> dict:
+    if not isinstance(known, dict) or not all(isinstance(v, list) and all(len(c) == 3 for c in v)
+                                              for v in known.values()):
+        raise TypeError("producers: {consumer: [[producer, dependency, base opcode], ...]}")
+    return known
 
 
 _WO_COLS = ["class", "opcode", "reason", "producer_class", "producer_opcode", "samples", "share"]
@@ -392,10 +413,10 @@ def waits_on(launch, _pcs: pd.DataFrame | None = None) -> pd.DataFrame:
         if found is None or not found[0]:  # no per-PC samples, or no scoreboard wait: the frame's way
             pcs = producer_pcs(launch)
         else:
-            rows, _, _, texts, classes, opcodes = found
+            rows, _, _, _, classes, opcodes = found
             pcs = None
-            seq = ((classes[c], opcodes[c], reason, None if k is None else classes[k],
-                    None if k is None else parse(texts[k]).base, n) for c, reason, n, _, k, _ in rows)
+            seq = ((classes[c], opcodes[c], reason, None if k is None else classes[k], base, n)
+                   for c, reason, n, _, k, _, base in rows)
     else:
         pcs = _pcs
     if pcs is not None:

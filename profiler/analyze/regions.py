@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from profiler import metrics as M
+from profiler.analyze import buildcache
 from profiler.analyze._common import group_sum
 from profiler.sass import parse, register_mask
 
@@ -182,7 +183,7 @@ def pc_regions(launch, sources: dict | None = None) -> tuple[list[str], str, lis
         if any(r is not None for r in own):
             out, inherited = _inherit(sass, own, ctx)
             return out, "declared", inherited
-    return _infer(sass), "inferred", [False] * len(sass)
+    return _infer_launch(launch), "inferred", [False] * len(sass)
 
 
 def _inherit(sass: pd.DataFrame, own: list[str | None], ctx: list[str | None]) -> tuple[list[str], list[bool]]:
@@ -329,10 +330,38 @@ def mbarrier_wait_branches(texts: list[str]) -> set[int]:
 
 
 def _infer(sass: pd.DataFrame) -> list[str]:
+    return _from_static(sass, _infer_static(sass))
+
+
+def _infer_static(sass: pd.DataFrame) -> dict:
+    """What :func:`_infer` takes from the SASS alone: ``waits`` (the mbarrier wait branches) and, for an
+    attention kernel, ``names`` (every PC's region); None there for a neutral one (its hottest loop is
+    read from the executed counts)."""
     texts = sass["sass"].tolist()
     waits = mbarrier_wait_branches(texts)
-    names = _infer_neutral(sass) if attention_evidence(texts) is None else _infer_attention(sass)
-    return ["sync" if i in waits else n for i, n in enumerate(names)]
+    names = None
+    if attention_evidence(texts) is not None:
+        names = ["sync" if i in waits else n for i, n in enumerate(_infer_attention(sass))]
+    return {"waits": sorted(waits), "names": names}
+
+
+def _from_static(sass: pd.DataFrame, st: dict) -> list[str]:
+    if st["names"] is not None:
+        return list(st["names"])
+    waits = set(st["waits"])
+    return ["sync" if i in waits else n for i, n in enumerate(_infer_neutral(sass))]
+
+
+def _infer_launch(launch) -> list[str]:
+    """:func:`_infer` of the launch's SASS, its SASS-only part kept per build (:mod:`.buildcache`)."""
+    sass = launch.sass
+    return _from_static(sass, buildcache.part(launch, "regions.infer", lambda: _infer_static(sass), _check_infer))
+
+
+def _check_infer(st: dict) -> dict:
+    if not isinstance(st["waits"], list) or not (st["names"] is None or isinstance(st["names"], list)):
+        raise ValueError("regions.infer")
+    return st
 
 
 def _infer_attention(sass: pd.DataFrame) -> list[str]:
@@ -435,13 +464,23 @@ def regions(launch, sources: dict | None = None) -> pd.DataFrame:
     instructions of shared helpers / unmarked lines that took the region of the code around them; 0 when
     inferred), and ``stall_<reason>`` (int) for every sampled reason. Empty (and ``attrs["missing"]``)
     without per-PC data."""
-    sass = launch.sass
-    # per-PC samples ncu left as NaN (a launch it could not sample) are no samples, not -2**63 each
-    if sass.empty or "samples" not in sass.columns or sass["samples"].isna().any():
+    data = _region_data(launch, sources)
+    if data is None:
         frame = pd.DataFrame(columns=["region", "source", "vocabulary", "samples", "share", "inst_executed",
                                       "pcs", "inherited_samples"])
         frame.attrs["missing"] = [{"field": "regions", "section": M.stall_config()["per_pc_section"]}]
         return frame
+    frame = pd.DataFrame(data)
+    frame.attrs["missing"] = []
+    return frame
+
+
+def _region_data(launch, sources: dict | None = None) -> dict | None:
+    """The columns of :func:`regions` (lists and arrays), or None without per-PC samples."""
+    sass = launch.sass
+    # per-PC samples ncu left as NaN (a launch it could not sample) are no samples, not -2**63 each
+    if sass.empty or "samples" not in sass.columns or sass["samples"].isna().any():
+        return None
     reasons, mat = launch.stall_matrix()
     names, source, inherited = pc_regions(launch, sources)
     vocab = region_names()
@@ -471,21 +510,19 @@ def regions(launch, sources: dict | None = None) -> pd.DataFrame:
     }
     for j, r in enumerate(reasons):
         data[f"stall_{r}"] = stalls[present, j]
-    frame = pd.DataFrame(data)
-    frame.attrs["missing"] = []
-    return frame
+    return data
 
 
 def regions_json(launch, sources: dict | None = None) -> list[dict]:
     """The ``regions`` field of ``show --format json``: [{name, source, vocabulary, stall_samples {reason:
     int}, samples, share, inst_executed, pcs, inherited_samples}]."""
-    fr = regions(launch, sources)
-    if fr.empty:
+    data = _region_data(launch, sources)  # the columns themselves, not regions()' frame read back
+    if data is None or not len(data["region"]):
         return []
-    stall_cols = [c for c in fr.columns if c.startswith("stall_")]
-    cols = {c: fr[c].tolist() for c in fr.columns}
+    stall_cols = [c for c in data if c.startswith("stall_")]
+    cols = {c: list(v) if isinstance(v, list) else np.asarray(v).tolist() for c, v in data.items()}
     out = []
-    for i in range(len(fr)):
+    for i in range(len(cols["region"])):
         out.append({
             "name": cols["region"][i],
             "source": cols["source"][i],

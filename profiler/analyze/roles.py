@@ -48,9 +48,11 @@ from functools import lru_cache
 import numpy as np
 
 from profiler import metrics as M
+from profiler.analyze import buildcache
 from profiler.analyze._common import OpcodeMatch, shared_cfg
+from profiler.analyze.buildcache import bits, unbits
 from profiler.analyze.role_split import split_roles
-from profiler.analyze.wait_sites import WaitSite, find_sites
+from profiler.analyze.wait_sites import WaitSite, claim_sites, site_plan
 from profiler.sass import build_cfg, parse
 from profiler.sass.values import Resolver, Value
 
@@ -561,25 +563,24 @@ def _pair(site: WaitSite, rel: dict) -> tuple[str | None, bool, str]:
 # --- the graph -----------------------------------------------------------------------------------
 
 
-def role_graph(launch) -> RoleGraph:
-    """The role wait graph of one :class:`profiler.report.Launch` (see the module docstring)."""
+def _static(launch, bd: tuple[int, int, int] | None) -> dict:
+    """What :func:`role_graph` takes from the SASS (and the CTA's shape ``bd``) alone, kept per build
+    (:mod:`.buildcache`): ``roles`` [name, its instructions (:func:`~.buildcache.bits`), ranges,
+    setmaxnreg, does, warps, entry index, entry offset, warps reaching the entry or None], ``keys`` the
+    wait sites' (kind, label, role), ``plan`` their claims [key, instruction, reason]
+    (:func:`~.wait_sites.site_plan`), ``pairs`` [releaser, inferred, evidence] per key."""
     sf = launch.sass
     texts = [str(t) for t in sf["sass"].tolist()]
     ins = [parse(t) for t in texts]
     bases = [p.base for p in ins]
     addresses = [int(a) for a in sf["address"].tolist()]
     offsets = sf["offset"].to_numpy() if "offset" in sf.columns else np.asarray(addresses) - addresses[0]
-    samples = (sf["samples"].fillna(0).to_numpy(dtype=np.int64) if "samples" in sf.columns
-               else np.zeros(len(sf), dtype=np.int64))
-    executed = (sf["inst_executed"].fillna(0).to_numpy(dtype=np.int64) if "inst_executed" in sf.columns
-                else np.zeros(len(sf), dtype=np.int64))
     cfg = shared_cfg(launch, addresses, texts, bases)  # built once per launch (producers walk it too)
     addr_index = {a: i for i, a in enumerate(addresses)}
     mb = _MbarIndex(ins, cfg, offsets)
-    split = split_roles(ins, cfg, mb.R, _block_dim(launch), addr_index, _rules())
+    split = split_roles(ins, cfg, mb.R, bd, addr_index, _rules())
     roles = split.owner
-    ctas = _launch_int(launch, "launch__grid_size")
-    role_list = []
+    out_roles = []
     order = ["common", *[r for r in split.roles if r not in ("common", "shared")], "shared"]
     arr = np.asarray(roles, dtype=object)
     offset_list = [int(o) for o in offsets.tolist()]
@@ -589,31 +590,70 @@ def role_graph(launch) -> RoleGraph:
         if not len(idx) and (sr is None or not sr.warps):
             continue
         entry = sr.entry if sr is not None else None
-        role_list.append(Role(
-            name, "inferred", len(idx), _ranges(idx.tolist(), offset_list), sr.setmaxnreg if sr else None,
-            int(executed[idx].sum()), int(samples[idx].sum()),
+        out_roles.append([
+            name, bits(idx.tolist(), len(ins)), _ranges(idx.tolist(), offset_list), sr.setmaxnreg if sr else None,
             sr.does if sr else ("every role" if name == "common" else "several roles"),
             list(sr.warps) if sr else [],
-            None if entry is None else int(offsets[entry]),
-            None if entry is None else int(executed[entry]),
-            sr.entry_warps * ctas if sr is not None and sr.warps and ctas and entry is not None else None))
-    total = int(samples.sum())
+            None if entry is None else int(entry), None if entry is None else int(offsets[entry]),
+            sr.entry_warps if sr is not None and sr.warps and entry is not None else None])
     mbi: _MbarIndex | None = mb
     if not mb.anchored:
         mbi = None  # no mbarrier address resolves anywhere: fall back to displacements (inferred)
     notes: dict = {}
+    plan = site_plan(ins, cfg, addr_index, roles, _rules(), lambda i: _mbar_key(ins, i, mbi, notes),
+                     _bar_labeler(ins, _rules()))
+    rel = _releasers(ins, roles, bases, mbi, notes)
+    rel["threads"] = bd[0] * bd[1] * bd[2] if bd else 0
+    keys = list(dict.fromkeys(k for k, _, _ in plan))
+    at = {k: n for n, k in enumerate(keys)}
+    pairs = [list(_pair(WaitSite(kind, label, role, (), 0), rel)) for kind, label, role in keys]
+    return {"roles": out_roles, "keys": [list(k) for k in keys], "plan": [[at[k], i, r] for k, i, r in plan],
+            "pairs": pairs}
+
+
+def _decode(n_ins: int):
+    def decode(st: dict) -> dict:
+        keys = [(str(kind), str(label), str(role)) for kind, label, role in st["keys"]]
+        pairs = [(rel if rel is None else str(rel), bool(inf), str(ev)) for rel, inf, ev in st["pairs"]]
+        if len(pairs) != len(keys):
+            raise ValueError("roles: a pair per key")
+        roles = [(str(name), unbits(ix, n_ins), [list(r) for r in ranges], smr, str(does), list(warps),
+                  entry, entry_off, entry_warps)
+                 for name, ix, ranges, smr, does, warps, entry, entry_off, entry_warps in st["roles"]]
+        return {"roles": roles, "plan": [(keys[k], int(i), r) for k, i, r in st["plan"]],
+                "pair": dict(zip(keys, pairs))}
+    return decode
+
+
+def role_graph(launch) -> RoleGraph:
+    """The role wait graph of one :class:`profiler.report.Launch` (see the module docstring)."""
+    sf = launch.sass
+    offsets = (sf["offset"].to_numpy() if "offset" in sf.columns
+               else sf["address"].to_numpy().astype(np.int64) - int(sf["address"].iloc[0]))
+    samples = (sf["samples"].fillna(0).to_numpy(dtype=np.int64) if "samples" in sf.columns
+               else np.zeros(len(sf), dtype=np.int64))
+    executed = (sf["inst_executed"].fillna(0).to_numpy(dtype=np.int64) if "inst_executed" in sf.columns
+                else np.zeros(len(sf), dtype=np.int64))
+    bd = _block_dim(launch)
+    st = buildcache.part(launch, f"roles{list(bd) if bd else ''}", lambda: _static(launch, bd), _decode(len(sf)))
+    ctas = _launch_int(launch, "launch__grid_size")
+    role_list = []
+    for name, idx, ranges, smr, does, warps, entry, entry_off, entry_warps in st["roles"]:
+        role_list.append(Role(
+            name, "inferred", len(idx), [list(r) for r in ranges], smr,
+            int(executed[idx].sum()), int(samples[idx].sum()), does, list(warps), entry_off,
+            None if entry is None else int(executed[entry]),
+            entry_warps * ctas if entry_warps is not None and ctas else None))
+    total = int(samples.sum())
     scols = [c for c in sf.columns if c.startswith("stall_")]
     smat = sf[scols].fillna(0).to_numpy(dtype=np.int64) if scols else None  # one conversion, not one per column
     stalls = {c[len("stall_"):]: smat[:, k] for k, c in enumerate(scols)} if smat is not None else {}
-    sites = find_sites(ins, cfg, addr_index, roles, offsets, samples, stalls, _rules(),
-                       lambda i: _mbar_key(ins, i, mbi, notes), _bar_labeler(ins, _rules()))
-    rel = _releasers(ins, roles, bases, mbi, notes)
-    bd = _block_dim(launch)
-    rel["threads"] = bd[0] * bd[1] * bd[2] if bd else 0
+    sites = claim_sites(st["plan"], offsets, samples, stalls)
+    pair = st["pair"]
     grouped: dict[tuple, dict] = {}
     unresolved: dict[str, int] = {}
     for s in sites:
-        releaser, inferred, evidence = _pair(s, rel)
+        releaser, inferred, evidence = pair[(s.kind, s.barrier, s.role)]
         if releaser is None:
             unresolved[f"{s.role} {s.barrier}: {evidence}"] = (
                 unresolved.get(f"{s.role} {s.barrier}: {evidence}", 0) + s.samples)

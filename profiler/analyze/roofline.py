@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from profiler import metrics as M
+from profiler.analyze import buildcache
 from profiler.analyze._common import dedup as _dedup
 from profiler.analyze._common import missing, per_launch, with_missing
 from profiler.names import LEVELS, NCU_LEVELS, SMEM_OPS
@@ -77,26 +78,34 @@ def _sass_tensor_split(launch) -> dict[str, tuple[float | None, float | None]]:
     """Per path: (tensor FLOPs from the SASS, the part done on 8-bit types: QGMMA, IGMMA, ``.S8``/``.U8``/
     ``.E4M3``/``.E5M2`` MMAs). Computed once per launch (the roofline's FLOPs and ceilings and the tensor
     utilisation all ask)."""
-    return per_launch(launch, "sass_tensor_split", lambda: _sass_tensor_split_of(launch.sass))
+    return per_launch(launch, "sass_tensor_split",
+                      lambda: _sass_tensor_split_of(launch.sass, lambda: _tensor_slots(launch)))
 
 
-_PATH_OF = {b: path for path, (bases, _) in _SASS_TENSOR.items() for b in bases}
+def _tensor_slots(launch) -> list:
+    """:func:`_tensor_shapes` of the launch's SASS, kept per build (:mod:`.buildcache`)."""
+    sass = launch.sass
+    n = len(sass)
+
+    def decode(slots: list) -> list:
+        out = [(int(i), str(path), (int(a), int(b), int(c)), int(per), bool(eight))
+               for i, path, (a, b, c), per, eight in slots]
+        if any(not 0 <= s[0] < n or s[1] not in _SASS_TENSOR for s in out):
+            raise ValueError("tensor slots out of range")
+        return out
+
+    return buildcache.part(launch, "tensor_slots", lambda: [[i, p, list(sh), per, e] for i, p, sh, per, e in
+                                                            _tensor_shapes(sass)], decode)
 
 
-def _sass_tensor_split_of(sass: pd.DataFrame) -> dict[str, tuple[float | None, float | None]]:
-    if sass.empty or "inst_executed" not in sass.columns or not sass["inst_executed"].notna().any():
-        return {p: (None, None) for p in _SASS_TENSOR}
-    executed = pd.to_numeric(sass["inst_executed"], errors="coerce").fillna(0).to_numpy(dtype=np.float64)
-    acc = {path: [0.0, 0.0] for path in _SASS_TENSOR}
-    # one pass over the tensor instructions (in address order, so each path's sums add in the same order)
+def _tensor_shapes(sass: pd.DataFrame) -> list:
+    """(slot, path, tile shape, instructions per MMA, on 8-bit types) of every tensor instruction of the SASS
+    whose opcode names its tile, in address order."""
+    out: list = []
     for i, (b, text) in enumerate(zip(sass["base"].tolist(), sass["sass"].tolist())):
         path = _PATH_OF.get(b)
         if path is None:
             continue
-        n = executed[i]
-        if not n:
-            continue
-        per = _SASS_TENSOR[path][1]
         mods = M.full_opcode(text).split(".")[1:]
         shape: tuple[int, ...] | None = None
         for m in mods:
@@ -107,11 +116,31 @@ def _sass_tensor_split_of(sass: pd.DataFrame) -> dict[str, tuple[float | None, f
                 shape = tuple(int(x) for x in m.split("x"))
                 break
         if shape is not None:
-            fl = 2.0 * shape[0] * shape[1] * shape[2] * float(n) / per
-            a = acc[path]
-            a[0] += fl
-            if b in ("QGMMA", "IGMMA") or any(m in _EIGHT_BIT for m in mods):
-                a[1] += fl
+            out.append((i, path, shape, _SASS_TENSOR[path][1],
+                        b in ("QGMMA", "IGMMA") or any(m in _EIGHT_BIT for m in mods)))
+    return out
+
+
+_PATH_OF = {b: path for path, (bases, _) in _SASS_TENSOR.items() for b in bases}
+
+
+def _sass_tensor_split_of(sass: pd.DataFrame, slots=None) -> dict[str, tuple[float | None, float | None]]:
+    """The split of :func:`_sass_tensor_split`; ``slots()`` gives :func:`_tensor_shapes` of ``sass`` (default:
+    computed here)."""
+    if sass.empty or "inst_executed" not in sass.columns or not sass["inst_executed"].notna().any():
+        return {p: (None, None) for p in _SASS_TENSOR}
+    executed = pd.to_numeric(sass["inst_executed"], errors="coerce").fillna(0).to_numpy(dtype=np.float64)
+    acc = {path: [0.0, 0.0] for path in _SASS_TENSOR}
+    # one pass over the tensor instructions (in address order, so each path's sums add in the same order)
+    for i, path, shape, per, eight in _tensor_shapes(sass) if slots is None else slots():
+        n = executed[i]
+        if not n:
+            continue
+        fl = 2.0 * shape[0] * shape[1] * shape[2] * float(n) / per
+        a = acc[path]
+        a[0] += fl
+        if eight:
+            a[1] += fl
     return {path: (a[0], a[1]) for path, a in acc.items()}
 
 

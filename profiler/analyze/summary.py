@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import re
 
+from profiler.analyze import buildcache
 from profiler.analyze._common import py
 from profiler.schema import Summary, validate_summary
 from profiler.analyze.kernel import LEVELS, SMEM_OPS, _dedup, barriers, launch_stats, tensor_util
@@ -119,7 +121,17 @@ def summarize_launch(launch, top: int = 10) -> Summary:
     ``build`` {debug, self_moves, instructions} (a ``-G`` build flagged from its SASS: :func:`build_signs`),
     ``missing`` [{field, section}]: every null above, with the ncu section that would supply it.
     """
-    return validate_summary(_summary(launch, top))
+    # The analyses build many short-lived containers and no reference cycles: Python's cyclic collector
+    # would scan the frames and parsed SASS of every report in memory several times per summary.
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        out = validate_summary(_summary(launch, top))
+    finally:
+        if paused:
+            gc.enable()
+    buildcache.flush(launch)  # the SASS-only parts computed here, for the next report of this build
+    return out
 
 
 def _summary(launch, top: int) -> dict:

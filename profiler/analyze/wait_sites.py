@@ -36,7 +36,7 @@ import numpy as np
 from profiler.analyze._common import OpcodeMatch
 from profiler.sass import CFG, Instruction
 
-__all__ = ["WaitSite", "find_sites"]
+__all__ = ["WaitSite", "claim_sites", "find_sites", "site_plan"]
 
 
 @dataclass(frozen=True)
@@ -133,12 +133,18 @@ def find_sites(ins: Sequence[Instruction], cfg: CFG, addr_index: dict[int, int],
     """Every wait site of a kernel (see the module docstring). ``stalls``: reason -> samples per
     instruction; ``mbar_label(i)`` the label of the mbarrier instruction ``i`` names (None: skip);
     ``bar_label(p)`` the label of a named-barrier wait."""
-    w = rules["wait"]
+    return claim_sites(site_plan(ins, cfg, addr_index, roles, rules, mbar_label, bar_label), offsets, samples,
+                       stalls)
+
+
+def claim_sites(plan: Sequence[tuple[tuple, int, str | None]], offsets, samples: np.ndarray,
+                stalls: dict[str, np.ndarray]) -> list[WaitSite]:
+    """The wait sites of a :func:`site_plan`: its claims made in order on the samples (all of an
+    instruction's, or one reason's), each sample given to the first site that claims it."""
     claims = _Claims(samples, stalls)
     whole: dict[tuple, list[int]] = {}
     part: dict[tuple, list[tuple[int, str, int]]] = {}
-
-    def take(key: tuple, i: int, reason: str | None = None) -> None:
+    for key, i, reason in plan:
         if reason is None:
             full = int(claims.left[i]) == int(samples[i])
             got = claims.all(i)
@@ -146,12 +152,33 @@ def find_sites(ins: Sequence[Instruction], cfg: CFG, addr_index: dict[int, int],
                 whole.setdefault(key, []).append(i)
             elif got:  # what another site left of it
                 part.setdefault(key, []).append((i, "rest", got))
-            return
+            continue
         n = claims.reason(i, reason)
         if n:
             part.setdefault(key, []).append((i, reason, n))
         else:
             whole.setdefault(key, [])
+    out = []
+    for key in dict.fromkeys([*whole, *part]):
+        kind, label, role = key
+        idx = sorted(set(whole.get(key, [])))
+        pr = tuple((int(offsets[i]), r, c) for i, r, c in part.get(key, []))
+        total = int(samples[idx].sum()) + sum(c for _, _, c in pr)
+        out.append(WaitSite(kind, label, role, tuple(int(offsets[k]) for k in idx), int(total), pr))
+    return out
+
+
+def site_plan(ins: Sequence[Instruction], cfg: CFG, addr_index: dict[int, int], roles: Sequence[str],
+              rules: dict, mbar_label: Callable[[int], str | None], bar_label: Callable[[Instruction], str | None]
+              ) -> list[tuple[tuple, int, str | None]]:
+    """The claims of every wait site, in the order they are made: ((kind, label, role), instruction,
+    reason or None for all its samples). A function of the SASS and the roles alone (see
+    :func:`find_sites` for the arguments)."""
+    w = rules["wait"]
+    plan: list[tuple[tuple, int, str | None]] = []
+
+    def take(key: tuple, i: int, reason: str | None = None) -> None:
+        plan.append((key, i, reason))
     n = len(ins)
     is_named, is_group = OpcodeMatch(w["named_barrier"]), OpcodeMatch(w["wgmma_group"])
     is_sb, is_mbar = OpcodeMatch(w["scoreboard"]), OpcodeMatch(w["mbarrier"])
@@ -215,11 +242,4 @@ def find_sites(ins: Sequence[Instruction], cfg: CFG, addr_index: dict[int, int],
     for i, p in enumerate(ins):
         if is_operands[p.opcode]:
             take(("warpgroup_arrive", "wgmma operands", roles[i]), i, "warpgroup_arrive")
-    out = []
-    for key in dict.fromkeys([*whole, *part]):
-        kind, label, role = key
-        idx = sorted(set(whole.get(key, [])))
-        pr = tuple((int(offsets[i]), r, c) for i, r, c in part.get(key, []))
-        total = int(samples[idx].sum()) + sum(c for _, _, c in pr)
-        out.append(WaitSite(kind, label, role, tuple(int(offsets[k]) for k in idx), int(total), pr))
-    return out
+    return plan

@@ -36,7 +36,7 @@ HOISTED = ["v12_intra_wg_overlap", "v13_persistent", "v14_cross_tile_qk", "v17_t
 # ladder IV's rungs carry v18's softmax and its hook (v22 and v24 compile v21's kernel.cu); scripts/sass_loop_counts.py
 # puts 0 MUFU.EX2 between their QK^T wait and the PV wait, as in v18
 HOISTED_IV = ["v20_three_consumers", "v21_causal_pairs", "v22_d64_stages4", "v23_exp2_poly", "v24_d64_stages3",
-              "v25_wide_kv"]
+              "v25_wide_kv", "v26_kv_multicast"]
 # the rungs the committed wait logs cover (reports/h200/traces-waits, measured 2026-12-02 01:30-02:00 UTC on v10-v19);
 # rungs landed after that study have no logs yet (their wait-log builds are still checked statically above)
 WAIT_LOG_STUDY = [v for v in STATIC_WS if int(v[1:3]) <= 19]

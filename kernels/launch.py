@@ -41,6 +41,7 @@ _functions: dict[tuple[str, int], object] = {}  # (cubin path, device) -> CUfunc
 _modules: list[object] = []  # keep modules alive
 _built: dict[tuple[str, FwdConfig], BuildResult] = {}  # per process: no source re-hash on every launch
 _tmaps: dict[tuple, object] = {}  # per process: encoded tensor maps by (pointer, shape, dtype, box rows)
+_cluster_widths: dict[int, int] = {}  # per process: CUfunction handle -> CTAs per cluster (cluster_width)
 TMA_BOX_COLS = 64  # 64 16-bit elements = 128 bytes, the widest inner box the 128-byte swizzle allows
 LAUNCH_CACHE = (settings.text("WHOWAITS_LAUNCH_CACHE") or "1") != "0"  # module docstring
 PLANS_MAX = 64  # problems kept per process (oldest dropped first)
@@ -271,20 +272,22 @@ def _forward_full(q, k, v, causal, version, config, out, pkey):
     fn = load_function(result, q.device.index if q.device.index is not None else torch.cuda.current_device())
     grid = (math.ceil(s / config.block_m), h, b)
     num_bh = None
+    cluster = 1
     if ver.abi in registry.TMA_ABIS:
         if ver.abi in registry.PERSISTENT_ABIS:
             # one CTA per SM (at most one per tile); the kernel walks tiles blockIdx.x, + gridDim.x, ... of the
             # ceil(S / block_m) x (B·H) tiles, so it gets B·H as an extra argument
-            grid = (min(grid[0] * h * b, persistent_ctas(q.device)), 1, 1)
+            cluster = cluster_width(fn)
+            grid = persistent_grid(grid[0] * h * b, q.device, cluster)
             num_bh = b * h
-        launch_tma(fn, grid, config.threads, result.smem_dynamic_bytes, tensor_maps(ver, config, q, k, v, out), out,
-                   s, 1.0 / math.sqrt(d), num_bh)
+        launch_tma(fn, grid, config.threads, result.smem_dynamic_bytes,
+                   tensor_maps(ver, config, q, k, v, out, cluster), out, s, 1.0 / math.sqrt(d), num_bh)
     else:
         launch_raw(fn, grid, config.threads, result.smem_dynamic_bytes, q, k, v, out, s, 1.0 / math.sqrt(d))
     if pkey is not None and _launcher() is not None and _handle(fn):
         box_rows: tuple[int, ...] = ()
         if ver.abi in registry.TMA_ABIS:
-            box_rows = (config.block_m, config.block_n, config.block_n)
+            box_rows = (config.block_m, config.block_n // cluster, config.block_n // cluster)
             if registry.TENSOR_MAPS[ver.abi] == 4:
                 box_rows += (64,)
         device = q.device.index if q.device.index is not None else torch.cuda.current_device()
@@ -356,11 +359,14 @@ def _launch_packed(plan: LaunchPlan, params_addr: int) -> None:
         _call(_driver().CUresult(rc), "cuLaunchKernel")
 
 
-def tensor_maps(ver, config, q, k, v, out) -> tuple:
+def tensor_maps(ver, config, q, k, v, out, cluster: int = 1) -> tuple:
     """The tensor maps a TMA ABI passes first: Q, K, V (boxes of block_m, block_n, block_n rows), and for
     ``tensor_maps_persistent_o`` O's too, with boxes of 64 rows: each consumer warpgroup stores its own 64 rows
-    (kernels/common/sm90/tma_store.cuh)."""
-    maps: tuple = (tensor_map(q, config.block_m), tensor_map(k, config.block_n), tensor_map(v, config.block_n))
+    (kernels/common/sm90/tma_store.cuh). A kernel launched in clusters of ``cluster`` CTAs (:func:`cluster_width`)
+    loads each K/V tile as ``cluster`` slices, one per CTA, multicast to all (kernels/common/sm90/cluster.cuh): its
+    K and V boxes are block_n / cluster rows."""
+    kv_rows = config.block_n // cluster
+    maps: tuple = (tensor_map(q, config.block_m), tensor_map(k, kv_rows), tensor_map(v, kv_rows))
     if registry.TENSOR_MAPS[ver.abi] == 4:
         maps += (tensor_map(out, 64),)
     return maps
@@ -407,6 +413,27 @@ def tensor_map(t, box_rows: int):
         _tmaps.pop(next(iter(_tmaps)))
     _tmaps[key] = tm
     return tm
+
+
+def cluster_width(fn) -> int:
+    """CTAs per cluster a kernel was compiled for (``__cluster_dims__``, v26 on; 1 for a kernel without one). A
+    plain cuLaunchKernel of such a kernel launches whole clusters, so its grid must be a multiple of the width."""
+    key = _handle(fn) or id(fn)
+    width = _cluster_widths.get(key)
+    if width is None:
+        driver = _driver()
+        attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH
+        width = max(1, int(_call(driver.cuFuncGetAttribute(attr, fn), "cuFuncGetAttribute(required cluster width)")))
+        _cluster_widths[key] = width
+    return width
+
+
+def persistent_grid(tiles: int, device, cluster: int = 1) -> tuple[int, int, int]:
+    """The grid of a persistent kernel: one CTA per SM (:func:`persistent_ctas`), at most one per tile, in whole
+    clusters of ``cluster`` CTAs (rounded down, at least one cluster: a cluster's CTAs take their tiles together,
+    kernels/common/sm90/tile_scheduler_cluster.cuh, so a cluster may hold a CTA with no tile of its own)."""
+    ctas = min(tiles, persistent_ctas(device))
+    return (max(cluster, ctas // cluster * cluster), 1, 1)
 
 
 def persistent_ctas(device) -> int:

@@ -243,7 +243,7 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     grid = (math.ceil(s / config.block_m), h, b)
     capacity = WAIT_CAPACITY if waits else CAPACITY
     if persistent:  # as kernels.launch.forward: one CTA per SM (at most one per tile), B·H as an argument
-        grid = (min(grid[0] * h * b, L.persistent_ctas(q.device)), 1, 1)
+        grid = L.persistent_grid(grid[0] * h * b, q.device, L.cluster_width(fn))
         capacity = WAIT_CAPACITY_PERSISTENT if waits else CAPACITY_PERSISTENT
     ctas = grid[0] * grid[1] * grid[2]
     if waits:  # WhowaitsWaitBuffer: records, max_ctas | capacity << 32; one 8-byte record each
@@ -260,7 +260,7 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     scale = 1.0 / math.sqrt(d)
     o_plain = torch.empty_like(q)
     o_traced = torch.empty_like(q)
-    maps = L.tensor_maps(ver, config, q, k, v, o_traced)  # a TMA-store epilogue's O map names o_traced
+    maps = L.tensor_maps(ver, config, q, k, v, o_traced, L.cluster_width(fn) if persistent else 1)  # a TMA-store epilogue's O map names o_traced
 
     def plain():
         L.forward(q, k, v, shape.causal, version=ver.id, config=config, out=o_plain)

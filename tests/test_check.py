@@ -569,7 +569,8 @@ def test_a_ratio_rule_reads_the_newest_run_that_has_all_its_rows(tmp_path):
     T0045 in the folder the same rule reads T0045 (v14 499.0 / v13 478.4)."""
     bench = tmp_path / "reports" / "h200" / "bench"
     # the runs as they stood before T0045: that run's files and the later ones (ladder IV, 2026-12-02T1518 on) left out
-    shutil.copytree(BENCH, bench, ignore=shutil.ignore_patterns("2026-12-02T0045-*", "2026-12-02T1[0-9][0-9][0-9]-*"))
+    shutil.copytree(BENCH, bench, ignore=shutil.ignore_patterns("2026-12-02T0045-*", "2026-12-02T1[0-9][0-9][0-9]-*",
+                                                             "2026-12-02T2[0-9][0-9][0-9]-*"))
     for d in REPORTS.iterdir():  # the committed reports beside the copied bench folder
         if d.name != "bench":
             (tmp_path / "reports" / "h200" / d.name).symlink_to(d)

@@ -207,3 +207,26 @@ def test_v25_static_sass():
         a = build.build(v21, v21.config_for(head_dim, "fp16", causal))
         b = build.build(v25, v25.config_for(head_dim, "fp16", causal))
         assert a.sass_opcodes == b.sass_opcodes
+
+
+@needs_nvcc
+def test_v26_static_sass():
+    """v26 without a causal mask: clusters of 2 (EIATTR_CTA_PER_CLUSTER in the cubin via __cluster_dims__), each
+    producer's K/V slices as multicast TMA loads, the consumers' releases on the peer's empty barrier as remote
+    arrives, the cluster barrier at start and exit; no spill, no C7510/C7511 and no fatal ptxas warning; the
+    consumers' steady loop keeps v21's HGMMA / MUFU counts. Causal builds are v21's instructions exactly."""
+    v21, v26 = registry.get("v21_causal_pairs"), registry.get("v26_kv_multicast")
+    for head_dim in (128, 64):
+        res = build.build(v26, v26.config_for(head_dim, "fp16", False))
+        base = build.build(v21, v21.config_for(head_dim, "fp16", False))
+        assert res.spill_bytes == 0 and build.fatal_warnings(res.ptxas_log) == []
+        assert "C7511" not in res.ptxas_log and "C7510" not in res.ptxas_log
+        text = sass.sass_text(res.cubin)
+        assert "UTMALDG.3D.MULTICAST" in text and "SYNCS.ARRIVE.TRANS64.RED" in text
+        assert "UCGABAR_ARV" in text and "UCGABAR_WAIT" in text
+        for op in ("HGMMA", "MUFU", "UTMASTG"):
+            assert res.sass_opcodes[op] == base.sass_opcodes[op], op
+    for head_dim in (128, 64):
+        a = build.build(v21, v21.config_for(head_dim, "bf16", True))
+        b = build.build(v26, v26.config_for(head_dim, "bf16", True))
+        assert a.sass_opcodes == b.sass_opcodes

@@ -100,6 +100,23 @@ def test_persistent_grid_cap(monkeypatch):
         launch.persistent_ctas(None)
 
 
+def test_persistent_grid_whole_clusters(monkeypatch):
+    """A kernel compiled with __cluster_dims__ (v26) gets whole clusters: the grid rounded down to a multiple of the
+    width, never below one cluster (a cluster may hold a CTA without a tile of its own)."""
+    from kernels import launch
+
+    monkeypatch.setenv("WHOWAITS_MAX_CTAS", "132")
+    assert launch.persistent_grid(2048, None) == (132, 1, 1)
+    assert launch.persistent_grid(2048, None, 2) == (132, 1, 1)
+    assert launch.persistent_grid(5, None, 2) == (4, 1, 1)
+    assert launch.persistent_grid(1, None, 2) == (2, 1, 1)
+    monkeypatch.setenv("WHOWAITS_MAX_CTAS", "1")
+    assert launch.persistent_grid(100, None) == (1, 1, 1)
+    assert launch.persistent_grid(100, None, 2) == (2, 1, 1)
+    monkeypatch.setenv("WHOWAITS_MAX_CTAS", "131")
+    assert launch.persistent_grid(2048, None, 2) == (130, 1, 1)
+
+
 def test_persistent_abi_appends_num_bh_to_the_instantiation():
     # ABI tensor_maps_persistent (v13_persistent): the launcher passes B·H after the contract's six
     # arguments, so the generated instantiation must declare it

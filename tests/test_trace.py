@@ -34,6 +34,11 @@ WS_VERSIONS = [*VERSIONS, "v13_persistent", "v14_cross_tile_qk"]  # the ws rungs
 # is covered without editing a list; v10-v19 since v15-v19 landed (kernels/wip/ has no rung). Each costs a
 # traced build and a build from the trace-free headers (two nvcc runs; its own build is the compile proofs')
 STATIC_WS = [v.id for v in (*registry.versions(), *registry.wip_versions()) if v.family == "ws"]
+# v26's traced builds spill in the producer warpgroup (24 registers after setmaxnreg): a cluster kernel's shared
+# addresses carry the CTA's window (S2UR SR_CgaCtaId + ULEA), and beside the multicast slice's coordinates the
+# trace's cursors no longer fit (nvcc 13.0, d128: 52-60 B stored in the event trace, 4 B in the wait log; d64 44-68 B);
+# its own build has no spill (tests/test_kernels_sm90.py::test_v26_static_sass)
+TRACED_SPILLS = {"v26_kv_multicast": "v26's producer spills in the traced builds (cluster addresses + trace cursors)"}
 TRACES = ROOT / "reports/h200/traces"
 SHAPE = "b1_h64_s1024_d128_fp16"
 
@@ -136,7 +141,9 @@ def _windows_of(version):
     return _trace_windows().analyse(version)
 
 
-@pytest.mark.parametrize("version", STATIC_WS)
+@pytest.mark.parametrize("version", [
+    pytest.param(v, marks=pytest.mark.xfail(strict=True, reason=TRACED_SPILLS[v])) if v in TRACED_SPILLS else v
+    for v in STATIC_WS])
 def test_stamps_inside_wgmma_windows_are_parked(version):
     _nvcc()
     r = _windows_of(version)

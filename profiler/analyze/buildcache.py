@@ -237,11 +237,14 @@ def unints(s: str, n: int) -> np.ndarray:
     return raw.astype(np.intp)
 
 
-def codes(launch, column: str) -> tuple[list[str], np.ndarray]:
+def codes(launch, column: str) -> tuple[list[str], np.ndarray] | None:
     """``np.unique(launch.sass[column], return_inverse=True)`` of a SASS column (``opcode``, ``opcode_class``,
-    ``base``): (the sorted distinct values, every slot's index among them), kept per build."""
+    ``base``): (the sorted distinct values, every slot's index among them), kept per build; None when the
+    column holds anything but strings (the caller's own way then)."""
     sass = launch.sass
     n = len(sass)
+    if column not in sass.columns or not all(isinstance(v, str) for v in sass[column].tolist()):
+        return None
 
     def build() -> list:
         uniq, inv = np.unique(sass[column].to_numpy(dtype=object), return_inverse=True)

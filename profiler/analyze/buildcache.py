@@ -200,7 +200,11 @@ def flush(launch) -> None:
     if e is None or not e.dirty:
         return
     e.dirty = False
-    cachefile.write(_path(e.key), json.dumps({"parts": e.raw}, separators=(",", ":")).encode())
+    try:
+        payload = json.dumps({"parts": e.raw}, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError):  # a part that is not plain JSON (a bug): kept in this process only
+        return
+    cachefile.write(_path(e.key), payload)
 
 
 def forget() -> None:

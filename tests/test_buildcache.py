@@ -29,29 +29,27 @@ SAME_BUILD = [
 
 @pytest.fixture(scope="module")
 def ingested(tmp_path_factory):
-    """A cache folder holding the reports' parsed frames (no analyses' entry): each test starts from a copy."""
-    cache = tmp_path_factory.mktemp("ingested")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("WHOWAITS_CACHE_DIR", str(cache))
-    try:
-        for path in {CUDNN, *(p for pair in SAME_BUILD for p in pair)}:
-            load_report(path)
-    finally:
-        mp.undo()
-    return cache
+    """The reports' parsed frames and SASS texts (no analyses' entry), shared by the tests: each starts from a
+    copy and hands back what it ingested."""
+    return tmp_path_factory.mktemp("ingested")
+
+
+def _ingest_files(src: Path, dst: Path) -> None:
+    for p in src.iterdir():
+        if p.suffix in (".frames", ".sass") and p.is_file() and not (dst / p.name).exists():
+            shutil.copy(p, dst / p.name)
 
 
 @pytest.fixture
 def own_cache(tmp_path, monkeypatch, ingested):
     cache = tmp_path / "cache"
     cache.mkdir()
-    for p in ingested.iterdir():
-        if p.suffix in (".frames", ".sass"):
-            shutil.copy(p, cache / p.name)
+    _ingest_files(ingested, cache)
     monkeypatch.setenv("WHOWAITS_CACHE_DIR", str(cache))
     buildcache.forget()
     yield cache
     buildcache.forget()
+    _ingest_files(cache, ingested)
 
 
 @pytest.fixture
@@ -91,6 +89,7 @@ def test_a_hit_gives_the_summary_computed_afresh(own_cache, built):
     assert json.dumps(summarize_launch(la), indent=1) == fresh[0]  # the in-process memo
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "not json", "wrong parts", "a folder",
                                     "another build's entry"])
 def test_a_damaged_entry_is_discarded_and_rebuilt(own_cache, built, damage):
@@ -140,6 +139,7 @@ def test_an_unwritable_cache_folder_costs_no_correctness(tmp_path, monkeypatch, 
         assert {p: p.read_bytes() for p in _entries(own_cache)} == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first,second", SAME_BUILD, ids=lambda p: p.parent.name)
 def test_the_same_build_at_another_address_hits_and_gets_its_own_pcs(first, second, own_cache, built):
     fresh = _text(second)  # computed afresh for this report's addresses

@@ -2,7 +2,9 @@
 
 Many analyses start from the SASS only: the control-flow graph, the producer walk of each stalled
 consumer (:mod:`.producers`), the warp-role split, mbarrier names and wait-site plan of the role graph
-(:mod:`.roles`), the inferred regions (:mod:`.regions`), the overlap walks (:mod:`.overlap`). A new
+(:mod:`.roles`), the inferred regions (:mod:`.regions`), the overlap walks (:mod:`.overlap`), the barrier
+opcodes' slots and the tensor instructions' tiles (:mod:`.kernel`, :mod:`.roofline`), the build signs, the
+slots of each opcode and opcode class (:func:`codes`). A new
 report of a build seen before (another shape of a rung, a re-profile) has new metrics but the same
 SASS, so those parts are kept here and only the metric-dependent rest is computed again.
 

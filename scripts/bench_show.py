@@ -95,6 +95,26 @@ CPU per cold ingest (run 2): flash 293 ms here + 420 in the worker (floor 436), 
 Known build (ingest + all analyses): flash 460 / 443 ms, cuDNN 311 / 298 (target <= 250: NOT met); of which the
 known build's ingest alone 291 / 274 and 184 / 180, warm (analyses + cached frames) 179 / 182 and 135 / 123.
 
+Measured 2026-12-02 23:14-23:19 UTC (sassan against main c8f67c1: the analyses' SASS-only results cached per
+build, ``profiler/analyze/buildcache.py``, and Python's cyclic GC paused in ``summarize_launch``; all 72
+summaries of the 55 committed reports and their role graphs and producer tables byte-identical to main's,
+``scripts/summaries_snapshot.py``, with an empty and with a primed cache; load average 3.0-4.2 from other
+sessions). A focused loop, one fresh process per measurement, main (``git archive c8f67c1``) and the branch
+alternating, 8 rounds, the same venv: (a) known build: the cache holds the build's SASS text (and on the
+branch its analyses entry), both written by an earlier process, the frames entry deleted; ``load_report``,
+then ``summarize_launch`` of every launch timed once (a fresh CLI process's first summary); (b) warm: one
+warm-up, then 12 x (``load_report`` from the frames cache + ``summarize_launch``), the median. Median wall
+(CPU) ms of ``summarize_launch``, main -> branch:
+  flash full set: known build 255.0 (216.5) -> 54.7 (54.3); warm 135.1 (111.4) -> 38.3 (38.2)
+  cuDNN full set: known build 145.8 (140.4) -> 76.1 (61.4); warm 96.2 (93.9) -> 49.3 (46.1)
+What is left of a warm flash summary (a timing wrapper per analysis, 10 warm runs, 23:19 UTC, load 3.3: 49.2 ms
+in all): who_waits 10.1 ms (the first to ask for the SASS key, ~2.6 ms, and ``Launch.stall_matrix``'s first
+build), the timeline 6.0 and the stall breakdown 5.6 (metrics only: pandas), waits_on 2.9, short_scoreboard 2.6,
+overlap 2.4, the rest under 2.2 each. ``--runs 5``, main / branch
+/ main / branch at load 3.6-4.1, median ms: flash known build 361.9 / 308.0 / 337.8 / 221.4, warm (with the
+frames read) 158.2 / 53.9 / 121.6 / 58.7; cuDNN known build 260.7 / 206.9 / 185.1 / 177.3, warm 106.3 / 41.1 /
+80.0 / 45.7. The known build is now mostly its ingest (``known ingest``).
+
 Usage: python scripts/bench_show.py [--runs N] [REPORT ...]
 """
 

@@ -2,7 +2,9 @@
 
 Many analyses start from the SASS only: the control-flow graph, the producer walk of each stalled
 consumer (:mod:`.producers`), the warp-role split, mbarrier names and wait-site plan of the role graph
-(:mod:`.roles`), the inferred regions (:mod:`.regions`), the overlap walks (:mod:`.overlap`). A new
+(:mod:`.roles`), the inferred regions (:mod:`.regions`), the overlap walks (:mod:`.overlap`), the barrier
+opcodes' slots and the tensor instructions' tiles (:mod:`.kernel`, :mod:`.roofline`), the build signs, the
+slots of each opcode and opcode class (:func:`codes`). A new
 report of a build seen before (another shape of a rung, a re-profile) has new metrics but the same
 SASS, so those parts are kept here and only the metric-dependent rest is computed again.
 
@@ -200,7 +202,11 @@ def flush(launch) -> None:
     if e is None or not e.dirty:
         return
     e.dirty = False
-    cachefile.write(_path(e.key), json.dumps({"parts": e.raw}, separators=(",", ":")).encode())
+    try:
+        payload = json.dumps({"parts": e.raw}, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError):  # a part that is not plain JSON (a bug): kept in this process only
+        return
+    cachefile.write(_path(e.key), payload)
 
 
 def forget() -> None:
@@ -237,11 +243,14 @@ def unints(s: str, n: int) -> np.ndarray:
     return raw.astype(np.intp)
 
 
-def codes(launch, column: str) -> tuple[list[str], np.ndarray]:
+def codes(launch, column: str) -> tuple[list[str], np.ndarray] | None:
     """``np.unique(launch.sass[column], return_inverse=True)`` of a SASS column (``opcode``, ``opcode_class``,
-    ``base``): (the sorted distinct values, every slot's index among them), kept per build."""
+    ``base``): (the sorted distinct values, every slot's index among them), kept per build; None when the
+    column holds anything but strings (the caller's own way then)."""
     sass = launch.sass
     n = len(sass)
+    if column not in sass.columns or not all(isinstance(v, str) for v in sass[column].tolist()):
+        return None
 
     def build() -> list:
         uniq, inv = np.unique(sass[column].to_numpy(dtype=object), return_inverse=True)

@@ -99,8 +99,9 @@ def _class_executed(launch, cls: str):
     sass = launch.sass
     if len(sass) and "inst_executed" in sass.columns:
         ex = sass["inst_executed"]
-        if ex.dtype == np.int64 and "opcode_class" in sass.columns:  # integer sums: any order gives the same
-            names, idx = buildcache.codes(launch, "opcode_class")
+        got = buildcache.codes(launch, "opcode_class") if ex.dtype == np.int64 else None
+        if got is not None:  # integer sums: any order gives the same
+            names, idx = got
             return int(ex.to_numpy()[idx == names.index(cls)].sum()) if cls in names else 0
         return int(sass.loc[sass["opcode_class"] == cls, "inst_executed"].sum())
     table = launch.instances("sass__inst_executed_per_opcode")

@@ -213,9 +213,12 @@ def _static(launch, texts, bases, opcodes, classes) -> dict:
 
 def _decode(n_ins: int):
     def decode(st: dict) -> list:
-        return [(int(w), str(g), int(n), [int(i) for i in found], unbits(under, n_ins),
-                 [(int(j), int(k)) for j, k in nxt], unbits(body, n_ins), unbits(work, n_ins), bool(lower))
-                for w, g, n, found, under, nxt, body, work, lower in st["sites"]]
+        out = [(int(w), str(g), int(n), [int(i) for i in found], unbits(under, n_ins),
+                [(int(j), int(k)) for j, k in nxt], unbits(body, n_ins), unbits(work, n_ins), bool(lower))
+               for w, g, n, found, under, nxt, body, work, lower in st["sites"]]
+        if any(not 0 <= i < n_ins for s in out for i in (s[0], *s[3], *(j for j, _ in s[5]))):
+            raise ValueError("overlap: not this frame's")
+        return out
     return decode
 
 

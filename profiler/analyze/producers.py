@@ -348,7 +348,7 @@ def _pc_rows(launch, reasons=tuple(SCOREBOARD_REASONS)):
     # the walk of each consumer depends on the SASS alone: kept per build (profiler.analyze.buildcache),
     # "<scoreboard><consumer index>" -> [[producer index, dependency, its base opcode], ...]; the graph only
     # when one is new
-    known = buildcache.part(launch, "producers", dict, _check_known)
+    known = buildcache.part(launch, "producers", dict, lambda d: _check_known(d, len(texts)))
     walk: dict = {}
 
     def find(c: int, kind: str) -> list:
@@ -383,10 +383,11 @@ def _pc_rows(launch, reasons=tuple(SCOREBOARD_REASONS)):
     return rows, addresses, offsets, texts, classes, opcodes
 
 
-def _check_known(known: dict) -> dict:
-    if not isinstance(known, dict) or not all(isinstance(v, list) and all(len(c) == 3 for c in v)
-                                              for v in known.values()):
-        raise TypeError("producers: {consumer: [[producer, dependency, base opcode], ...]}")
+def _check_known(known: dict, n: int) -> dict:
+    if not isinstance(known, dict) or not all(
+            isinstance(v, list) and all(len(c) == 3 and isinstance(c[0], int) and 0 <= c[0] < n for c in v)
+            for v in known.values()):
+        raise TypeError("producers: {consumer: [[producer, dependency, base opcode], ...]} of this frame")
     return known
 
 

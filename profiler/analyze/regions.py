@@ -355,13 +355,16 @@ def _from_static(sass: pd.DataFrame, st: dict) -> list[str]:
 def _infer_launch(launch) -> list[str]:
     """:func:`_infer` of the launch's SASS, its SASS-only part kept per build (:mod:`.buildcache`)."""
     sass = launch.sass
-    return _from_static(sass, buildcache.part(launch, "regions.infer", lambda: _infer_static(sass), _check_infer))
+    n = len(sass)
 
+    def check(st: dict) -> dict:
+        names, waits = st["names"], st["waits"]
+        if not isinstance(waits, list) or not all(isinstance(i, int) and 0 <= i < n for i in waits) or not (
+                names is None or isinstance(names, list) and len(names) == n and all(isinstance(x, str) for x in names)):
+            raise ValueError("regions.infer: not this frame's")
+        return st
 
-def _check_infer(st: dict) -> dict:
-    if not isinstance(st["waits"], list) or not (st["names"] is None or isinstance(st["names"], list)):
-        raise ValueError("regions.infer")
-    return st
+    return _from_static(sass, buildcache.part(launch, "regions.infer", lambda: _infer_static(sass), check))
 
 
 def _infer_attention(sass: pd.DataFrame) -> list[str]:

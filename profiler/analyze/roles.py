@@ -620,8 +620,11 @@ def _decode(n_ins: int):
         roles = [(str(name), unbits(ix, n_ins), [list(r) for r in ranges], smr, str(does), list(warps),
                   entry, entry_off, entry_warps)
                  for name, ix, ranges, smr, does, warps, entry, entry_off, entry_warps in st["roles"]]
-        return {"roles": roles, "plan": [(keys[k], int(i), r) for k, i, r in st["plan"]],
-                "pair": dict(zip(keys, pairs))}
+        plan = [(keys[k], int(i), r) for k, i, r in st["plan"]]
+        if any(not 0 <= i < n_ins for _, i, _ in plan) or any(
+                e is not None and not 0 <= e < n_ins for *_, e, _, _ in roles):
+            raise ValueError("roles: not this frame's")
+        return {"roles": roles, "plan": plan, "pair": dict(zip(keys, pairs))}
     return decode
 
 

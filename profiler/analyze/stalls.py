@@ -83,8 +83,11 @@ def who_waits(launch) -> pd.DataFrame:
             pd.DataFrame(columns=cols), [missing("who_waits", M.stall_config()["per_pc_section"])]
         )
     total = int(mat.sum())
-    classes, cls_idx = buildcache.codes(launch, "opcode_class")  # np.unique of the column, kept per build
-    opcodes, op_idx = buildcache.codes(launch, "opcode")
+    # np.unique of the columns, kept per build
+    classes, cls_idx = (buildcache.codes(launch, "opcode_class")
+                        or np.unique(sass["opcode_class"].to_numpy(dtype=object), return_inverse=True))
+    opcodes, op_idx = (buildcache.codes(launch, "opcode")
+                       or np.unique(sass["opcode"].to_numpy(dtype=object), return_inverse=True))
     cells = group_sum(cls_idx, mat, len(classes))
     by_op = group_sum(op_idx, mat, len(opcodes))
     op_class = np.zeros(len(opcodes), dtype=np.int64)

@@ -52,6 +52,20 @@ def build_signs(texts: list[str]) -> dict:
             "instructions": len(texts)}
 
 
+def _build_signs(launch) -> dict:
+    """:func:`build_signs` of the launch's SASS, kept per build (:mod:`.buildcache`)."""
+    sass = launch.sass
+    if not len(sass):
+        return build_signs([])
+
+    def check(d: dict) -> dict:
+        if set(d) != {"debug", "self_moves", "instructions"} or d["instructions"] != len(sass):
+            raise ValueError("build: not this frame's")
+        return dict(d)
+
+    return buildcache.part(launch, "build", lambda: build_signs(sass["sass"].tolist()), check)
+
+
 def throughput(roofline: dict, duration_ns) -> dict:
     """DRAM and L2 bytes per second over the launch and their % of the peak bandwidth (``roofline`` as the
     summary holds it). None where the bytes or the time are unknown, the % also where the peak is."""
@@ -290,7 +304,7 @@ def _summary(launch, top: int) -> dict:
         "timeline": timeline_brief(launch),
         "overlap": ov,
         "throughput": throughput(roofline_json, py(duration)),
-        "build": build_signs(launch.sass["sass"].tolist() if len(launch.sass) else []),
+        "build": _build_signs(launch),
         "missing": _dedup(gone),
     }
 

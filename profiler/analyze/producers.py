@@ -352,10 +352,11 @@ def _pc_rows(launch, reasons=tuple(SCOREBOARD_REASONS)):
     walk: dict = {}
 
     def find(c: int, kind: str) -> list:
-        if not walk:
-            preds = shared_cfg(launch, addresses, texts, bases).preds
+        if not walk:  # the graph, every slot's registers and the producers' masks: kept per build too
+            preds, info, masks = buildcache.side(launch, "walk", lambda: _walk_data(launch, addresses, texts, bases),
+                                                 lambda d: _walk_decode(d, len(texts)))
             walk.update(preds=preds, single=[pr[0] if len(pr) == 1 else None for pr in preds],
-                        masks=_producer_masks(texts, bases), info=[None] * len(texts))
+                        masks=masks, info=list(info))
         return [[k, dep, parse(texts[k]).base]
                 for k, dep in _find(c, kind, walk["info"], walk["preds"], texts, cfg["max_walk"],
                                     cfg["dest_window"], walk["masks"].get(kind, (0, 0)), walk["single"])]
@@ -381,6 +382,38 @@ def _pc_rows(launch, reasons=tuple(SCOREBOARD_REASONS)):
                 rows.append((c, reason, n * w, w, k, dep, base))
     rows.sort(key=lambda r: (r[0], r[1]))  # consumer address order, then reason (stable)
     return rows, addresses, offsets, texts, classes, opcodes
+
+
+def _walk_data(launch, addresses, texts, bases) -> dict:
+    """What the producer walk reads of the SASS, as plain JSON: the control-flow graph's predecessors
+    (``starts``, ``preds``, ``entries``: :func:`~.buildcache.ints`), every slot's (read mask, write mask,
+    scoreboard, in-order group) (masks in hex) and :func:`_producer_masks`."""
+    preds = shared_cfg(launch, addresses, texts, bases).preds
+    starts = [0]
+    for pr in preds:
+        starts.append(starts[-1] + len(pr))
+    info = []
+    for t in texts:
+        ins = parse(t)
+        info.append([format(ins.rmask, "x"), format(ins.wmask, "x"), ins.scoreboard, ins.in_order])
+    masks = {k: [format(w, "x"), format(wl, "x")] for k, (w, wl) in _producer_masks(texts, bases).items()}
+    return {"starts": buildcache.ints(starts), "preds": buildcache.ints([p for pr in preds for p, _ in pr]),
+            "entries": buildcache.ints([e for pr in preds for _, e in pr]), "info": info, "masks": masks}
+
+
+def _walk_decode(d: dict, n: int) -> tuple[list, list, dict]:
+    starts = buildcache.unints(d["starts"], n + 1).tolist()
+    m = starts[-1]
+    flat = buildcache.unints(d["preds"], m).tolist()
+    entries = buildcache.unints(d["entries"], m).tolist()
+    if starts[0] != 0 or any(b < a for a, b in zip(starts, starts[1:])) or any(not 0 <= p < n for p in flat):
+        raise ValueError("walk: not this frame's")
+    preds = [[(flat[k], entries[k]) for k in range(starts[i], starts[i + 1])] for i in range(n)]
+    if len(d["info"]) != n:
+        raise ValueError("walk: not this frame's")
+    info = [(int(rm, 16), int(wm, 16), sb, _group_bit(grp)) for rm, wm, sb, grp in d["info"]]
+    masks = {str(k): (int(w, 16), int(wl, 16)) for k, (w, wl) in d["masks"].items()}
+    return preds, info, masks
 
 
 def _check_known(known: dict, n: int) -> dict:

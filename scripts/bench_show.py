@@ -95,18 +95,23 @@ CPU per cold ingest (run 2): flash 293 ms here + 420 in the worker (floor 436), 
 Known build (ingest + all analyses): flash 460 / 443 ms, cuDNN 311 / 298 (target <= 250: NOT met); of which the
 known build's ingest alone 291 / 274 and 184 / 180, warm (analyses + cached frames) 179 / 182 and 135 / 123.
 
-Measured 2026-12-02 23:14-23:19 UTC (sassan against main c8f67c1: the analyses' SASS-only results cached per
+Measured 2026-12-02 23:14-23:33 UTC (sassan against main c8f67c1: the analyses' SASS-only results cached per
 build, ``profiler/analyze/buildcache.py``, and Python's cyclic GC paused in ``summarize_launch``; all 72
 summaries of the 55 committed reports and their role graphs and producer tables byte-identical to main's,
-``scripts/summaries_snapshot.py``, with an empty and with a primed cache; load average 3.0-4.2 from other
+``scripts/summaries_snapshot.py``, with an empty and with a primed cache; load average 1.3-4.3 from other
 sessions). A focused loop, one fresh process per measurement, main (``git archive c8f67c1``) and the branch
-alternating, 8 rounds, the same venv: (a) known build: the cache holds the build's SASS text (and on the
-branch its analyses entry), both written by an earlier process, the frames entry deleted; ``load_report``,
-then ``summarize_launch`` of every launch timed once (a fresh CLI process's first summary); (b) warm: one
-warm-up, then 12 x (``load_report`` from the frames cache + ``summarize_launch``), the median. Median wall
-(CPU) ms of ``summarize_launch``, main -> branch:
-  flash full set: known build 255.0 (216.5) -> 54.7 (54.3); warm 135.1 (111.4) -> 38.3 (38.2)
-  cuDNN full set: known build 145.8 (140.4) -> 76.1 (61.4); warm 96.2 (93.9) -> 49.3 (46.1)
+alternating, 8 rounds (10 in the last), the same venv: (a) known build: the cache holds the build's SASS text
+(and on the branch its analyses entry), both written by an earlier process, the frames entry deleted;
+``load_report``, then ``summarize_launch`` of every launch timed once (a fresh CLI process's first summary);
+(b) warm: one warm-up, then 12 x (``load_report`` from the frames cache + ``summarize_launch``), the median.
+Median wall (CPU) ms of ``summarize_launch``, main -> branch:
+  23:14, load 3.0-4.3: flash known build 255.0 (216.5) -> 54.7 (54.3), warm 135.1 (111.4) -> 38.3 (38.2);
+                       cuDNN known build 145.8 (140.4) -> 76.1 (61.4), warm 96.2 (93.9) -> 49.3 (46.1)
+  23:29, load 2.1-3.3: flash known build 246.8 (246.4) -> 70.3 (69.8), warm 133.3 (133.3) -> 49.8 (49.7);
+                       cuDNN known build 151.4 (151.4) -> 52.9 (52.8), warm 91.5 (91.5) -> 43.5 (43.5)
+  23:31, load 1.3-2.0: flash known build 225.3 (225.1) -> 63.6 (63.6), warm 134.9 (134.9) -> 51.5 (51.5)
+The branch's runs differ by the machine, not the code between them: its commits of 23:14 and 23:29 gave 44.3 /
+42.8, 52.4 / 53.5 and 52.4 / 55.8 ms warm, alternating, at 23:33.
 What is left of a warm flash summary (a timing wrapper per analysis, 10 warm runs, 23:19 UTC, load 3.3: 49.2 ms
 in all): who_waits 10.1 ms (the first to ask for the SASS key, ~2.6 ms, and ``Launch.stall_matrix``'s first
 build), the timeline 6.0 and the stall breakdown 5.6 (metrics only: pandas), waits_on 2.9, short_scoreboard 2.6,

@@ -140,8 +140,9 @@ def test_an_unwritable_cache_folder_costs_no_correctness(tmp_path, monkeypatch, 
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("walk", ["kept", "damaged"])
 @pytest.mark.parametrize("first,second", SAME_BUILD, ids=lambda p: p.parent.name)
-def test_the_same_build_at_another_address_hits_and_gets_its_own_pcs(first, second, own_cache, built):
+def test_the_same_build_at_another_address_hits_and_gets_its_own_pcs(first, second, walk, own_cache, built):
     fresh = _text(second)  # computed afresh for this report's addresses
     walks = built.count("profiler.analyze.producers._find")
     for p in _entries(own_cache):
@@ -150,6 +151,9 @@ def test_the_same_build_at_another_address_hits_and_gets_its_own_pcs(first, seco
     assert int(a["address"].iat[0]) != int(b["address"].iat[0])
     assert buildcache.key_of(a) == buildcache.key_of(b)
     _text(first)  # writes the entry at the first report's addresses
+    (side,) = own_cache.glob("*.walk")  # the producer walk's graph and registers, for new consumers
+    if walk == "damaged":
+        side.write_bytes(side.read_bytes()[:-10])
     built.clear()
     hit = _text(second)
     # every SASS-only part came from the entry, but the producer walks of consumers that stall only in

@@ -24,8 +24,10 @@ SASS, so those parts are kept here and only the metric-dependent rest is compute
 * **Entry** ``<cache dir>/<key>.analyses``, JSON ``{"parts": {name: value}}``, sealed and written
   atomically by :mod:`profiler.cachefile`; read once per process and build (an in-process memo on
   top), written back by :func:`flush` (end of :func:`profiler.analyze.summarize_launch`) when a part
-  was added. An entry that fails its seal or does not decode is deleted and rebuilt; an unwritable
-  cache folder only costs the speed.
+  was added. The producer walk's control-flow graph and per-slot registers (~270 KB for 3,368 slots),
+  needed only by a report whose samples stall where no report of the build stalled before, are an entry
+  of their own, ``<key>.walk`` (:func:`side`). An entry that fails its seal or does not decode is
+  deleted and rebuilt; an unwritable cache folder only costs the speed.
 
 Every part's value is plain JSON (lists, str-keyed dicts, ints, strs, bools, None) and is used as
 read back: a freshly computed part goes through the same decoding as one read from disk.
@@ -46,7 +48,7 @@ import numpy as np
 from profiler import cachefile
 from profiler.metrics import full_opcode
 
-__all__ = ["bits", "codes", "flush", "forget", "ints", "key_of", "part", "unbits", "unints"]
+__all__ = ["bits", "codes", "flush", "forget", "ints", "key_of", "part", "side", "unbits", "unints"]
 
 #: what a cached part is computed from: the analyses, the SASS parser, the data files but the lists of the
 #: metrics a GPU has (``*.txt``: ~1 MB that only the ingester reads), the metric maps; numpy's version enters
@@ -188,6 +190,34 @@ def part(launch, name: str, build: Callable[[], Any], decode: Callable[[Any], An
 _ABSENT = object()
 
 
+def side(launch, name: str, build: Callable[[], Any], decode: Callable[[Any], Any]) -> Any:
+    """Like :func:`part`, for a large part only some runs need (the producer walk's graph and per-slot
+    registers): kept in an entry of its own, ``<key>.<name>``, read only when asked for and written as soon
+    as it is built."""
+    e = _entry(launch)
+    if e is None:
+        return decode(build())
+    memo = "side:" + name
+    got = e.live.get(memo, _ABSENT)
+    if got is not _ABSENT:
+        return got
+    path = _path(e.key).with_suffix("." + name)
+    payload = cachefile.read(path)
+    if payload is not None:
+        try:
+            got = e.live[memo] = decode(json.loads(payload))
+            return got
+        except (KeyError, IndexError, TypeError, ValueError):
+            cachefile.discard(path)
+    raw = build()
+    try:
+        cachefile.write(path, json.dumps(raw, separators=(",", ":"), allow_nan=False).encode())
+    except (TypeError, ValueError):  # not plain JSON (a bug): kept in this process only
+        pass
+    got = e.live[memo] = decode(raw)
+    return got
+
+
 def touch(launch) -> None:
     """Mark the launch's entry changed (a part that grows in place: the producer walks)."""
     e = _entry(launch)
@@ -245,11 +275,11 @@ def unints(s: str, n: int) -> np.ndarray:
 
 def codes(launch, column: str) -> tuple[list[str], np.ndarray] | None:
     """``np.unique(launch.sass[column], return_inverse=True)`` of a SASS column (``opcode``, ``opcode_class``,
-    ``base``): (the sorted distinct values, every slot's index among them), kept per build; None when the
-    column holds anything but strings (the caller's own way then)."""
+    ``base``): (the sorted distinct values, every slot's index among them), kept per build; None when a slot
+    has none (the caller's own way then)."""
     sass = launch.sass
     n = len(sass)
-    if column not in sass.columns or not all(isinstance(v, str) for v in sass[column].tolist()):
+    if column not in sass.columns or sass[column].hasnans:  # a slot without one: not what np.unique sorts
         return None
 
     def build() -> list:

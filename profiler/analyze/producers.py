@@ -155,7 +155,8 @@ def _producer_masks(texts, bases) -> dict[str, tuple[int, int]]:
 
 
 def _find(c: int, kind: str, info: list, preds, texts, max_walk: int, dest_window: int = 1 << 30,
-          masks: tuple[int, int] | None = None, single: list | None = None) -> list[tuple[int, str]]:
+          masks: tuple[int, int] | None = None, single: list | None = None,
+          bases: list | None = None) -> list[tuple[int, str]]:
     """Candidate producers (index, dependency) of consumer ``c`` on scoreboard ``kind``, retired
     ones left out (see the module docstring). ``info[i]`` is :func:`_info` of ``texts[i]``, or None
     until first needed (filled in here); ``masks`` is :func:`_producer_masks` (None: follow every
@@ -169,7 +170,7 @@ def _find(c: int, kind: str, info: list, preds, texts, max_walk: int, dest_windo
     for d in (c, c - 1):
         pending = _depbar_pending(texts[d]) if d >= 0 and kind == "long" else None
         if pending is not None:
-            dep = _depbar_group(d, pending, preds, texts, max_walk)
+            dep = _depbar_group(d, pending, preds, texts, max_walk, bases)
             if dep:
                 return [(k, "depbar") for k in dep]
     open_raw0, open_dst0 = me[0], me[1]
@@ -258,7 +259,7 @@ def _find(c: int, kind: str, info: list, preds, texts, max_walk: int, dest_windo
     return sorted((k, dep) for k, (lv, dep) in found.items() if lv == best)
 
 
-def _depbar_group(d: int, pending: int, preds, texts, max_walk: int) -> list[int]:
+def _depbar_group(d: int, pending: int, preds, texts, max_walk: int, bases: list | None = None) -> list[int]:
     """The LDGSTS of the cp.async group that ``DEPBAR.LE SBn, pending`` at ``d`` waits for: walking
     back, the group committed by the (pending+1)-th most recent LDGDEPBAR."""
     commits = 0
@@ -268,7 +269,7 @@ def _depbar_group(d: int, pending: int, preds, texts, max_walk: int) -> list[int
         steps += 1
         if steps > max_walk or level > 0 and commits == 0:
             break
-        base = parse(texts[k]).base
+        base = parse(texts[k]).base if bases is None else bases[k]
         if base == "LDGDEPBAR":
             commits += 1
             if commits > pending + 1:
@@ -352,13 +353,16 @@ def _pc_rows(launch, reasons=tuple(SCOREBOARD_REASONS)):
     walk: dict = {}
 
     def find(c: int, kind: str) -> list:
-        if not walk:
-            preds = shared_cfg(launch, addresses, texts, bases).preds
+        if not walk:  # the graph, every slot's registers and the producers' masks: kept per build too
+            preds, info, masks, pbases = buildcache.side(
+                launch, "walk", lambda: _walk_data(launch, addresses, texts, bases),
+                lambda d: _walk_decode(d, len(texts)))
             walk.update(preds=preds, single=[pr[0] if len(pr) == 1 else None for pr in preds],
-                        masks=_producer_masks(texts, bases), info=[None] * len(texts))
-        return [[k, dep, parse(texts[k]).base]
+                        masks=masks, info=list(info), bases=pbases)
+        pb = walk["bases"]
+        return [[k, dep, pb[k]]
                 for k, dep in _find(c, kind, walk["info"], walk["preds"], texts, cfg["max_walk"],
-                                    cfg["dest_window"], walk["masks"].get(kind, (0, 0)), walk["single"])]
+                                    cfg["dest_window"], walk["masks"].get(kind, (0, 0)), walk["single"], pb)]
 
     rows = []
     for col in cols:
@@ -381,6 +385,38 @@ def _pc_rows(launch, reasons=tuple(SCOREBOARD_REASONS)):
                 rows.append((c, reason, n * w, w, k, dep, base))
     rows.sort(key=lambda r: (r[0], r[1]))  # consumer address order, then reason (stable)
     return rows, addresses, offsets, texts, classes, opcodes
+
+
+def _walk_data(launch, addresses, texts, bases) -> dict:
+    """What the producer walk reads of the SASS, as plain JSON: the control-flow graph's predecessors
+    (``starts``, ``preds``, ``entries``: :func:`~.buildcache.ints`), every slot's (read mask, write mask,
+    scoreboard, in-order group, base opcode as the parser reads it) (masks in hex) and :func:`_producer_masks`."""
+    preds = shared_cfg(launch, addresses, texts, bases).preds
+    starts = [0]
+    for pr in preds:
+        starts.append(starts[-1] + len(pr))
+    info = []
+    for t in texts:
+        ins = parse(t)
+        info.append([format(ins.rmask, "x"), format(ins.wmask, "x"), ins.scoreboard, ins.in_order, ins.base])
+    masks = {k: [format(w, "x"), format(wl, "x")] for k, (w, wl) in _producer_masks(texts, bases).items()}
+    return {"starts": buildcache.ints(starts), "preds": buildcache.ints([p for pr in preds for p, _ in pr]),
+            "entries": buildcache.ints([e for pr in preds for _, e in pr]), "info": info, "masks": masks}
+
+
+def _walk_decode(d: dict, n: int) -> tuple[list, list, dict, list[str]]:
+    starts = buildcache.unints(d["starts"], n + 1).tolist()
+    m = starts[-1]
+    flat = buildcache.unints(d["preds"], m).tolist()
+    entries = buildcache.unints(d["entries"], m).tolist()
+    if starts[0] != 0 or any(b < a for a, b in zip(starts, starts[1:])) or any(not 0 <= p < n for p in flat):
+        raise ValueError("walk: not this frame's")
+    preds = [[(flat[k], entries[k]) for k in range(starts[i], starts[i + 1])] for i in range(n)]
+    if len(d["info"]) != n:
+        raise ValueError("walk: not this frame's")
+    info = [(int(rm, 16), int(wm, 16), sb, _group_bit(grp)) for rm, wm, sb, grp, _ in d["info"]]
+    masks = {str(k): (int(w, 16), int(wl, 16)) for k, (w, wl) in d["masks"].items()}
+    return preds, info, masks, [str(x[4]) for x in d["info"]]
 
 
 def _check_known(known: dict, n: int) -> dict:

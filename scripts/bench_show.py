@@ -110,8 +110,17 @@ Median wall (CPU) ms of ``summarize_launch``, main -> branch:
   23:29, load 2.1-3.3: flash known build 246.8 (246.4) -> 70.3 (69.8), warm 133.3 (133.3) -> 49.8 (49.7);
                        cuDNN known build 151.4 (151.4) -> 52.9 (52.8), warm 91.5 (91.5) -> 43.5 (43.5)
   23:31, load 1.3-2.0: flash known build 225.3 (225.1) -> 63.6 (63.6), warm 134.9 (134.9) -> 51.5 (51.5)
+  23:42, load 1.1-1.5 (final code, with the walk's entry below):
+                       flash known build 260.4 (259.0) -> 70.4 (70.3), warm 128.3 (127.0) -> 52.4 (51.7);
+                       cuDNN known build 164.4 (163.9) -> 65.7 (64.7), warm 95.3 (94.3) -> 48.7 (48.7)
 The branch's runs differ by the machine, not the code between them: its commits of 23:14 and 23:29 gave 44.3 /
-42.8, 52.4 / 53.5 and 52.4 / 55.8 ms warm, alternating, at 23:33.
+42.8, 52.4 / 53.5 and 52.4 / 55.8 ms warm, alternating, at 23:33. The known build above re-reads the same
+report, so every stalled instruction's producer walk is in the entry; a NEW report of the build stalls at some
+instructions no report of it stalled at before (27 of them for ext-sdpa-flash after ext-sdpa-flash-fullset),
+whose walks run again on the graph and registers kept in ``<key>.walk``. Measured the same way (per round and
+side a fresh cache primed by one process with the full-set report, then one process summarising the other
+report of the build, 8 rounds, 23:40-23:42 UTC, load 1.1-1.3), median ms main -> branch: ext-sdpa-flash 209.9 ->
+75.4, ext-sdpa-cudnn 118.8 -> 52.1 (before the walk's entry: flash 227.9 -> 104.1, 6 rounds).
 What is left of a warm flash summary (a timing wrapper per analysis, 10 warm runs, 23:19 UTC, load 3.3: 49.2 ms
 in all): who_waits 10.1 ms (the first to ask for the SASS key, ~2.6 ms, and ``Launch.stall_matrix``'s first
 build), the timeline 6.0 and the stall breakdown 5.6 (metrics only: pandas), waits_on 2.9, short_scoreboard 2.6,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import gc
 import re
 
+from profiler import gcpause
 from profiler.analyze import buildcache
 from profiler.analyze._common import py
 from profiler.schema import Summary, validate_summary
@@ -137,13 +137,8 @@ def summarize_launch(launch, top: int = 10) -> Summary:
     """
     # The analyses build many short-lived containers and no reference cycles: Python's cyclic collector
     # would scan the frames and parsed SASS of every report in memory several times per summary.
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with gcpause.paused():
         out = validate_summary(_summary(launch, top))
-    finally:
-        if paused:
-            gc.enable()
     buildcache.flush(launch)  # the SASS-only parts computed here, for the next report of this build
     return out
 

@@ -129,6 +129,29 @@ overlap 2.4, the rest under 2.2 each. ``--runs 5``, main / branch
 frames read) 158.2 / 53.9 / 121.6 / 58.7; cuDNN known build 260.7 / 206.9 / 185.1 / 177.3, warm 106.3 / 41.1 /
 80.0 / 45.7. The known build is now mostly its ingest (``known ingest``).
 
+Measured 2026-12-02 22:35 UTC to 2026-12-03 00:14 UTC (the known build's ingest: the SASS-cache entry holds each
+slot's full opcode and source line, so a known build makes no per-slot native call and no parse; a worker already
+running reads the per-PC columns beside the ingester's other reads, taken only if they come first; opcode classes
+by one lookup a slot; the text check in one C join; the cyclic GC held off during an ingest, ``profiler/gcpause.py``;
+each shared PC list placed once; with the sassan analyses above). Summaries of the 55 committed reports (72
+launches) byte-identical to main's, cold and as a known build (``scripts/summaries_snapshot.py``, paths
+normalised). ``python scripts/bench_show.py --runs 5``, medians, ms:
+  22:35, main c8f67c1, load 0.5: known build flash 406.5 / cuDNN 270.2 (known ingest 238.1 / 167.2), warm 143.9 /
+         101.0, cold ingest / floor 1.18x / 1.20x
+  00:11-00:14, load 1.2-1.6, this code / main c8f67c1 (``git archive``) / this code, one after the other:
+         known build flash 235.6 / 416.4 / 241.9, cuDNN 149.9 / 283.1 / 169.2 (target <= 250: met, not met, met);
+         known ingest flash 163.7 / 265.4 / 180.7, cuDNN 118.6 / 166.0 / 115.2; warm flash 62.1 / 139.9 / 61.2, cuDNN
+         50.4 / 112.7 / 57.1; cold ingest / floor flash 0.95x / 1.06x / 1.20x, cuDNN 1.14x / 1.06x / 1.30x (1.302:
+         printed NOT met; the cold
+         ingest itself 453 / 540 / 446 and 216 / 247 / 202 ms: the ratio moves with the floor, 155-232 ms for cuDNN in
+         these runs); a known build in a fresh process (new column) flash 682 / - / 581, cuDNN 567 / - / 530 (of
+         which ncu_report's one-time start-up ~0.35 s).
+The machine's own speed moves these by up to 2x within an hour: at 23:52-23:57 (load ~1, ``bare ncu_report``
+7-14 ms against 5-6 above) the same script gave this code 288 / 306 ms and main 651 / 433 ms for the flash known
+build. The known-build worker helps only on an idle second core: a focused loop (``load_report`` of a known build,
+12 per process, 23:34 UTC, load 1.1-1.5) gave the flash known ingest 173 ms with it and 199 ms without
+(``WHOWAITS_SASS_WORKER=0``), and at load 4-6 (helpers compiling) it was no faster than without.
+
 Usage: python scripts/bench_show.py [--runs N] [REPORT ...]
 """
 

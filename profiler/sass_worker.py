@@ -133,28 +133,34 @@ def mangled(action) -> str | None:
         return None
 
 
-def pm_metrics(action) -> dict:
-    """name -> IMetric of the launch's PM-sampled metrics: instanced by number (not by a string),
-    neither a per-PC nor a sampling metric, and named PM-sampled by ``[timeline]`` of metrics.toml
-    (the same choice :func:`profiler.report._ingest_action` makes while it reads every metric)."""
+def _instanced(action, wanted) -> dict:
+    """name -> IMetric of the launch's metrics whose name ``wanted`` accepts and that are instanced by number
+    (correlation ids, not strings), as :func:`profiler.report._ingest_action` sorts every metric it reads."""
     import ncu_report as ncu  # noqa: PLC0415
 
-    from profiler import metrics as M  # noqa: PLC0415
-
-    stalls = M.stall_config()
-    skip = {stalls["sample_count"], *M.per_pc_metrics().values()}
     out = {}
     for name in action.metric_names():
-        if name in skip or name.startswith(stalls["sample_prefix"]) or not M.is_pm_metric(name):
+        if not wanted(name):
             continue
         m = action.metric_by_name(name)
         if m is None or not m.has_correlation_ids():
             continue
-        n = m.num_instances()
-        if n < 1 or m.correlation_ids().kind() == ncu.IMetric.ValueKind_STRING:
+        if m.num_instances() < 1 or m.correlation_ids().kind() == ncu.IMetric.ValueKind_STRING:
             continue
         out[name] = m
     return out
+
+
+def pm_metrics(action) -> dict:
+    """name -> IMetric of the launch's PM-sampled metrics: instanced by number (not by a string),
+    neither a per-PC nor a sampling metric, and named PM-sampled by ``[timeline]`` of metrics.toml
+    (the same choice :func:`profiler.report._ingest_action` makes while it reads every metric)."""
+    from profiler import metrics as M  # noqa: PLC0415
+
+    stalls = M.stall_config()
+    skip = {stalls["sample_count"], *M.per_pc_metrics().values()}
+    return _instanced(action, lambda name: not (name in skip or name.startswith(stalls["sample_prefix"]))
+                      and M.is_pm_metric(name))
 
 
 def timeline(action, metrics: dict, f: dict | None = None) -> dict:
@@ -241,24 +247,11 @@ def pc_metrics(action) -> dict:
     """name -> IMetric of the launch's metrics instanced by PC: the sample count, the stall-sampling
     metrics and ``metrics.per_pc_metrics()``, each with numeric correlation ids (the same choice
     :func:`profiler.report._ingest_action` makes while it reads every metric)."""
-    import ncu_report as ncu  # noqa: PLC0415
-
     from profiler import metrics as M  # noqa: PLC0415
 
     stalls = M.stall_config()
     names = {stalls["sample_count"], *M.per_pc_metrics().values()}
-    out = {}
-    for name in action.metric_names():
-        if not (name.startswith(stalls["sample_prefix"]) or name in names):
-            continue
-        m = action.metric_by_name(name)
-        if m is None or not m.has_correlation_ids():
-            continue
-        n = m.num_instances()
-        if n < 1 or m.correlation_ids().kind() == ncu.IMetric.ValueKind_STRING:
-            continue
-        out[name] = m
-    return out
+    return _instanced(action, lambda name: name.startswith(stalls["sample_prefix"]) or name in names)
 
 
 def _launch_answer(action, modules, known: bool = False, poll=None) -> dict:

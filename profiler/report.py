@@ -516,14 +516,11 @@ def _sass_frame(action, index: int, columns: dict, reasons: list[str], modules=N
                 ) -> pd.DataFrame:
     """The sass frame of one action from its per-PC columns (``slots``: what a worker read, or None)."""
     per_pc = M.per_pc_metrics()
-    # Every instruction slot of the function, as ncu's source page lists it: the PCs the metrics
-    # name, the slots between them that no metric names (e.g. an unreachable BRA), and the
-    # padding after the last one (the closing self-branch and NOPs), up to the first empty slot.
-    # the stall columns of one sampling group share one list of PCs (sass_worker._per_pc): each list once
+    # every instruction slot of the function (_read_slots), from the PCs the metrics name; the stall columns of one sampling group share one list of PCs (sass_worker._per_pc): each list once
     lists = {id(pcs): pcs for pcs, _ in columns.values()}
     known = sorted({pc for pcs in lists.values() for pc in pcs})
     texts: list[str] = []
-    opcodes: list[str] | None = None
+    opcodes: list[str] = []
     files: list = []
     lines: list = []
     if known:
@@ -552,8 +549,6 @@ def _sass_frame(action, index: int, columns: dict, reasons: list[str], modules=N
         "address": addr,
         "offset": (addr - addr[0]).astype(np.int64) if len(addr) else np.array([], np.int64),
     }
-    if opcodes is None:
-        opcodes = [M.full_opcode(t) for t in texts]
     bases = [op.split(".", 1)[0] for op in opcodes]
     # Object columns of Python str (not pandas 3's Arrow-backed ``str``): every analysis reads these
     # as arrays or lists of str, and converting Arrow strings back took ~5% of a warm ``show``

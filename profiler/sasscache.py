@@ -49,7 +49,7 @@ from typing import NamedTuple
 
 from profiler import cachefile
 
-__all__ = ["Entry", "Modules", "holds_any", "lookup", "store", "movable", "move"]
+__all__ = ["Entry", "Modules", "holds_any", "lookup", "min_address", "store", "movable", "move", "pc_relative"]
 
 #: what an entry is derived from (package-relative files) and the reader whose text it holds
 _FROM = (("sasscache.py", "data/sass_cache.toml"), ("ncu-report",))
@@ -67,8 +67,15 @@ def _config() -> tuple[tuple[str, ...], int]:
     return tuple(str(o) for o in d["pc_relative"]), int(d["min_address"])
 
 
-def _pc_relative(opcode: str) -> bool:
+def pc_relative(opcode: str) -> bool:
+    """Whether ncu_report prints ``opcode``'s address literals as absolute branch targets (``pc_relative`` of
+    ``data/sass_cache.toml``: the opcode or one with modifiers after it)."""
     return any(opcode == o or opcode.startswith(o + ".") for o in _config()[0])
+
+
+def min_address() -> int:
+    """``min_address`` of ``data/sass_cache.toml``: a hexadecimal literal from here up is an address."""
+    return _config()[1]
 
 
 class Modules:
@@ -168,7 +175,7 @@ def movable(texts: list[str], opcodes: list[str], base: int, size: int) -> bool:
             v = int(m.group(), 16)
             if v < low:
                 continue
-            if not (_pc_relative(opcode) and base <= v <= base + size and format(v, "#x") == m.group()):
+            if not (pc_relative(opcode) and base <= v <= base + size and format(v, "#x") == m.group()):
                 return False
     return True
 

@@ -202,24 +202,23 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT / "scripts"))
     from ingest_floor import one_pass
 
-    def fresh_floor(path: Path, runs: int) -> tuple[list[float], list[float]]:
-        """The floor's runs (wall, CPU seconds) in a fresh process (scripts/ingest_floor.py --json)."""
+    def fresh(script: str, *args: str) -> dict:
+        """The last JSON line of ``scripts/<script> --json ARGS`` run in a fresh process."""
         import json
         import subprocess
 
-        out = subprocess.run([sys.executable, str(ROOT / "scripts/ingest_floor.py"), "--json", "--runs", str(runs),
-                              str(path)], capture_output=True, text=True, check=True).stdout
-        d = json.loads(out.splitlines()[-1])
+        out = subprocess.run([sys.executable, str(ROOT / "scripts" / script), "--json", *args],
+                             capture_output=True, text=True, check=True).stdout
+        return json.loads(out.splitlines()[-1])
+
+    def fresh_floor(path: Path, runs: int) -> tuple[list[float], list[float]]:
+        """The floor's runs (wall, CPU seconds) in a fresh process (scripts/ingest_floor.py)."""
+        d = fresh("ingest_floor.py", "--runs", str(runs), str(path))
         return d["wall"], d["cpu"]
 
     def fresh_known(path: Path, cache: Path, runs: int) -> list[float]:
         """A known build's show path in fresh processes (scripts/known_fresh.py): wall seconds of each."""
-        import json
-        import subprocess
-
-        out = subprocess.run([sys.executable, str(ROOT / "scripts/known_fresh.py"), "--json", "--runs", str(runs),
-                              "--cache", str(cache), str(path)], capture_output=True, text=True, check=True).stdout
-        return json.loads(out.splitlines()[-1])["wall"]
+        return fresh("known_fresh.py", "--runs", str(runs), "--cache", str(cache), str(path))["wall"]
 
     def full(path: Path) -> None:
         report = load_report(path)

@@ -45,17 +45,18 @@ from typing import Any
 
 import numpy as np
 
-from profiler import cachefile
+from profiler import cachefile, sasscache
 from profiler.metrics import full_opcode
 
 __all__ = ["bits", "codes", "flush", "forget", "ints", "key_of", "part", "side", "unbits", "unints"]
 
 #: what a cached part is computed from: the analyses, the SASS parser, the data files but the lists of the
-#: metrics a GPU has (``*.txt``: ~1 MB that only the ingester reads), the metric maps; numpy's version enters
+#: metrics a GPU has (``*.txt``: ~1 MB that only the ingester reads), the metric maps, the SASS cache's rule for
+#: which literals are branch targets (the key's relative mode); numpy's version enters
 #: the key from ``numpy.__version__`` (asking the installed distributions costs ~15 ms per process)
 _FROM = (("analyze", "sass", *sorted(f"data/{p.name}" for p in (cachefile.PACKAGE / "data").iterdir()
                                      if p.suffix != ".txt"),
-          "metrics.py", "names.py", "cachefile.py"),)
+          "metrics.py", "names.py", "cachefile.py", "sasscache.py"),)
 _SUFFIX = ".analyses"
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{9,}")  # a literal of 33+ bits: at least min_address
 _MEMO_SIZE = 16
@@ -73,16 +74,6 @@ class _Entry:
         self.live: dict[str, object] = {}
 
 
-def _config() -> tuple[tuple[str, ...], int]:
-    from profiler import sasscache  # noqa: PLC0415 - the PC-relative opcodes and min_address
-
-    return sasscache._config()
-
-
-def _pc_relative(opcode: str, prefixes: tuple[str, ...]) -> bool:
-    return any(opcode == p or opcode.startswith(p + ".") for p in prefixes)
-
-
 def key_of(sass) -> str | None:
     """The key of a ``sass`` frame's SASS-only results (module docstring); None without SASS."""
     if sass is None or not len(sass) or "sass" not in sass.columns or "address" not in sass.columns:
@@ -94,7 +85,7 @@ def key_of(sass) -> str | None:
         return None
     addresses = sass["address"].to_numpy().astype(np.int64)
     a0 = int(addresses[0])
-    prefixes, low = _config()
+    low = sasscache.min_address()
     opcodes = sass["opcode"].tolist() if "opcode" in sass.columns else None
     pieces: list[str] = []
     relative = a0 >= low
@@ -105,7 +96,7 @@ def key_of(sass) -> str | None:
             continue
         line += joined.count("\0", at, m.start())
         op = opcodes[line] if opcodes is not None else full_opcode(texts[line])
-        if not relative or not isinstance(op, str) or not _pc_relative(op, prefixes):
+        if not relative or not isinstance(op, str) or not sasscache.pc_relative(op):
             relative = False
             break
         pieces.append(joined[at:m.start()])

@@ -44,7 +44,7 @@ ELEMENT_BYTES = {"fp16": 2, "bf16": 2}
 FLUSH_BYTES = 256 * 1024 * 1024
 
 # Dynamic shared memory per CTA for each `smem_layout` a version may declare (CONTRACT.md).
-SMEM_LAYOUTS = ("none", "kv", "q_kv", "tma_q_kv", "tma_q2_kv", "tma_q2_kv_o", "tma_q2_kv_o_fit")
+SMEM_LAYOUTS = ("none", "kv", "q_kv", "tma_q_kv", "tma_q2_kv", "tma_q2_kv_o", "tma_q2_kv_o_fit", "tma_q2_kv_o_p64")
 SMEM_OPTIN_BYTES = 227 * 1024  # the most dynamic shared memory a CTA may have on the H100/H200
 TMA_ALIGN_SLACK = 1024  # `tma_q_kv`: room to round the tile base up to the 1024-byte 128B-swizzle atom
 
@@ -125,6 +125,9 @@ class _ConfigMixin:
         if layout == "tma_q2_kv_o_fit":  # v25: the O staging tile only where it fits; else O goes into Q's rows
             with_o = self.smem_bytes("tma_q2_kv_o")
             return with_o if with_o <= SMEM_OPTIN_BYTES else self.smem_bytes("tma_q2_kv")
+        if layout == "tma_q2_kv_o_p64":  # v27: + a block_m x block_n P tile at head_dim 64 (PV reads P from smem)
+            p_tile = self.block_m * self.block_n * e if self.head_dim == 64 else 0
+            return self.smem_bytes("tma_q2_kv_o") + p_tile
         raise WhowaitsError(f"unknown smem_layout {layout!r}: expected one of {', '.join(SMEM_LAYOUTS)}")
 
     @classmethod

@@ -1,0 +1,438 @@
+// v27: v21 with P staged through shared memory at head_dim 64 (ladder IV). At d64 each consumer writes its exp'd
+// and packed P[n] with stmatrix into a [64][128] tile of its own (common/sm90/p_smem.cuh) and PV reads it through a
+// descriptor (SS wgmma, V MN-major) instead of 4 A registers per k16 step; at d128 nothing changes (v21's
+// instructions). The d64 softmax may also compute one exponential column tile in WHOWAITS_POLY_EVERY on the FMA pipe
+// (common/sm90/exp2_poly.cuh, exp2_poly_fmul): 0 here (v27 measures the staging alone); the rungs that include this
+// file set it, and WHOWAITS_P_SMEM = 0 keeps P in registers.
+//
+// Why: at d64 the XU (MUFU) pipe is 58% busy beside a 56% tensor pipe, with MUFU x mio_throttle 14% of the samples:
+// one MUFU.EX2 per 256 tensor FLOPs, so the tensor cores wait on the exponentials. Moving some of them to the FMA pipe
+// (v23) serialised the wgmma pipeline (C7511): a consumer's 160 registers (3 consumers) hold S (64), P[n-1] (32),
+// O (32) and the softmax. With P in shared memory P[n-1] holds no registers while softmax[n] runs; FlashAttention-3
+// stages P this way at d64 (MmaPV_is_RS = false). Cost: 8 STSM + a proxy fence per key block per thread, and 16 KB
+// more shared memory per consumer (PV reads P from shared memory, as QK^T reads Q).
+//
+// From v21:
+// v21: v20 with causal tiles handed out in heavy/light pairs (ladder IV). v20's kernel with one change, the
+// persistent grid's tile order (common/sm90/tile_scheduler_pairs.cuh, PairedTileScheduler): under a causal mask each
+// head's query blocks are ordered last, first, second-to-last, second, ... and CTA b takes positions 2b and 2b + 1
+// of every chunk of 2 x gridDim.x positions, so each CTA's tiles come as pairs (m_blocks - 1 - j, j) of one head
+// that read m_blocks + 1 key blocks together. Without a causal mask (or with fewer than two tiles per CTA) the
+// order is v20's, and so are the instructions of every loop.
+//
+// Why: v20 (and v13-v19) walk tiles b, b + G, b + 2G, ... of the head-major order, so the key blocks a CTA reads
+// depend on b mod (query blocks per head): at b4_h16_s4096_d128 causal (32 blocks a head, G = 132 CTAs) the busiest
+// CTA reads 12% more key blocks than the mean and the kernel's end waits for it (a count of the schedule; 3% with
+// pairs, the last partial round). FlashAttention-3 gets the same balance from a dynamic scheduler (an atomic tile
+// counter, heaviest tiles first); a static pairing needs no counter, no extra argument and no reset.
+//
+// From v20:
+// v20: v18 with 2 or 3 consumer warpgroups, the pingpong generalised to a ring (ladder IV). At head_dim 64 the
+// default tile is 192 query rows (3 consumer warpgroups x 64 rows) x 128 keys, the producer at 32 registers and
+// the consumers at 160 (setmaxnreg, RegSplit<3>), as FlashAttention-3, FlashInfer and ThunderKittens do at d64;
+// at head_dim 128 it is v18's 128 x 128 tile with 2 consumers (24 / 240 registers), v18's instructions.
+//
+// Why: at d64 a consumer's key tile is half v18's tensor work (QK^T 64x128x64 + PV 64x64x128) for the same softmax
+// (64 x 128 exponentials per warpgroup), so with 2 consumers the tensor cores wait for the softmax: v18 reached
+// 0.97x cuDNN at b4_h32_s4096_d64 (1.02x at d128). A third consumer gives each one two turns' time for its softmax
+// while the tensor cores run the other two's batches, and a 192-row Q tile reads each K/V tile for 1.5x the rows.
+//
+// Structure: v18's kernel (double-buffered Q, the next tile's first QK^T under the current tile's last PV,
+// softmax of S[n] under PV[n-1], descriptor iterator, TMA-store epilogue) with its per-rung copies replaced by
+// shared headers: common/sm90/tile_scheduler.cuh (the persistent static scheduler), common/sm90/pingpong.cuh
+// (named-barrier ids and the turn ring 0 -> 1 -> ... -> kConsumers - 1 -> 0), common/sm90/epilogue.cuh (the
+// staging tile + TMA store, and 1/l). Shared memory (tma_q2_kv_o) at d64, 192 x 128, 2 stages: 2 x 24 KB Q +
+// 2 x 2 x 16 KB K/V + 24 KB O staging + 1 KB slack = 140,288 B.
+//
+#pragma once
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math_constants.h>
+
+#include "common/sm80/attn_mask.cuh"
+#include "common/sm80/softmax_math.cuh"
+#include "common/sm90/mbarrier.cuh"
+#include "common/sm90/epilogue.cuh"
+#include "common/sm90/exp2_poly.cuh"
+#include "common/sm90/named_barrier.cuh"
+#include "common/sm90/p_smem.cuh"
+#include "common/sm90/pingpong.cuh"
+#include "common/sm90/pipeline.cuh"
+#include "common/sm90/setmaxnreg.cuh"
+#include "common/sm90/tile_scheduler_pairs.cuh"
+#include "common/sm90/tma.cuh"
+#include "common/sm90/tma_store.cuh"
+#include "common/sm90/wgmma.cuh"
+
+#ifndef WHOWAITS_NAMESPACE
+#define WHOWAITS_NAMESPACE v27_p_smem
+#endif
+
+#ifndef WHOWAITS_POLY_EVERY
+#define WHOWAITS_POLY_EVERY 0  // d64: every WHOWAITS_POLY_EVERY-th 8-key column tile's exponentials on the FMA pipe
+#endif
+#ifndef WHOWAITS_P_SMEM
+#define WHOWAITS_P_SMEM 1  // d64: P through shared memory (0: in registers, as v21)
+#endif
+
+namespace whowaits { namespace WHOWAITS_NAMESPACE {
+
+template <typename Element, int kHeadDim, int kBlockM, int kBlockN, int kConsumers, int kStages, bool kCausal>
+__global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
+    flash_fwd(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
+              const __grid_constant__ CUtensorMap tmap_v, const __grid_constant__ CUtensorMap tmap_o,
+              Element* __restrict__ o, int seqlen, float softmax_scale,
+              int num_bh) {
+    using namespace whowaits::common;
+    using namespace whowaits::sm90;
+    static_assert(kConsumers == 2 || kConsumers == 3, "a pingpong ring of 2 or 3 consumer warpgroups");
+    static_assert(kBlockM == 64 * kConsumers, "64 query rows per consumer warpgroup");
+    static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128 (wgmma N of the PV product)");
+    static_assert(kBlockN == 64 || kBlockN == 128, "block_n 64 or 128 (wgmma N of the QK product)");
+    static_assert(kStages >= 2 && kStages <= 4, "a ring of 2 to 4 K/V stages");
+    constexpr int kNTiles = kBlockN / 8, kDTiles = kHeadDim / 8;
+    constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
+    constexpr uint32_t kTileBytes = kBlockN * kHeadDim * sizeof(Element);
+    // d64: P through shared memory (smem_layout tma_q2_kv_o_p64 adds kBlockM x kBlockN elements), and the
+    // exponentials of every kPolyEvery-th column tile on the FMA pipe (0: none); d128: P in registers, as v21.
+    constexpr bool kPSmem = kHeadDim == 64 && WHOWAITS_P_SMEM;
+    constexpr int kPolyEvery = kHeadDim == 64 ? WHOWAITS_POLY_EVERY : 0;
+
+    // @region other
+    WHOWAITS_TRACE_INIT();  // issue 12: the measured trace's per-warpgroup cursors (nothing when off)
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    Element* sQ = reinterpret_cast<Element*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    Element* sK = sQ + 2 * kBlockM * kHeadDim;  // sQ[0], sQ[1]: two Q buffers
+    Element* sV = sK + kStages * kBlockN * kHeadDim;
+    Element* sO = sV + kStages * kBlockN * kHeadDim;  // sO[c]: consumer c's 64 x kHeadDim staging tile (1024-aligned)
+    Element* sP = sO + kBlockM * kHeadDim;            // sP[c]: consumer c's 64 x kBlockN P tile (d64; 1024-aligned)
+    __shared__ uint64_t full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
+    __shared__ uint64_t q_full[2], q_empty[2];  // Q buffer b = tile counter & 1
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wg = warp >> 2, warp_in_wg = warp & 3;
+    // Tile scheduler (common/sm90/tile_scheduler_pairs.cuh): under a causal mask a CTA takes one head's heavy and
+    // light query blocks as a pair; the CTA's k-th tile is sched.tile_at(k).
+    const PairedTileScheduler<kBlockM, kBlockN, kCausal> sched(seqlen, num_bh);
+    const int num_tiles = sched.num_tiles;
+    auto tile_bh = [&](int tile) { return sched.bh(tile); };
+    auto tile_row0 = [&](int tile) { return sched.row0(tile); };
+    auto kv_blocks = [&](int row0) { return sched.kv_blocks(row0); };
+
+    // @region sync
+    if (tid == 0) {
+        prefetch_tensor_map(&tmap_q);
+        prefetch_tensor_map(&tmap_k);
+        prefetch_tensor_map(&tmap_v);
+        prefetch_tensor_map(&tmap_o);
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+            mbar_init(&q_full[b], 1);
+            mbar_init(&q_empty[b], kConsumers * 4);  // one release per consumer warp once its last QK^T of a tile is done
+        }
+#pragma unroll
+        for (int s = 0; s < kStages; ++s) {
+            mbar_init(&full_k[s], 1);
+            mbar_init(&full_v[s], 1);
+            mbar_init(&empty_k[s], kConsumers * 4);  // one release per consumer warp
+            mbar_init(&empty_v[s], kConsumers * 4);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();  // the last CTA-wide barrier
+
+    if (wg == 0) {
+        // ---------------- producer warpgroup ----------------
+        setmaxnreg_dec<RegSplit<kConsumers>::kProducer>();
+        if (tid == 0) {
+            int kv = 0;  // K/V tiles issued so far by this CTA: ring index and phase continue across tiles
+            int it = 0;
+            for (int tile = sched.tile_at(0); tile < num_tiles; tile = sched.tile_at(++it)) {
+                const int bh = tile_bh(tile), row0 = tile_row0(tile), n_blocks = kv_blocks(row0);
+                {
+                    // @region load_q
+                    // Q of this tile into buffer it & 1, before its K/V: that buffer was last read by tile it - 2
+                    // (phase (it >> 1) - 1 of q_empty[it & 1]), long done by the time the ring lets us get here.
+                    const int b = it & 1;
+                    if (it >= 2) mbar_wait(&q_empty[b], ((it >> 1) - 1) & 1);  // @region sync
+                    mbar_arrive_expect_tx(&q_full[b], kQBytes);
+                    tma_load_tile<kBlockM, kHeadDim>(sQ + b * kBlockM * kHeadDim, &tmap_q, &q_full[b], row0, bh);
+                }
+                for (int t = 0; t < n_blocks; ++t, ++kv) {
+                    // @region load_kv
+                    const auto st = PipeState<kStages>::at(kv);
+                    if (kv >= kStages) mbar_wait(&empty_k[st.index], st.phase ^ 1u);  // @region sync
+                    mbar_arrive_expect_tx(&full_k[st.index], kTileBytes);
+                    tma_load_tile<kBlockN, kHeadDim>(sK + st.index * kBlockN * kHeadDim, &tmap_k, &full_k[st.index],
+                                                     t * kBlockN, bh);
+                    if (kv >= kStages) mbar_wait(&empty_v[st.index], st.phase ^ 1u);  // @region sync
+                    mbar_arrive_expect_tx(&full_v[st.index], kTileBytes);
+                    tma_load_tile<kBlockN, kHeadDim>(sV + st.index * kBlockN * kHeadDim, &tmap_v, &full_v[st.index],
+                                                     t * kBlockN, bh);
+                }
+            }
+        }
+        return;
+    }
+
+    // ---------------- consumer warpgroups ----------------
+    // @region other
+    setmaxnreg_inc<RegSplit<kConsumers>::kConsumer>();
+    const int c = wg - 1;                             // consumer index: query rows c*64 .. c*64 + 63
+    const int warp_row0 = c * 64 + warp_in_wg * 16;  // CTA-relative first row of this warp's 16
+    const uint32_t q_base = smem_addr(sQ) + c * 64 * 128;
+    const uint32_t k_base = smem_addr(sK), v_base = smem_addr(sV);
+    const float scale_log2 = softmax_scale * 1.4426950408889634f;
+
+    float acc_o[kDTiles][4];
+    float row_max[2], row_sum[2];
+    int cta_row0 = 0, n_blocks = 0, kv_base = 0;  // the current tile's first query row, key tiles, ring offset
+    float s[1][kNTiles][4];
+    uint32_t pa[kPSmem ? 1 : kBlockN / 16][4];  // P[n-1] packed to 16 bits: the A fragments of PV[n-1] (d128)
+    // d64: P[n-1] in sP[c]. The tile address through a shuffle from lane 0, so ptxas sees it warp-uniform and keeps
+    // PV's A descriptors in uniform registers (computed per thread, each k16 step costs R2UR + integer ops in the turn).
+    const PStage<kBlockN> pst(smem_addr(sP) + __shfl_sync(0xffffffffu, c, 0) * (64 * kBlockN * int(sizeof(Element))),
+                              warp_in_wg, lane);
+    float alpha[2] = {1.f, 1.f};                           // O's pending rescale for rows g, g + 8
+
+    // @region qk
+    auto issue_qk = [&](int kv_abs, int qbuf) {
+        const uint64_t qa = make_desc_sw128(q_base + qbuf * kQBytes, 16, 1024);
+        const uint64_t kb = make_desc_sw128(k_base + (kv_abs % kStages) * kTileBytes, 16, 1024);
+        uint32_t qa_lo = static_cast<uint32_t>(qa), kb_lo = static_cast<uint32_t>(kb);
+        const uint32_t hi = static_cast<uint32_t>(qa >> 32);  // SBO + swizzle bits: the same for A and B
+        // Opaque to the optimiser (one register per operand): otherwise it may hoist every (stage, k-step)
+        // descriptor out of the loop and keep them all live beside S, O and P. Each k16 step below adds its byte
+        // offset >> 4 to the start-address field (bits 0-13: no carry, every address < 0x40000).
+        asm volatile("" : "+r"(qa_lo), "+r"(kb_lo));
+#pragma unroll
+        for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+            const uint64_t da = (static_cast<uint64_t>(hi) << 32) | (qa_lo + (((kk >> 2) * kBlockM * 128 + (kk & 3) * 32) >> 4));
+            const uint64_t db = (static_cast<uint64_t>(hi) << 32) | (kb_lo + (((kk >> 2) * kBlockN * 128 + (kk & 3) * 32) >> 4));
+            WgmmaSS<Element, kBlockN>::run(s[0], da, db, kk > 0 ? 1 : 0);
+        }
+        wgmma_commit();
+    };
+    // @region pv
+    auto issue_pv = [&](int n) {
+        const uint64_t vb = make_desc_sw128(v_base + ((kv_base + n) % kStages) * kTileBytes, kBlockN * 128, 1024);
+        uint32_t vb_lo = static_cast<uint32_t>(vb);
+        const uint32_t hi = static_cast<uint32_t>(vb >> 32);
+        if constexpr (kPSmem) {
+            const uint64_t pd = pst.desc();
+            uint32_t pd_lo = static_cast<uint32_t>(pd);
+            const uint32_t pd_hi = static_cast<uint32_t>(pd >> 32);
+            asm volatile("" : "+r"(vb_lo), "+r"(pd_lo));
+#pragma unroll
+            for (int kk = 0; kk < kBlockN / 16; ++kk) {
+                const uint64_t dv = (static_cast<uint64_t>(hi) << 32) | (vb_lo + ((kk * 16 * 128) >> 4));
+                WgmmaSST<Element, kHeadDim>::run(acc_o, PStage<kBlockN>::step(pd_lo, pd_hi, kk), dv, 1);
+            }
+        } else {
+            asm volatile("" : "+r"(vb_lo));
+#pragma unroll
+            for (int kk = 0; kk < kBlockN / 16; ++kk) {
+                const uint64_t dv = (static_cast<uint64_t>(hi) << 32) | (vb_lo + ((kk * 16 * 128) >> 4));
+                WgmmaRS<Element, kHeadDim, true>::run(acc_o, pa[kk], dv, 1);
+            }
+        }
+        wgmma_commit();
+    };
+    // @region sync
+    auto release = [&](uint64_t* bars, int kv_abs) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&bars[kv_abs % kStages]);
+    };
+    // @region softmax
+    // Online softmax of S[n] on the warp's 16 rows (rows g and g + 8 of each quad), touching neither O nor P
+    // (PV[n-1] may still be reading P[n-1] and accumulating into O): new row max, alpha[h] for the deferred
+    // rescale, row sums, exponentiate in place (fp32, in the S registers).
+    auto softmax = [&](int n) {
+        const int key0 = n * kBlockN;
+        if (tile_needs_mask<kBlockM, kBlockN, kCausal>(key0, cta_row0, seqlen))
+            apply_mask<kBlockN, 1, kCausal>(s, key0, cta_row0 + warp_row0, seqlen, lane);
+        WHOWAITS_TRACE_PV_WAIT_AS_COMPILED();  // issue 12: the wait-log build waits for PV[n-1] here, as ptxas does
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float mx = row_max[h];
+#pragma unroll
+            for (int j = 0; j < kNTiles; ++j) mx = fmaxf(mx, fmaxf(s[0][j][2 * h], s[0][j][2 * h + 1]));
+            mx = quad_max(mx);
+            const float m_scaled = mx == -CUDART_INF_F ? 0.f : mx * scale_log2;
+            alpha[h] = n > 0 ? fast_exp2(fmaf(row_max[h], scale_log2, -m_scaled)) : 1.f;
+            row_sum[h] *= alpha[h];
+            row_max[h] = mx;
+            float sum = 0.f;
+#pragma unroll
+            for (int j = 0; j < kNTiles; ++j) {
+                if (kPolyEvery > 0 && j % (kPolyEvery > 0 ? kPolyEvery : 1) == kPolyEvery - 1) {
+                    s[0][j][2 * h] = exp2_poly_fmul(fmaf(s[0][j][2 * h], scale_log2, -m_scaled));
+                    s[0][j][2 * h + 1] = exp2_poly_fmul(fmaf(s[0][j][2 * h + 1], scale_log2, -m_scaled));
+                } else {
+                    s[0][j][2 * h] = fast_exp2(fmaf(s[0][j][2 * h], scale_log2, -m_scaled));
+                    s[0][j][2 * h + 1] = fast_exp2(fmaf(s[0][j][2 * h + 1], scale_log2, -m_scaled));
+                }
+                sum += s[0][j][2 * h] + s[0][j][2 * h + 1];
+            }
+            row_sum[h] += sum;
+        }
+    };
+    // P = exp'd S packed to 16 bits (only once PV[n-1], which reads the previous P, has completed): into the A
+    // registers (d128) or, at d64, into sP[c] (common/sm90/p_smem.cuh; read by PV only after the next turn's barrier).
+    auto pack_p = [&]() {
+#pragma unroll
+        for (int kk = 0; kk < kBlockN / 16; ++kk) {
+            uint32_t(&p)[4] = pa[kPSmem ? 0 : kk];
+            p[0] = pack2<Element>(s[0][2 * kk][0], s[0][2 * kk][1]);
+            p[1] = pack2<Element>(s[0][2 * kk][2], s[0][2 * kk][3]);
+            p[2] = pack2<Element>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+            p[3] = pack2<Element>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+            if constexpr (kPSmem) pst.store(kk, p);
+        }
+        if constexpr (kPSmem) fence_proxy_async_smem();  // the stmatrix above, before PV's wgmma reads them
+    };
+    // O *= alpha (after the PV that wrote O last has completed).
+    auto rescale_o = [&]() {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int j = 0; j < kDTiles; ++j) {
+                acc_o[j][2 * h] *= alpha[h];
+                acc_o[j][2 * h + 1] *= alpha[h];
+            }
+    };
+
+    // @region epilogue
+    // O *= 1/l of the finished tile into this consumer's staging tile sO[c], one TMA store (common/sm90/epilogue.cuh;
+    // inv_l is computed before the next tile's softmax overwrites row_sum).
+    const TmaStoreEpilogue<Element, kHeadDim> epi{sO + c * 64 * kHeadDim, smem_addr(sO + c * 64 * kHeadDim),
+                                                  BarrierIds<kConsumers>::kStore0 + c,
+                                                  warp_in_wg == 0 && lane == 0};
+    auto store_o = [&](int bh, int row0, const float (&inv_l)[2]) {
+        epi.store(acc_o, inv_l, &tmap_o, row0 + c * 64, bh, seqlen, warp_in_wg, lane);
+    };
+    auto finish_sums = [&](float (&inv_l)[2]) { finish_row_sums(row_sum, inv_l); };
+
+    // @region sync
+    // Scheduler barriers (common/sm90/pingpong.cuh): my turn = bar.sync on my id; after issuing, hand the turn to
+    // the next consumer of the ring. The ring runs over the CTA's whole life: the last consumer arrives once up
+    // front, and skips its very last hand-on.
+    const PingpongRing<kConsumers> ring(c);
+    int tile = sched.tile_at(0);
+    if (tile >= num_tiles) return;
+    int it = 0, bh = tile_bh(tile);
+    cta_row0 = tile_row0(tile);
+    n_blocks = kv_blocks(cta_row0);
+#pragma unroll
+    for (int j = 0; j < kDTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_o[j][e] = 0.f;
+    row_max[0] = row_max[1] = -CUDART_INF_F;
+    row_sum[0] = row_sum[1] = 0.f;
+    ring.start();  // consumer 0 issues first
+
+    // The CTA's first batch: QK^T[0] of its first tile alone.
+    mbar_wait(&q_full[0], 0);
+    {
+        const auto first = PipeState<kStages>::at(kv_base);
+        mbar_wait(&full_k[first.index], first.phase);
+    }
+    ring.wait_turn();
+    wgmma_fence();
+    issue_qk(kv_base, 0);  // @region qk
+    ring.pass_turn();
+    wgmma_wait<0>();
+    fence_operands(s[0]);
+    release(empty_k, kv_base);
+    softmax(0);  // @region softmax  (alpha = 1: O is still zero)
+    pack_p();    // @region softmax
+
+    for (;;) {
+        const int qb = it & 1;
+        // Batch n: QK^T[n] then PV[n-1]; softmax[n] as soon as QK^T[n] is done, while PV[n-1] runs.
+        for (int n = 1; n < n_blocks; ++n) {
+            const auto prev = PipeState<kStages>::at(kv_base + n - 1);
+            const auto cur = PipeState<kStages>::at(kv_base + n);
+            rescale_o();  // @region softmax  (alpha[n-1]: PV[n-2] completed in the last iteration)
+            mbar_wait(&full_k[cur.index], cur.phase);    // @region sync
+            mbar_wait(&full_v[prev.index], prev.phase);  // @region sync
+            ring.wait_turn();       // @region sync
+            fence_operands(acc_o);
+            wgmma_fence();
+            issue_qk(kv_base + n, qb);  // @region qk
+            issue_pv(n - 1);            // @region pv
+            ring.pass_turn();  // @region sync
+            wgmma_wait<1>();  // QK^T[n] done (groups complete in order), PV[n-1] may still run
+            fence_operands(s[0]);
+            release(empty_k, kv_base + n);  // @region sync
+            softmax(n);                     // @region softmax
+            wgmma_wait<0>();                // PV[n-1] done: O and P[n-1]'s registers are free again
+            fence_operands(acc_o);
+            release(empty_v, kv_base + n - 1);  // @region sync
+            pack_p();                           // @region softmax
+        }
+
+        // Every QK^T of this tile has completed: Q buffer qb may take tile it + 2's Q.
+        __syncwarp();                              // @region sync
+        if (lane == 0) mbar_arrive(&q_empty[qb]);  // @region sync
+
+        const auto last = PipeState<kStages>::at(kv_base + n_blocks - 1);
+        const int next = sched.tile_at(it + 1);
+        float inv_l[2];
+        if (next < num_tiles) {
+            // Cross-tile batch: QK^T[0] of the next tile, then PV[last] of this one.
+            const int next_bh = tile_bh(next), next_row0 = tile_row0(next), next_kv = kv_base + n_blocks;
+            const auto first = PipeState<kStages>::at(next_kv);
+            rescale_o();                                     // @region softmax
+            mbar_wait(&q_full[qb ^ 1], ((it + 1) >> 1) & 1);  // @region sync
+            mbar_wait(&full_k[first.index], first.phase);    // @region sync
+            mbar_wait(&full_v[last.index], last.phase);      // @region sync
+            ring.wait_turn();           // @region sync
+            fence_operands(acc_o);
+            wgmma_fence();
+            issue_qk(next_kv, qb ^ 1);  // @region qk
+            issue_pv(n_blocks - 1);     // @region pv
+            ring.pass_turn();  // @region sync
+            wgmma_wait<1>();  // QK^T[0] of the next tile done, PV[last] may still run
+            fence_operands(s[0]);
+            release(empty_k, next_kv);  // @region sync
+            finish_sums(inv_l);         // @region epilogue  (this tile's row sums are final)
+            const int done_bh = bh, done_row0 = cta_row0;
+            bh = next_bh;
+            cta_row0 = next_row0;
+            row_max[0] = row_max[1] = -CUDART_INF_F;
+            row_sum[0] = row_sum[1] = 0.f;
+            softmax(0);       // @region softmax  (the next tile's S[0]; alpha = 1)
+            wgmma_wait<0>();  // PV[last] done: O of this tile is final
+            fence_operands(acc_o);
+            release(empty_v, kv_base + n_blocks - 1);  // @region sync
+            store_o(done_bh, done_row0, inv_l);        // @region epilogue
+            pack_p();                                  // @region softmax
+            kv_base = next_kv;
+            n_blocks = kv_blocks(cta_row0);
+            tile = next;
+            ++it;
+            continue;
+        }
+
+        // The CTA's last batch: PV[last] alone. The last consumer skips its final hand-on: the barriers end balanced.
+        rescale_o();                                 // @region softmax
+        mbar_wait(&full_v[last.index], last.phase);  // @region sync
+        ring.wait_turn();       // @region sync
+        fence_operands(acc_o);
+        wgmma_fence();
+        issue_pv(n_blocks - 1);  // @region pv
+        ring.pass_final_turn();  // @region sync
+        wgmma_wait<0>();
+        fence_operands(acc_o);
+        release(empty_v, kv_base + n_blocks - 1);  // @region sync
+        finish_sums(inv_l);                        // @region epilogue
+        store_o(bh, cta_row0, inv_l);              // @region epilogue
+        epi.drain();  // @region epilogue  (sO[c] stays valid until the store is done)
+        break;
+    }
+    WHOWAITS_TRACE_FINISH();  // issue 12: the events still parked after the last wait (nothing when off)
+}
+
+}}  // namespace whowaits::WHOWAITS_NAMESPACE

@@ -3,7 +3,8 @@
 // descriptor (SS wgmma, V MN-major) instead of 4 A registers per k16 step; at d128 nothing changes (v21's
 // instructions). The d64 softmax may also compute one exponential column tile in WHOWAITS_POLY_EVERY on the FMA pipe
 // (common/sm90/exp2_poly.cuh, exp2_poly_fmul): 0 here (v27 measures the staging alone); the rungs that include this
-// file set it, and WHOWAITS_P_SMEM = 0 keeps P in registers.
+// file set it, WHOWAITS_P_SMEM = 0 keeps P in registers, and WHOWAITS_L2_PREFETCH = 1 (v30) has the producer prefetch
+// the CTA's next tile's K/V into the L2.
 //
 // Why: at d64 the XU (MUFU) pipe is 58% busy beside a 56% tensor pipe, with MUFU x mio_throttle 14% of the samples:
 // one MUFU.EX2 per 256 tensor FLOPs, so the tensor cores wait on the exponentials. Moving some of them to the FMA pipe
@@ -74,6 +75,9 @@
 #endif
 #ifndef WHOWAITS_P_SMEM
 #define WHOWAITS_P_SMEM 1  // d64: P through shared memory (0: in registers, as v21)
+#endif
+#ifndef WHOWAITS_L2_PREFETCH
+#define WHOWAITS_L2_PREFETCH 0  // v30: the producer prefetches the CTA's next tile's K/V into the L2 (0: no)
 #endif
 
 namespace whowaits { namespace WHOWAITS_NAMESPACE {
@@ -159,6 +163,23 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
                     mbar_arrive_expect_tx(&q_full[b], kQBytes);
                     tma_load_tile<kBlockM, kHeadDim>(sQ + b * kBlockM * kHeadDim, &tmap_q, &q_full[b], row0, bh);
                 }
+#if WHOWAITS_L2_PREFETCH
+                {
+                    // @region load_kv
+                    // The CTA's next tile's K/V into the L2 now, a whole tile ahead of its loads: every CTA starts a
+                    // tile at about the same time, so without this the first K/V blocks of each round's new heads
+                    // come from DRAM in one burst while the tensor cores wait. The CTAs whose next tiles share a
+                    // head split the work: query block m prefetches key blocks m, m + m_blocks, ...
+                    const int next = sched.tile_at(it + 1);
+                    if (next < num_tiles) {
+                        const int nbh = tile_bh(next), nrow0 = tile_row0(next), nblk = kv_blocks(nrow0);
+                        for (int t = nrow0 / kBlockM; t < nblk; t += sched.m_blocks) {
+                            tma_prefetch_tile<kBlockN, kHeadDim>(&tmap_k, t * kBlockN, nbh);
+                            tma_prefetch_tile<kBlockN, kHeadDim>(&tmap_v, t * kBlockN, nbh);
+                        }
+                    }
+                }
+#endif
                 for (int t = 0; t < n_blocks; ++t, ++kv) {
                     // @region load_kv
                     const auto st = PipeState<kStages>::at(kv);

@@ -36,6 +36,21 @@ __device__ __forceinline__ void tma_load_tile(Element* smem_dst, const CUtensorM
         tma_load_3d(smem_dst + sub * kRows * 64, map, bar, sub * 64, row0, bh);
 }
 
+// An L2 prefetch of one 3-D box (v30): no shared memory, no barrier, nothing to wait for; the box's lines are read
+// from DRAM into the L2 so that a later load of them hits. One thread issues it.
+__device__ __forceinline__ void tma_prefetch_3d(const CUtensorMap* map, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n"
+                 ::"l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+}
+
+// The L2 prefetch of a [kRows][kD] tile of (b*H + h, rows row0...): the boxes tma_load_tile would load.
+template <int kRows, int kD>
+__device__ __forceinline__ void tma_prefetch_tile(const CUtensorMap* map, int row0, int bh) {
+#pragma unroll
+    for (int sub = 0; sub < kD / 64; ++sub) tma_prefetch_3d(map, sub * 64, row0, bh);
+}
+
 __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }

@@ -3,8 +3,8 @@
 // descriptor (SS wgmma, V MN-major) instead of 4 A registers per k16 step; at d128 nothing changes (v21's
 // instructions). The d64 softmax may also compute one exponential column tile in WHOWAITS_POLY_EVERY on the FMA pipe
 // (common/sm90/exp2_poly.cuh, exp2_poly_fmul): 0 here (v27 measures the staging alone); the rungs that include this
-// file set it, WHOWAITS_P_SMEM = 0 keeps P in registers, and WHOWAITS_L2_PREFETCH = 1 (v30) has the producer prefetch
-// the CTA's next tile's K/V into the L2.
+// file set it, WHOWAITS_P_SMEM = 0 keeps P in registers, and WHOWAITS_L2_PREFETCH = 1 (v30) or 2 (v31) has the producer
+// prefetch the CTA's next tile's K/V into the L2.
 //
 // Why: at d64 the XU (MUFU) pipe is 58% busy beside a 56% tensor pipe, with MUFU x mio_throttle 14% of the samples:
 // one MUFU.EX2 per 256 tensor FLOPs, so the tensor cores wait on the exponentials. Moving some of them to the FMA pipe
@@ -77,7 +77,8 @@
 #define WHOWAITS_P_SMEM 1  // d64: P through shared memory (0: in registers, as v21)
 #endif
 #ifndef WHOWAITS_L2_PREFETCH
-#define WHOWAITS_L2_PREFETCH 0  // v30: the producer prefetches the CTA's next tile's K/V into the L2 (0: no)
+#define WHOWAITS_L2_PREFETCH 0  // the producer prefetches the CTA's next tile's K/V into the L2: 1 at the tile's
+                                // start (v30), 2 halfway through its K/V loads (v31); 0: no
 #endif
 
 namespace whowaits { namespace WHOWAITS_NAMESPACE {
@@ -164,12 +165,14 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
                     tma_load_tile<kBlockM, kHeadDim>(sQ + b * kBlockM * kHeadDim, &tmap_q, &q_full[b], row0, bh);
                 }
 #if WHOWAITS_L2_PREFETCH
-                {
-                    // @region load_kv
-                    // The CTA's next tile's K/V into the L2 now, a whole tile ahead of its loads: every CTA starts a
-                    // tile at about the same time, so without this the first K/V blocks of each round's new heads
-                    // come from DRAM in one burst while the tensor cores wait. The CTAs whose next tiles share a
-                    // head split the work: query block m prefetches key blocks m, m + m_blocks, ...
+                // @region load_kv
+                // The CTA's next tile's K/V into the L2 ahead of its loads: every CTA starts a tile at about the
+                // same time, so without this the first K/V blocks of each round's new heads come from DRAM in one
+                // burst while the tensor cores wait. The CTAs whose next tiles share a head split the work: query
+                // block m prefetches key blocks m, m + m_blocks, ... Mode 1 (v30) issues them as this tile begins,
+                // mode 2 (v31) once half of this tile's K/V loads are issued (the consumers are then about
+                // kStages blocks behind), between two rounds' bursts.
+                auto prefetch_next = [&]() {
                     const int next = sched.tile_at(it + 1);
                     if (next < num_tiles) {
                         const int nbh = tile_bh(next), nrow0 = tile_row0(next), nblk = kv_blocks(nrow0);
@@ -178,7 +181,8 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
                             tma_prefetch_tile<kBlockN, kHeadDim>(&tmap_v, t * kBlockN, nbh);
                         }
                     }
-                }
+                };
+                if (WHOWAITS_L2_PREFETCH == 1) prefetch_next();
 #endif
                 for (int t = 0; t < n_blocks; ++t, ++kv) {
                     // @region load_kv
@@ -191,6 +195,9 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
                     mbar_arrive_expect_tx(&full_v[st.index], kTileBytes);
                     tma_load_tile<kBlockN, kHeadDim>(sV + st.index * kBlockN * kHeadDim, &tmap_v, &full_v[st.index],
                                                      t * kBlockN, bh);
+#if WHOWAITS_L2_PREFETCH
+                    if (WHOWAITS_L2_PREFETCH == 2 && t == n_blocks / 2) prefetch_next();  // @region load_kv
+#endif
                 }
             }
         }

@@ -4,7 +4,7 @@
 // instructions). The d64 softmax may also compute one exponential column tile in WHOWAITS_POLY_EVERY on the FMA pipe
 // (common/sm90/exp2_poly.cuh, exp2_poly_fmul): 0 here (v27 measures the staging alone); the rungs that include this
 // file set it, WHOWAITS_P_SMEM = 0 keeps P in registers, and WHOWAITS_L2_PREFETCH = 1 (v30) or 2 (v31) has the producer
-// prefetch the CTA's next tile's K/V into the L2.
+// prefetch the CTA's next tile's K/V into the L2 (at one head dim only with WHOWAITS_L2_PREFETCH_HEAD_DIM, v32).
 //
 // Why: at d64 the XU (MUFU) pipe is 58% busy beside a 56% tensor pipe, with MUFU x mio_throttle 14% of the samples:
 // one MUFU.EX2 per 256 tensor FLOPs, so the tensor cores wait on the exponentials. Moving some of them to the FMA pipe
@@ -76,6 +76,9 @@
 #ifndef WHOWAITS_P_SMEM
 #define WHOWAITS_P_SMEM 1  // d64: P through shared memory (0: in registers, as v21)
 #endif
+#ifndef WHOWAITS_L2_PREFETCH_HEAD_DIM
+#define WHOWAITS_L2_PREFETCH_HEAD_DIM 0  // the head dim the prefetch applies to (v32: 64); 0: every head dim
+#endif
 #ifndef WHOWAITS_L2_PREFETCH
 #define WHOWAITS_L2_PREFETCH 0  // the producer prefetches the CTA's next tile's K/V into the L2: 1 at the tile's
                                 // start (v30), 2 halfway through its K/V loads (v31); 0: no
@@ -103,6 +106,9 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     // exponentials of every kPolyEvery-th column tile on the FMA pipe (0: none); d128: P in registers, as v21.
     constexpr bool kPSmem = kHeadDim == 64 && WHOWAITS_P_SMEM;
     constexpr int kPolyEvery = kHeadDim == 64 ? WHOWAITS_POLY_EVERY : 0;
+    // The next tile's K/V prefetch into the L2 (WHOWAITS_L2_PREFETCH: 0 none, 1 as a tile begins, 2 halfway).
+    constexpr int kPrefetch =
+        WHOWAITS_L2_PREFETCH_HEAD_DIM == 0 || WHOWAITS_L2_PREFETCH_HEAD_DIM == kHeadDim ? WHOWAITS_L2_PREFETCH : 0;
 
     // @region other
     WHOWAITS_TRACE_INIT();  // issue 12: the measured trace's per-warpgroup cursors (nothing when off)
@@ -182,7 +188,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
                         }
                     }
                 };
-                if (WHOWAITS_L2_PREFETCH == 1) prefetch_next();
+                if (kPrefetch == 1) prefetch_next();
 #endif
                 for (int t = 0; t < n_blocks; ++t, ++kv) {
                     // @region load_kv
@@ -196,7 +202,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
                     tma_load_tile<kBlockN, kHeadDim>(sV + st.index * kBlockN * kHeadDim, &tmap_v, &full_v[st.index],
                                                      t * kBlockN, bh);
 #if WHOWAITS_L2_PREFETCH
-                    if (WHOWAITS_L2_PREFETCH == 2 && t == n_blocks / 2) prefetch_next();  // @region load_kv
+                    if (kPrefetch == 2 && t == n_blocks / 2) prefetch_next();  // @region load_kv
 #endif
                 }
             }

@@ -37,8 +37,9 @@ HOISTED = ["v12_intra_wg_overlap", "v13_persistent", "v14_cross_tile_qk", "v17_t
 # puts 0 MUFU.EX2 between their QK^T wait and the PV wait, as in v18
 HOISTED_IV = ["v20_three_consumers", "v21_causal_pairs", "v22_d64_stages4", "v23_exp2_poly", "v24_d64_stages3",
               "v25_wide_kv", "v26_kv_multicast", "v27_p_smem",
-              # v28-v32 compile v27's kernel.cu with other macros (their own kernel.cu includes it)
-              "v28_p_smem_poly", "v29_poly_regs", "v30_l2_prefetch", "v31_l2_prefetch_mid", "v32_l2_prefetch_d64"]
+              # v28-v33 compile v27's kernel.cu with other macros (their own kernel.cu includes it)
+              "v28_p_smem_poly", "v29_poly_regs", "v30_l2_prefetch", "v31_l2_prefetch_mid", "v32_l2_prefetch_d64",
+              "v33_l2_prefetch_staggered"]
 # the rungs the committed wait logs cover (reports/h200/traces-waits, measured 2026-12-02 01:30-02:00 UTC on v10-v19);
 # rungs landed after that study have no logs yet (their wait-log builds are still checked statically above)
 WAIT_LOG_STUDY = [v for v in STATIC_WS if int(v[1:3]) <= 19]

@@ -81,7 +81,17 @@
 #endif
 #ifndef WHOWAITS_L2_PREFETCH
 #define WHOWAITS_L2_PREFETCH 0  // the producer prefetches the CTA's next tile's K/V into the L2: 1 at the tile's
-                                // start (v30), 2 halfway through its K/V loads (v31); 0: no
+                                // start (v30), 2 halfway through its K/V loads (v31), 3 after key block
+                                // blockIdx.x mod n_blocks (v33: the CTAs' prefetches spread over the tile); 0: no
+#endif
+// Per head dim (v33 sets them apart); by default WHOWAITS_L2_PREFETCH where WHOWAITS_L2_PREFETCH_HEAD_DIM allows.
+#ifndef WHOWAITS_L2_PREFETCH_D64
+#define WHOWAITS_L2_PREFETCH_D64 \
+    (WHOWAITS_L2_PREFETCH_HEAD_DIM == 0 || WHOWAITS_L2_PREFETCH_HEAD_DIM == 64 ? WHOWAITS_L2_PREFETCH : 0)
+#endif
+#ifndef WHOWAITS_L2_PREFETCH_D128
+#define WHOWAITS_L2_PREFETCH_D128 \
+    (WHOWAITS_L2_PREFETCH_HEAD_DIM == 0 || WHOWAITS_L2_PREFETCH_HEAD_DIM == 128 ? WHOWAITS_L2_PREFETCH : 0)
 #endif
 
 namespace whowaits { namespace WHOWAITS_NAMESPACE {
@@ -106,9 +116,8 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     // exponentials of every kPolyEvery-th column tile on the FMA pipe (0: none); d128: P in registers, as v21.
     constexpr bool kPSmem = kHeadDim == 64 && WHOWAITS_P_SMEM;
     constexpr int kPolyEvery = kHeadDim == 64 ? WHOWAITS_POLY_EVERY : 0;
-    // The next tile's K/V prefetch into the L2 (WHOWAITS_L2_PREFETCH: 0 none, 1 as a tile begins, 2 halfway).
-    constexpr int kPrefetch =
-        WHOWAITS_L2_PREFETCH_HEAD_DIM == 0 || WHOWAITS_L2_PREFETCH_HEAD_DIM == kHeadDim ? WHOWAITS_L2_PREFETCH : 0;
+    // The next tile's K/V prefetch into the L2 (0 none, 1 as a tile begins, 2 halfway, 3 at a block set by blockIdx.x).
+    constexpr int kPrefetch = kHeadDim == 64 ? WHOWAITS_L2_PREFETCH_D64 : WHOWAITS_L2_PREFETCH_D128;
 
     // @region other
     WHOWAITS_TRACE_INIT();  // issue 12: the measured trace's per-warpgroup cursors (nothing when off)
@@ -170,14 +179,15 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
                     mbar_arrive_expect_tx(&q_full[b], kQBytes);
                     tma_load_tile<kBlockM, kHeadDim>(sQ + b * kBlockM * kHeadDim, &tmap_q, &q_full[b], row0, bh);
                 }
-#if WHOWAITS_L2_PREFETCH
+#if WHOWAITS_L2_PREFETCH_D64 || WHOWAITS_L2_PREFETCH_D128
                 // @region load_kv
                 // The CTA's next tile's K/V into the L2 ahead of its loads: every CTA starts a tile at about the
                 // same time, so without this the first K/V blocks of each round's new heads come from DRAM in one
                 // burst while the tensor cores wait. The CTAs whose next tiles share a head split the work: query
                 // block m prefetches key blocks m, m + m_blocks, ... Mode 1 (v30) issues them as this tile begins,
                 // mode 2 (v31) once half of this tile's K/V loads are issued (the consumers are then about
-                // kStages blocks behind), between two rounds' bursts.
+                // kStages blocks behind), between two rounds' bursts, mode 3 (v33) after key block
+                // blockIdx.x mod n_blocks, so the CTAs of a round do not all prefetch at once.
                 auto prefetch_next = [&]() {
                     const int next = sched.tile_at(it + 1);
                     if (next < num_tiles) {
@@ -201,8 +211,10 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
                     mbar_arrive_expect_tx(&full_v[st.index], kTileBytes);
                     tma_load_tile<kBlockN, kHeadDim>(sV + st.index * kBlockN * kHeadDim, &tmap_v, &full_v[st.index],
                                                      t * kBlockN, bh);
-#if WHOWAITS_L2_PREFETCH
-                    if (kPrefetch == 2 && t == n_blocks / 2) prefetch_next();  // @region load_kv
+#if WHOWAITS_L2_PREFETCH_D64 || WHOWAITS_L2_PREFETCH_D128
+                    if ((kPrefetch == 2 && t == n_blocks / 2) ||
+                        (kPrefetch == 3 && t == static_cast<int>(blockIdx.x) % n_blocks))
+                        prefetch_next();  // @region load_kv
 #endif
                 }
             }

@@ -21,6 +21,7 @@ Rows:
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -28,8 +29,9 @@ import time
 CALLS = 200
 ROUNDS = 7
 SPIN_CYCLES = 100_000_000  # ~50 ms at 1.98 GHz: longer than CALLS x ~70 us of host time
-SHAPES = {"b1_h64_s1024_d128_fp16": ("v18_desc_iterator_o", "v21_causal_pairs"),
-          "b4_h32_s4096_d64_fp16": ("v18_desc_iterator_o", "v21_causal_pairs")}
+# the versions timed at each shape: $WHOWAITS_HOST_VERSIONS (space-separated) or v18 and v21
+_VERSIONS = tuple(os.environ.get("WHOWAITS_HOST_VERSIONS", "v18_desc_iterator_o v21_causal_pairs").split())
+SHAPES = {"b1_h64_s1024_d128_fp16": _VERSIONS, "b4_h32_s4096_d64_fp16": _VERSIONS}
 
 
 def host_us(fn, make_args) -> tuple[float, list[float]]:

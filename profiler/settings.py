@@ -80,6 +80,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WHOWAITS_SASS_WORKER", "flag", "on where the process may use 2 or more CPUs",
             "0: a cold ingest reads the SASS text in its own process instead of in a worker process beside "
             "the metric reads (profiler.sass_worker); 1: the worker also on one CPU."),
+    Setting("WHOWAITS_HOST_VERSIONS", "text", "v18_desc_iterator_o v21_causal_pairs",
+            "The versions scripts/device/host_us.py times (space-separated).", "device"),
     Setting("WHOWAITS_FUZZ_N", "int", "the fuzz test's own count (~10 s)",
             "How many mutated reports tests/test_fuzz.py feeds the reader.", "test"),
 )

@@ -50,6 +50,7 @@ class Version:
     expect_sass: tuple[str, ...] = ()
     forbid_sass: tuple[str, ...] = ()
     allow_spills: bool = False
+    allow_ptxas: tuple[str, ...] = ()  # ptxas codes of build.FATAL_PTXAS_WARNINGS this rung's builds may print (v23)
     tune_space: dict = field(default_factory=dict)  # {field: [values]} from [tune]
     verdict: str = ""
     family: str = "fwd"  # config family (kernels.config.FAMILIES): template signature + name parser
@@ -195,6 +196,7 @@ def _load(path: Path) -> Version:
         expect_sass=str_list("expect_sass"),
         forbid_sass=str_list("forbid_sass"),
         allow_spills=allow_spills,
+        allow_ptxas=str_list("allow_ptxas"),
         tune_space={k: list(v) for k, v in tune.items()},
         verdict=str(data.get("verdict", "")),
         family=family,

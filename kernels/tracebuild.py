@@ -95,7 +95,7 @@ def build_traced(version, config, mode: str = "events", classes: str = "all",
                 raise WhowaitsError(f"traced {version.id} does not compile: {B._first_error(log)}")
             # C7519 (warpgroup.arrive injected) is the trace's own perturbation of the wgmma pipeline on
             # v11/v13: allowed here, but recorded in the build's meta so the summary can name it
-            fatal = B.fatal_warnings(log, allow=("C7519",))
+            fatal = B.fatal_warnings(log, allow=("C7519", *version.allow_ptxas))
             if fatal:
                 raise WhowaitsError(f"traced {version.id}: ptxas warning treated as error: {fatal[0]}")
             meta = B.parse_ptxas(log)

@@ -134,6 +134,32 @@ def test_fatal_ptxas_warnings():
     assert build.fatal_warnings(c7519) == [c7519]
     assert build.fatal_warnings(c7519, allow=("C7519",)) == []
     assert build.fatal_warnings("ptxas info    : (C7519) ...", allow=("C7515",)) != []
+    # nvcc 13.0's line for v23 at d64 (an "info" line too)
+    c7511 = ("ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are serialized due "
+             "to insufficient register resources for the wgmma pipeline in the function '_ZN8whowaits13v23_exp2_poly'")
+    assert build.fatal_warnings(c7511) == [c7511] and build.fatal_warnings(c7511, allow=("C7511",)) == []
+
+
+@needs_nvcc
+def test_c7511_fails_a_build_unless_the_rung_allows_it(tmp_path, monkeypatch):
+    """C7511 (wgmma serialised 'due to insufficient register resources', an info line) is a build error. v23 prints
+    it at d64 (its polynomial's integer last step lands in a wgmma accumulator register) and lists it in
+    allow_ptxas, as its record; the same rung without the allowance does not build. v29, the same split with
+    exp2_poly_fmul (an FMUL last), builds clean."""
+    import dataclasses
+
+    monkeypatch.setenv("WHOWAITS_BUILD_DIR", str(tmp_path))
+    v23 = registry.get("v23_exp2_poly")
+    assert v23.allow_ptxas == ("C7511",)
+    cfg = v23.config_for(64, "fp16", False)
+    res = build.build(v23, cfg)
+    assert "(C7511)" in res.ptxas_log and res.sass_opcodes["WARPGROUP"] > 10 * 3  # an arrive/wait per wgmma
+    with pytest.raises(WhowaitsError, match=r"C7511"):
+        build.build(dataclasses.replace(v23, allow_ptxas=()), cfg)
+    v29 = registry.get("v29_poly_regs")
+    clean = build.build(v29, v29.config_for(64, "fp16", False))
+    assert "(C7511)" not in clean.ptxas_log and clean.sass_opcodes["WARPGROUP"] == 10
+    assert clean.sass_opcodes["MUFU"] == res.sass_opcodes["MUFU"]  # the same exponentials moved off the MUFU
 
 
 @needs_nvcc

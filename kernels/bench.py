@@ -40,6 +40,10 @@ Method (also stored in every result file's provenance):
   ``ms_runs`` holds each round's median; ``ms``, ``ms_min`` and ``ms_p90`` are then taken over the reps of
   all rounds pooled. ``profiler.check.timing`` turns
   ``ms_runs`` into noise-aware verdicts (``whowaits bench --compare PREV.json``, ``whowaits check``).
+- Suspect rows: a fused baseline timed at under 1/10 of the run's fastest row ran a fallback, not its kernel
+  (:func:`suspect_rows`); ``summary.suspect`` names it with the reason, ``best_vs`` and ``cudnn_best`` leave it
+  out, and the gate reads it as absent. FlexAttention is compiled with dynamo's recompile limit raised to
+  ``FLEX_RECOMPILE_LIMIT`` and, where torch allows, a fallback made an error (``_no_silent_eager_fallback``).
 - A backend that raises (no kernel for this shape, out of memory, an unsupported version) gets a row
   with ``ms = null`` and the first line of the error in ``note``; the run goes on.
 
@@ -122,6 +126,7 @@ def flex_attention_callable():
     import torch
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
+    _no_silent_eager_fallback(torch)
     compiled = torch.compile(flex_attention, dynamic=False)
     masks: dict = {}
 
@@ -138,6 +143,31 @@ def flex_attention_callable():
         return compiled(q, k, v, block_mask=block_mask)
 
     return run
+
+
+FLEX_RECOMPILE_LIMIT = 64  # compiled variants of flex_attention one process may keep (dynamo's default: 8)
+
+
+def _no_silent_eager_fallback(torch) -> None:
+    """Let one process compile flex_attention for every shape of a bench run, and make a fallback an error.
+
+    Dynamo keeps at most ``recompile_limit`` (``cache_size_limit`` before torch 2.6) compiled variants per code
+    object, and ``dynamic=False`` makes each shape, dtype and mask a variant: past the limit (8 by default)
+    dynamo warns once and runs flex_attention *eagerly*, a math path that materialises the scores. The bench
+    then timed that path as FlexAttention: 61.3 ms, 4.5 TFLOPS at b4_h32_s4096_d64_fp16_causal, the ninth
+    shape of the 2026-12-03 T0414 and T0519 runs (reports/h200/bench/, max_err 0.0016 against the compiled
+    kernel's 0.0011). Raising the limit keeps every shape compiled; where torch has
+    ``fail_on_recompile_limit_hit``, a fallback raises instead, so the row gets a note, not a wrong time."""
+    try:
+        import torch._dynamo
+    except ImportError:  # a torch without dynamo has no torch.compile either: the row then gets a note
+        return
+    cfg = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(cfg, name) and getattr(cfg, name) < FLEX_RECOMPILE_LIMIT:
+            setattr(cfg, name, FLEX_RECOMPILE_LIMIT)
+    if hasattr(cfg, "fail_on_recompile_limit_hit"):
+        cfg.fail_on_recompile_limit_hit = True
 
 
 def flashinfer_available() -> bool:
@@ -342,6 +372,25 @@ def is_ladder(name: str) -> bool:
     return len(name) > 4 and name[0] == "v" and name[1:3].isdigit() and name[3] == "_"
 
 
+SUSPECT_FACTOR = 10.0  # a fused baseline this many times slower than the run's fastest row is not its kernel
+FUSED_BASELINES = ("sdpa-auto", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex-attention", "flashinfer")
+
+
+def suspect_rows(tflops: dict[str, float | None]) -> dict[str, str]:
+    """The fused baselines of one shape's run (name -> TFLOPS) that ran at under 1/SUSPECT_FACTOR of the run's
+    fastest row, each with the reason: such a row timed a fallback, not the library's kernel (FlexAttention past
+    dynamo's recompile limit runs an unfused math path: 4.5 TFLOPS beside 440, ``_no_silent_eager_fallback``).
+    The summary lists them, ``whowaits bench`` prints them, and the gate reads them as absent
+    (``profiler.check.inputs.read_bench``), so no ratio is ever taken against one. Ladder rows and the unfused
+    baselines (sdpa-math, torch-unfused) may be that slow by design and are never suspect."""
+    timed = {n: t for n, t in tflops.items() if t}
+    if not timed:
+        return {}
+    top = max(timed, key=lambda n: timed[n])
+    return {n: f"{t:.1f} TFLOPS, 1/{timed[top] / t:.0f} of {top}'s {timed[top]:.1f}: a fallback path, not its kernel"
+            for n, t in timed.items() if n in FUSED_BASELINES and t * SUSPECT_FACTOR < timed[top]}
+
+
 def summarize(rows: list[BenchRow], gemm: dict | None) -> dict:
     """Set each row's ``best_vs`` and ``pct_gemm``; return the file's ``summary``: the fastest ladder version,
     its ratio to every baseline row and its percentage of the dense GEMM rate (module docstring)."""
@@ -360,7 +409,11 @@ def summarize(rows: list[BenchRow], gemm: dict | None) -> dict:
                      "best_pct_gemm": best.pct_gemm if best else None,
                      "best_vs": {r.implementation: r.best_vs for r in timed
                                  if best is not None and not is_ladder(r.implementation)}}
-    cudnn = [r for r in timed if r.implementation in CUDNN_ROWS]
+    suspect = suspect_rows({r.implementation: r.tflops for r in timed})
+    if suspect:
+        summary["suspect"] = suspect
+        summary["best_vs"] = {n: x for n, x in summary["best_vs"].items() if n not in suspect}
+    cudnn = [r for r in timed if r.implementation in CUDNN_ROWS and r.implementation not in suspect]
     if cudnn:
         fastest = max(cudnn, key=lambda r: r.tflops)
         summary["cudnn_best"] = {"implementation": fastest.implementation, "tflops": fastest.tflops}
@@ -491,6 +544,8 @@ def run(names: list[str] | None, shapes: list[str], *, baselines: bool = True, r
                 + "".join(f", {v:.3f}x {k}" for k, v in summary["best_vs"].items() if k in ("sdpa-cudnn", "flex-attention", "flashinfer"))
                 + (f", {summary['best_vs_cudnn']:.3f}x cuDNN at its best ({summary['cudnn_best']['implementation']})"
                    if summary.get("best_vs_cudnn") else ""))
+        for name, why in summary.get("suspect", {}).items():
+            log(f"  suspect row {name}: {why} (no ratio is taken against it)")
         extra = {"summary": _finite_deep(summary)}
         if dense:
             extra = {"dense_gemm": dense, **extra}

@@ -28,6 +28,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernels.bench import suspect_rows
 from profiler.errors import WhowaitsError
 from profiler.names import EXT_PREFIX, is_external
 from profiler.schema import SchemaError, Summary, validate_summaries
@@ -49,6 +50,7 @@ class Bench:
     shape: str
     rows: dict[str, dict]
     provenance: dict = field(default_factory=dict)
+    suspect: dict[str, str] = field(default_factory=dict)  # rows left out: a fallback path timed (kernels.bench.suspect_rows)
 
     def row(self, name: str) -> dict | None:
         """The row of ``name``; an external subject ``ext-sdpa-flash`` is the bench's ``sdpa-flash``;
@@ -85,7 +87,10 @@ def read_bench(path: str | Path) -> Bench:
             if r.get(key) is not None and not isinstance(r.get(key), (int, float)):
                 raise WhowaitsError(f"{p}: row {r['implementation']}: {key} must be a number or null")
     prov = data.get("provenance") if isinstance(data.get("provenance"), dict) else {}
-    return Bench(path=p, shape=next(iter(shapes)), rows={r["implementation"]: r for r in rows}, provenance=prov)
+    by_name = {r["implementation"]: r for r in rows}
+    suspect = suspect_rows({n: r.get("tflops") for n, r in by_name.items()})
+    return Bench(path=p, shape=next(iter(shapes)), rows={n: r for n, r in by_name.items() if n not in suspect},
+                 provenance=prov, suspect=suspect)
 
 
 def bench_files(where: str | Path) -> dict[str, list[Path]]:

@@ -14,9 +14,11 @@ each of q, k, v, out's shape, strides, dtype and device, plus the two environmen
 a :class:`LaunchPlan` (CUfunction, grid, block, shared memory, scalars); each plan keeps the packed
 ``kernelParams`` of the last few pointer sets (q, k, v, o data pointers: :func:`pointer_key`), with the tensor
 maps they point into, so a new pointer set builds new maps and arguments and a seen one reuses them. A first
-call of a problem takes the full path below (which raises every WhowaitsError) and records the plan. The launch
-itself goes through libcuda's ``cuLaunchKernel`` with ctypes (argument types declared once), falling back to
-cuda.bindings where libcuda cannot be opened. ``WHOWAITS_LAUNCH_CACHE=0`` (read at import) or
+call of a problem takes the full path below (which raises every WhowaitsError) and records the plan. A planned
+launch goes through libcuda's ``cuLaunchKernelEx`` with ctypes, every argument a ctypes object made once (the
+plan's :class:`CUlaunchConfig` per stream, the CUfunction, the kernelParams array per pointer set), so a call
+converts nothing; the two environment knobs are read through :func:`profiler.settings.reader`. Where libcuda
+cannot be opened no plan is kept and every call takes the full path (cuda.bindings). ``WHOWAITS_LAUNCH_CACHE=0`` (read at import) or
 ``LAUNCH_CACHE = False`` turns plans off: every call then takes the full path, the launcher as it was before plans.
 
 torch and cuda.bindings are imported lazily: importing this module needs neither.
@@ -46,23 +48,48 @@ TMA_BOX_COLS = 64  # 64 16-bit elements = 128 bytes, the widest inner box the 12
 LAUNCH_CACHE = (settings.text("WHOWAITS_LAUNCH_CACHE") or "1") != "0"  # module docstring
 PLANS_MAX = 64  # problems kept per process (oldest dropped first)
 POINTER_SETS_MAX = 8  # pointer sets kept per problem (each holds up to four encoded tensor maps)
+STREAMS_MAX = 16  # launch configurations (one per stream) kept per problem
 ENV_KNOBS = ("WHOWAITS_MAX_CTAS", "WHOWAITS_TRACED_BUILD")  # environment that changes what a launch does
+_env_knobs = settings.reader(*ENV_KNOBS)  # their current values, ~0.1 µs (settings.raw: ~1.5 µs each)
+
+
+class CUlaunchConfig(ctypes.Structure):
+    """cuda.h's ``CUlaunchConfig`` (CUDA 12.0 on), the first argument of ``cuLaunchKernelEx``: one struct per
+    plan and stream, built once, so a launch passes 4 arguments instead of cuLaunchKernel's 11 (ctypes converts
+    each argument on every call: ~0.2 µs apiece on the CPU machine). tests/test_launch_plans.py compares the
+    layout with cuda.h's through the C compiler."""
+
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p), ("attrs", ctypes.c_void_p),
+                ("numAttrs", ctypes.c_uint)]
 
 
 class LaunchPlan:
     """What a launch of one problem needs besides the data pointers (module docstring)."""
 
-    __slots__ = ("fn", "handle", "device", "grid", "threads", "smem", "seqlen", "scale", "num_bh", "box_rows", "args")
+    __slots__ = ("fn", "handle", "device", "grid", "threads", "smem", "seqlen", "scale", "num_bh", "box_rows", "args",
+                 "fn_arg", "configs")
 
     def __init__(self, fn, device, grid, threads, smem, seqlen, scale, num_bh, box_rows):
         self.fn = fn
         self.handle = _handle(fn)
+        self.fn_arg = ctypes.c_void_p(self.handle)  # the CUfunction as cuLaunchKernelEx takes it, converted once
         self.device = device  # CUDA device index (part of the problem key)
         self.grid, self.threads, self.smem = grid, threads, smem
         self.seqlen, self.scale, self.num_bh = seqlen, scale, num_bh
         self.box_rows = box_rows  # rows of the q, k, v[, o] map boxes; () for the pointer ABI
-        # pointer_key -> (address of the kernelParams array, the array, what it points into)
+        # pointer_key -> (the kernelParams array's address as a c_void_p, the array, what it points into)
         self.args: dict[tuple[int, int, int, int], tuple] = {}
+        # raw stream handle -> (the config's address as a c_void_p, the CUlaunchConfig): never written after it
+        # is made, so two threads launching one plan on two streams cannot see each other's stream
+        self.configs: dict[int, tuple] = {}
+
+    def config(self, stream: int) -> tuple:
+        """The launch configuration of this plan on ``stream`` (made on its first use there)."""
+        g = self.grid
+        cfg = CUlaunchConfig(g[0], g[1], g[2], self.threads, 1, 1, self.smem, stream, None, 0)
+        return remember(self.configs, stream, (ctypes.c_void_p(ctypes.addressof(cfg)), cfg), STREAMS_MAX)
 
 
 _plans: dict[tuple, LaunchPlan] = {}
@@ -78,7 +105,7 @@ def problem_key(q, k, v, out, causal, version, config) -> tuple:
             k.shape, k.stride(), k.dtype, k.get_device(),
             v.shape, v.stride(), v.dtype, v.get_device(),
             None if out is None else (out.shape, out.stride(), out.dtype, out.get_device()),
-            settings.raw(ENV_KNOBS[0]), settings.raw(ENV_KNOBS[1]))
+            _env_knobs())
 
 
 def pointer_key(q, k, v, out) -> tuple[int, int, int, int]:
@@ -237,7 +264,7 @@ def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | 
             pkey = plan = None
         if plan is not None:
             if out is None:
-                out = q.new_empty(q.shape)
+                out = _empty_like[0](q)  # q is contiguous (the key holds its strides, seen valid once)
             args = plan.args.get(pointer_key(q, k, v, out))
             if args is None:
                 args = _pack(plan, q, k, v, out)
@@ -285,6 +312,8 @@ def _forward_full(q, k, v, causal, version, config, out, pkey):
     else:
         launch_raw(fn, grid, config.threads, result.smem_dynamic_bytes, q, k, v, out, s, 1.0 / math.sqrt(d))
     if pkey is not None and _launcher() is not None and _handle(fn):
+        if not _empty_like:
+            _empty_like.append(torch.empty_like)
         box_rows: tuple[int, ...] = ()
         if ver.abi in registry.TMA_ABIS:
             box_rows = (config.block_m, config.block_n // cluster, config.block_n // cluster)
@@ -313,23 +342,21 @@ def _pack(plan: LaunchPlan, q, k, v, out) -> tuple:
         scalars.append(ctypes.c_int(plan.num_bh))
     addrs += [ctypes.addressof(a) for a in scalars]
     params = (ctypes.c_void_p * len(addrs))(*addrs)
-    return remember(plan.args, pointer_key(q, k, v, out), (ctypes.addressof(params), params, keep, scalars),
-                    POINTER_SETS_MAX)
+    return remember(plan.args, pointer_key(q, k, v, out),
+                    (ctypes.c_void_p(ctypes.addressof(params)), params, keep, scalars), POINTER_SETS_MAX)
 
 
-_libcuda_launch: list = []  # [cuLaunchKernel through ctypes, or None where libcuda cannot be opened]
+_libcuda_launch: list = []  # [cuLaunchKernelEx through ctypes, or None where libcuda cannot be opened]
+_empty_like: list = []  # [torch.empty_like], set by the first full call that records a plan
 
 
 def _launcher():
-    """libcuda's cuLaunchKernel with its argument types declared (ctypes), or None (then no plans are kept)."""
+    """libcuda's cuLaunchKernelEx (ctypes, no argtypes: every argument is passed as a ctypes object made once per
+    plan, stream or pointer set, so a call converts nothing), or None (then no plans are kept)."""
     if not _libcuda_launch:
         fn = None
         try:
-            lib = ctypes.CDLL("libcuda.so.1")
-            fn = lib.cuLaunchKernel
-            u32 = ctypes.c_uint
-            fn.argtypes = [ctypes.c_void_p, u32, u32, u32, u32, u32, u32, u32, ctypes.c_void_p, ctypes.c_void_p,
-                           ctypes.c_void_p]
+            fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
             fn.restype = ctypes.c_int
         except (OSError, AttributeError):
             fn = None
@@ -350,13 +377,14 @@ def _current_stream(device_index: int) -> int:
     return _stream_of[0](device_index)
 
 
-def _launch_packed(plan: LaunchPlan, params_addr: int) -> None:
-    """cuLaunchKernel of a plan with a packed kernelParams array (its address) on torch's current stream."""
-    g = plan.grid
-    rc = _libcuda_launch[0](plan.handle, g[0], g[1], g[2], plan.threads, 1, 1, plan.smem,
-                            _current_stream(plan.device), params_addr, None)
+def _launch_packed(plan: LaunchPlan, params) -> None:
+    """cuLaunchKernelEx of a plan with a packed kernelParams array (its address, a c_void_p) on torch's current
+    stream."""
+    stream = _current_stream(plan.device)
+    cfg = plan.configs.get(stream) or plan.config(stream)
+    rc = _libcuda_launch[0](cfg[0], plan.fn_arg, params, None)
     if rc:
-        _call(_driver().CUresult(rc), "cuLaunchKernel")
+        _call(_driver().CUresult(rc), "cuLaunchKernelEx")
 
 
 def tensor_maps(ver, config, q, k, v, out, cluster: int = 1) -> tuple:

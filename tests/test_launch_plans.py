@@ -146,3 +146,64 @@ def test_gate_cudnn_best_is_the_faster_of_the_two_rows(path):
     best = b.row(CUDNN_BEST)
     assert best["tflops"] == max(b.row("sdpa-cudnn")["tflops"], b.row("sdpa-auto")["tflops"])
     assert best["implementation"] in bench.CUDNN_ROWS
+
+
+# --- the planned launch's argument structs ----------------------------------------------------------------------
+
+def _cuda_h() -> Path | None:
+    import shutil
+
+    nvcc = shutil.which("nvcc")
+    for base in filter(None, [Path(nvcc).resolve().parent.parent if nvcc else None, Path("/usr/local/cuda")]):
+        if (base / "include" / "cuda.h").is_file():
+            return base / "include"
+    return None
+
+
+def test_launch_config_struct_matches_cuda_h(tmp_path):
+    """CUlaunchConfig's ctypes layout (what cuLaunchKernelEx reads on every planned launch) against cuda.h's, through
+    the host C compiler: a field at the wrong offset would launch a wrong grid or on a wrong stream."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    inc, cc = _cuda_h(), shutil.which("cc") or shutil.which("gcc")
+    if inc is None or cc is None:
+        pytest.skip("needs cuda.h (the CUDA toolkit, as kernels.build does) and a C compiler")
+    fields = [name for name, _ in launch.CUlaunchConfig._fields_]
+    src = tmp_path / "layout.c"
+    src.write_text("#include <stddef.h>\n#include <stdio.h>\n#include <cuda.h>\nint main(void) {\n"
+                   + "".join(f'    printf("%zu\\n", offsetof(CUlaunchConfig, {f}));\n' for f in fields)
+                   + '    printf("%zu\\n", sizeof(CUlaunchConfig));\n    return 0;\n}\n')
+    exe = tmp_path / "layout"
+    subprocess.run([cc, f"-I{inc}", str(src), "-o", str(exe)], check=True, capture_output=True)
+    want = [int(x) for x in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()]
+    have = [getattr(launch.CUlaunchConfig, f).offset for f in fields] + [ctypes.sizeof(launch.CUlaunchConfig)]
+    assert have == want
+
+
+def test_a_plan_makes_one_config_per_stream_and_never_rewrites_it():
+    plan = launch.LaunchPlan(None, 0, (132, 1, 1), 384, 200_000, 1024, 0.088, 64, (192, 128, 128, 64))
+    a, b = plan.config(0), plan.config(0x5555)
+    assert (a[1].gridDimX, a[1].blockDimX, a[1].sharedMemBytes, a[1].hStream) == (132, 384, 200_000, None)
+    assert b[1].hStream == 0x5555 and a[1].hStream is None  # stream 0 (the legacy default stream) is NULL
+    assert plan.configs[0] is a and plan.configs[0x5555] is b
+    for s in range(launch.STREAMS_MAX + 3):
+        plan.config(0x1000 + s)
+    assert len(plan.configs) == launch.STREAMS_MAX
+
+
+def test_the_environment_reader_sees_what_os_environ_sees(monkeypatch):
+    from profiler import settings
+
+    read = settings.reader(*launch.ENV_KNOBS)
+    monkeypatch.delenv(launch.ENV_KNOBS[0], raising=False)
+    monkeypatch.delenv(launch.ENV_KNOBS[1], raising=False)
+    assert read() == (None, None)
+    monkeypatch.setenv(launch.ENV_KNOBS[1], "waits")
+    first = read()
+    assert first[0] is None and first[1] is not None
+    monkeypatch.setenv(launch.ENV_KNOBS[1], "waits:mbar")
+    assert read() != first
+    with pytest.raises(KeyError):
+        settings.reader("WHOWAITS_" + "UNDECLARED")  # split: the tree scan must not read it as a name

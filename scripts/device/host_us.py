@@ -1,11 +1,14 @@
 """Host time of one attention call with the GPU kept busy: ``python3 scripts/device/host_us.py OUT.json``.
 
-Method: per implementation and shape, 10 untimed warm-up calls (build, module load, first plan), then ROUNDS
-rounds of: synchronize; ``torch.cuda._sleep(SPIN_CYCLES)`` (the GPU spins ~50 ms, so no call below waits for
-the GPU and the launch queue never fills); ``time.perf_counter`` around CALLS back-to-back calls; synchronize.
-``host_us`` = the median over the rounds of (elapsed / CALLS) in microseconds, ``min_us`` the fastest round;
-``rounds_us`` holds every round. Before timing a version, six calls (two input sets, two new q pointers) check that
-the plan path's output is bit-equal to the full path's (``<version> plan==full``).
+Method: per shape, every row gets 10 untimed warm-up calls (build, module load, first plan); then ROUNDS rounds,
+each timing every row once, the rows interleaved (round r starts at another row), so a slow stretch of the host
+lands on every row alike (the host's own speed moved SDPA from 19 to 31 µs between runs). One timing: synchronize;
+``torch.cuda._sleep(SPIN_CYCLES)`` (the GPU spins ~50 ms, so no call below waits for the GPU and the launch queue
+never fills); ``time.perf_counter`` around CALLS back-to-back calls; synchronize. ``host_us`` = the median over
+the rounds of (elapsed / CALLS) in microseconds, ``min_us`` the fastest round; ``rounds_us`` holds every round,
+and ``vs_sdpa_auto`` the median over the rounds of the row's time over sdpa-auto's in the same round. Before
+timing a version, eight calls (two input sets, two new q pointers, two on a second stream) check that the plan
+path's output is bit-equal to the full path's (``<version> plan==full``).
 Rows:
 - ``<version>``: ``kernels.launch.forward`` as a model would call it (out allocated by forward, the same q, k, v
   every call: the launch plan and its packed arguments are reused);
@@ -27,31 +30,54 @@ import sys
 import time
 
 CALLS = 200
-ROUNDS = 7
+ROUNDS = 11
 SPIN_CYCLES = 100_000_000  # ~50 ms at 1.98 GHz: longer than CALLS x ~70 us of host time
 # the versions timed at each shape: $WHOWAITS_HOST_VERSIONS (space-separated) or v18 and v21
 _VERSIONS = tuple(os.environ.get("WHOWAITS_HOST_VERSIONS", "v18_desc_iterator_o v21_causal_pairs").split())
 SHAPES = {"b1_h64_s1024_d128_fp16": _VERSIONS, "b4_h32_s4096_d64_fp16": _VERSIONS}
 
 
-def host_us(fn, make_args) -> tuple[float, list[float]]:
+def _timed_round(fn, make_args) -> float:
     import torch
 
-    for i in range(10):
-        fn(*make_args(i))
+    arg_list = [make_args(i) for i in range(CALLS)]  # built before timing
     torch.cuda.synchronize()
-    rounds = []
-    for _ in range(ROUNDS):
-        arg_list = [make_args(i) for i in range(CALLS)]  # built before timing
-        torch.cuda.synchronize()
-        torch.cuda._sleep(SPIN_CYCLES)
-        t0 = time.perf_counter()
-        for a in arg_list:
-            fn(*a)
-        dt = time.perf_counter() - t0
-        torch.cuda.synchronize()
-        rounds.append(dt / CALLS * 1e6)
-    return statistics.median(rounds), rounds
+    torch.cuda._sleep(SPIN_CYCLES)
+    t0 = time.perf_counter()
+    for a in arg_list:
+        fn(*a)
+    dt = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    return dt / CALLS * 1e6
+
+
+def host_rounds(rows: dict) -> dict[str, list[float]]:
+    """label -> (fn, make_args, launch plans on?) timed over ROUNDS interleaved rounds (module docstring): label ->
+    the round times in µs; a row that raises is timed no more and gets the error's text instead."""
+    from kernels import launch
+
+    times: dict = {}
+    for label, (fn, make, cache) in rows.items():
+        launch.LAUNCH_CACHE = cache
+        try:
+            for i in range(10):
+                fn(*make(i))
+            times[label] = []
+        except Exception as exc:  # noqa: BLE001 - a rung that does not build or run here: say so, go on
+            times[label] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        finally:
+            launch.LAUNCH_CACHE = True
+    labels = [lb for lb in rows if isinstance(times[lb], list)]
+    for r in range(ROUNDS):
+        k = r * len(labels) // ROUNDS
+        for label in labels[k:] + labels[:k]:
+            fn, make, cache = rows[label]
+            launch.LAUNCH_CACHE = cache
+            try:
+                times[label].append(_timed_round(fn, make))
+            finally:
+                launch.LAUNCH_CACHE = True
+    return times
 
 
 def main(out_path: str) -> int:
@@ -83,33 +109,31 @@ def main(out_path: str) -> int:
             off = 64 * (i % 256)  # a new 128-byte aligned offset each call (256 distinct > the plan's 8 sets)
             return (big[off:off + q.numel()].view(q.shape), k, v, shape.causal)
 
+        side = torch.cuda.Stream()
+        timed: dict = {}
         for vid in versions:
             def call(q_, k_, v_, causal, vid=vid):
                 return launch.forward(q_, k_, v_, causal, version=vid)
-            # the plan path computes what the full path computes, also when the pointers change (same kernel:
-            # bit-equal outputs), for the input sets the timing below uses
+            # the plan path computes what the full path computes, also when the pointers or the stream change
+            # (same kernel: bit-equal outputs), for the input sets the timing below uses
             agree = []
-            for i in (0, 1, 2, 3, 300, 301):
+            for i in (0, 1, 2, 3, 300, 301, 0, 301):
                 args = two(i) if i < 4 else fresh(i)
-                launch.LAUNCH_CACHE = True
-                o_plan = call(*args)
-                launch.LAUNCH_CACHE = False
-                o_full = call(*args)
-                launch.LAUNCH_CACHE = True
+                on_side = len(agree) >= 6
+                with torch.cuda.stream(side if on_side else torch.cuda.current_stream()):
+                    launch.LAUNCH_CACHE = True
+                    o_plan = call(*args)
+                    launch.LAUNCH_CACHE = False
+                    o_full = call(*args)
+                    launch.LAUNCH_CACHE = True
+                torch.cuda.synchronize()
                 agree.append(bool(torch.equal(o_plan, o_full)))
             rows[f"{vid} plan==full"] = {"host_us": None, "bit_equal": agree}
-            print(f"{key} {vid} plan == full path (6 calls, 2 input sets + new pointers): {agree}", flush=True)
+            print(f"{key} {vid} plan == full path (8 calls: 2 input sets, new pointers, a second stream): {agree}",
+                  flush=True)
             for label, make, cache in ((vid, same, True), (f"{vid} no-plan", same, False),
                                        (f"{vid} 2-sets", two, True), (f"{vid} new-ptrs", fresh, True)):
-                launch.LAUNCH_CACHE = cache
-                try:
-                    med, rs = host_us(call, make)
-                    rows[label] = {"host_us": round(med, 2), "min_us": round(min(rs), 2),
-                                   "rounds_us": [round(r, 2) for r in rs]}
-                except Exception as exc:  # noqa: BLE001 - a rung that does not build or run here: say so, go on
-                    rows[label] = {"host_us": None, "note": f"{type(exc).__name__}: {str(exc)[:200]}"}
-                launch.LAUNCH_CACHE = True
-                print(f"{key} {label:36s} {rows[label]['host_us']}", flush=True)
+                timed[label] = (call, make, cache)
 
         def auto(q_, k_, v_, causal):
             return F.scaled_dot_product_attention(q_, k_, v_, is_causal=causal)
@@ -118,10 +142,19 @@ def main(out_path: str) -> int:
             with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
                 return F.scaled_dot_product_attention(q_, k_, v_, is_causal=causal)
 
-        for label, fn in (("sdpa-auto", auto), ("sdpa-cudnn", cudnn)):
-            med, rs = host_us(fn, same)
-            rows[label] = {"host_us": round(med, 2), "min_us": round(min(rs), 2), "rounds_us": [round(r, 2) for r in rs]}
-            print(f"{key} {label:36s} {rows[label]['host_us']}", flush=True)
+        timed["sdpa-auto"] = (auto, same, True)
+        timed["sdpa-cudnn"] = (cudnn, same, True)
+        times = host_rounds(timed)
+        ref = times.get("sdpa-auto")
+        for label, rs in times.items():
+            if isinstance(rs, str):
+                rows[label] = {"host_us": None, "note": rs}
+            else:
+                rows[label] = {"host_us": round(statistics.median(rs), 2), "min_us": round(min(rs), 2),
+                               "rounds_us": [round(r, 2) for r in rs]}
+                if isinstance(ref, list) and label != "sdpa-auto":
+                    rows[label]["vs_sdpa_auto"] = round(statistics.median(a / b for a, b in zip(rs, ref)), 3)
+            print(f"{key} {label:36s} {rows[label]['host_us']} {rows[label].get('vs_sdpa_auto', '')}", flush=True)
         results["shapes"][key] = rows
     write_atomic(out_path, json.dumps(results, indent=1) + "\n")
     return 0

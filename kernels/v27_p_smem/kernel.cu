@@ -60,6 +60,7 @@
 #include "common/sm90/p_smem.cuh"
 #include "common/sm90/pingpong.cuh"
 #include "common/sm90/pipeline.cuh"
+#include "common/sm90/q_regs.cuh"
 #include "common/sm90/setmaxnreg.cuh"
 #include "common/sm90/tile_scheduler_pairs.cuh"
 #include "common/sm90/tma.cuh"
@@ -83,6 +84,9 @@
 #define WHOWAITS_L2_PREFETCH 0  // the producer prefetches the CTA's next tile's K/V into the L2: 1 at the tile's
                                 // start (v30), 2 halfway through its K/V loads (v31), 3 after key block
                                 // blockIdx.x mod n_blocks (v33: the CTAs' prefetches spread over the tile); 0: no
+#endif
+#ifndef WHOWAITS_Q_REGS
+#define WHOWAITS_Q_REGS 0  // d128: Q's A fragments in registers, loaded once per tile, and QK^T as an RS wgmma (v34)
 #endif
 // Per head dim (v33 sets them apart); by default WHOWAITS_L2_PREFETCH where WHOWAITS_L2_PREFETCH_HEAD_DIM allows.
 #ifndef WHOWAITS_L2_PREFETCH_D64
@@ -118,6 +122,8 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     constexpr int kPolyEvery = kHeadDim == 64 ? WHOWAITS_POLY_EVERY : 0;
     // The next tile's K/V prefetch into the L2 (0 none, 1 as a tile begins, 2 halfway, 3 at a block set by blockIdx.x).
     constexpr int kPrefetch = kHeadDim == 64 ? WHOWAITS_L2_PREFETCH_D64 : WHOWAITS_L2_PREFETCH_D128;
+    // d128 (v34): Q in registers (common/sm90/q_regs.cuh), QK^T reads only K from shared memory.
+    constexpr bool kQRegs = kHeadDim == 128 && WHOWAITS_Q_REGS;
 
     // @region other
     WHOWAITS_TRACE_INIT();  // issue 12: the measured trace's per-warpgroup cursors (nothing when off)
@@ -241,6 +247,11 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     const PStage<kBlockN> pst(smem_addr(sP) + __shfl_sync(0xffffffffu, c, 0) * (64 * kBlockN * int(sizeof(Element))),
                               warp_in_wg, lane);
     float alpha[2] = {1.f, 1.f};                           // O's pending rescale for rows g, g + 8
+    QRegs<kQRegs ? kHeadDim : 16, kBlockM> qr;             // Q's A fragments of the warp's rows (v34, d128)
+    // @region qk
+    auto load_q = [&](int qbuf) {
+        if constexpr (kQRegs) qr.load(smem_addr(sQ) + qbuf * kQBytes, warp_row0, lane);
+    };
 
     // @region qk
     auto issue_qk = [&](int kv_abs, int qbuf) {
@@ -254,9 +265,13 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
         asm volatile("" : "+r"(qa_lo), "+r"(kb_lo));
 #pragma unroll
         for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-            const uint64_t da = (static_cast<uint64_t>(hi) << 32) | (qa_lo + (((kk >> 2) * kBlockM * 128 + (kk & 3) * 32) >> 4));
             const uint64_t db = (static_cast<uint64_t>(hi) << 32) | (kb_lo + (((kk >> 2) * kBlockN * 128 + (kk & 3) * 32) >> 4));
-            WgmmaSS<Element, kBlockN>::run(s[0], da, db, kk > 0 ? 1 : 0);
+            if constexpr (kQRegs) {
+                WgmmaRS<Element, kBlockN, false>::run(s[0], qr.a[kk], db, kk > 0 ? 1 : 0);
+            } else {
+                const uint64_t da = (static_cast<uint64_t>(hi) << 32) | (qa_lo + (((kk >> 2) * kBlockM * 128 + (kk & 3) * 32) >> 4));
+                WgmmaSS<Element, kBlockN>::run(s[0], da, db, kk > 0 ? 1 : 0);
+            }
         }
         wgmma_commit();
     };
@@ -380,6 +395,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
 
     // The CTA's first batch: QK^T[0] of its first tile alone.
     mbar_wait(&q_full[0], 0);
+    load_q(0);  // @region qk
     {
         const auto first = PipeState<kStages>::at(kv_base);
         mbar_wait(&full_k[first.index], first.phase);
@@ -432,6 +448,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
             const auto first = PipeState<kStages>::at(next_kv);
             rescale_o();                                     // @region softmax
             mbar_wait(&q_full[qb ^ 1], ((it + 1) >> 1) & 1);  // @region sync
+            load_q(qb ^ 1);  // @region qk  (every QK^T of this tile has completed: the fragments are free)
             mbar_wait(&full_k[first.index], first.phase);    // @region sync
             mbar_wait(&full_v[last.index], last.phase);      // @region sync
             ring.wait_turn();           // @region sync

@@ -43,11 +43,14 @@ _functions: dict[tuple[str, int], object] = {}  # (cubin path, device) -> CUfunc
 _modules: list[object] = []  # keep modules alive
 _built: dict[tuple[str, FwdConfig], BuildResult] = {}  # per process: no source re-hash on every launch
 _tmaps: dict[tuple, object] = {}  # per process: encoded tensor maps by (pointer, shape, dtype, box rows)
+TMAPS_MAX = 4096  # tensor maps kept per process (~0.5 KB each): a model's layers' pointer sets, step after step
 _cluster_widths: dict[int, int] = {}  # per process: CUfunction handle -> CTAs per cluster (cluster_width)
 TMA_BOX_COLS = 64  # 64 16-bit elements = 128 bytes, the widest inner box the 128-byte swizzle allows
 LAUNCH_CACHE = (settings.text("WHOWAITS_LAUNCH_CACHE") or "1") != "0"  # module docstring
 PLANS_MAX = 64  # problems kept per process (oldest dropped first)
-POINTER_SETS_MAX = 8  # pointer sets kept per problem (each holds up to four encoded tensor maps)
+POINTER_SETS_MAX = 256  # pointer sets kept per problem (each holds up to four encoded tensor maps): in a model's
+# eager loop every layer's q, k, v, out are a pointer set of one problem, and torch's caching allocator hands each
+# layer the same addresses step after step, so a step finds them all
 STREAMS_MAX = 16  # launch configurations (one per stream) kept per problem
 ENV_KNOBS = ("WHOWAITS_MAX_CTAS", "WHOWAITS_TRACED_BUILD")  # environment that changes what a launch does
 _env_knobs = settings.reader(*ENV_KNOBS)  # their current values, ~0.1 µs (settings.raw: ~1.5 µs each)
@@ -407,23 +410,37 @@ def tensor_map(t, box_rows: int):
     16-byte chunks XOR-swizzled by (row & 7) inside each 1024-byte atom, the layout ldmatrix and wgmma
     read (kernels/common/sm90/tma.cuh). A head dimension of 128 takes two boxes per tile. Rows past S
     are outside the map (its S extent is the real seqlen), so TMA fills them with zeros and never reads
-    the next head. Cached per (pointer, shape, dtype, box_rows): a benchmark loop encodes once.
+    the next head. Cached per (pointer, shape, dtype, box_rows): a benchmark loop encodes once. Encoded by
+    libcuda's ``cuTensorMapEncodeTiled`` through ctypes (:class:`TensorMap`, ~5x cheaper than cuda.bindings'
+    wrapper: a new pointer set costs one call per map) where libcuda opens, else through cuda.bindings;
+    scripts/device/host_us.py checks on the GPU that the two give the same 128 bytes.
     """
     b, h, s, d = (int(x) for x in t.shape)
     key = (t.data_ptr(), b, h, s, d, str(t.dtype), box_rows)
     tm = _tmaps.get(key)
     if tm is not None:
         return tm
-    driver = _driver()
     if d % TMA_BOX_COLS:
         raise WhowaitsError(f"tensor-map versions need head_dim a multiple of {TMA_BOX_COLS}, got {d}")
     if box_rows > 256:
         raise WhowaitsError(f"a TMA box has at most 256 rows, got {box_rows}")
+    bf16 = "bfloat16" in str(t.dtype)
+    tm = (TensorMap.encode(t.data_ptr(), (b, h, s, d), t.element_size(), bf16, box_rows) if _encoder() is not None
+          else tensor_map_bindings(t, box_rows))
+    remember(_tmaps, key, tm, TMAPS_MAX)
+    return tm
+
+
+def tensor_map_bindings(t, box_rows: int):
+    """:func:`tensor_map`'s map encoded through cuda.bindings (uncached): the path where libcuda cannot be opened
+    through ctypes, and the reference the ctypes encoder is checked against."""
+    driver = _driver()
+    b, h, s, d = (int(x) for x in t.shape)
     dtypes = driver.CUtensorMapDataType
     dt = dtypes.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if "bfloat16" in str(t.dtype) else dtypes.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
     u32, u64 = driver.cuuint32_t, driver.cuuint64_t
     esize = t.element_size()
-    tm = _call(
+    return _call(
         driver.cuTensorMapEncodeTiled(
             dt, u32(3), t.data_ptr(),
             [u64(d), u64(s), u64(b * h)],
@@ -437,10 +454,65 @@ def tensor_map(t, box_rows: int):
         ),
         "cuTensorMapEncodeTiled",
     )
-    if len(_tmaps) > 256:  # a long-lived process with many tensors: drop the oldest
-        _tmaps.pop(next(iter(_tmaps)))
-    _tmaps[key] = tm
-    return tm
+
+
+# cuda.h's enum values for the maps above (CUtensorMapDataType, ...Interleave, ...Swizzle, ...L2promotion,
+# ...FloatOOBfill); tests/test_launch_plans.py reads them back from cuda.h through the C compiler
+TMAP_FLOAT16, TMAP_BFLOAT16 = 6, 9
+TMAP_INTERLEAVE_NONE, TMAP_SWIZZLE_128B, TMAP_L2_PROMOTION_256B, TMAP_OOB_FILL_NONE = 0, 3, 3, 0
+TMAP_BYTES, TMAP_ALIGN = 128, 128  # sizeof(CUtensorMap), alignas(128)
+_encoder_fn: list = []  # [libcuda's cuTensorMapEncodeTiled through ctypes, or None]
+_map_shapes: dict[tuple, tuple] = {}  # (dims, element size, box rows) -> the ctypes arrays an encode reads
+
+
+def _encoder():
+    """libcuda's cuTensorMapEncodeTiled with its argument types declared (ctypes), or None."""
+    if not _encoder_fn:
+        fn = None
+        try:
+            fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+            vp, u32, i32 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int
+            fn.argtypes = [vp, i32, u32, vp, vp, vp, vp, vp, i32, i32, i32, i32]
+            fn.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            fn = None
+        _encoder_fn.append(fn)
+    return _encoder_fn[0]
+
+
+class TensorMap:
+    """A CUtensorMap encoded by libcuda into a 128-byte-aligned ctypes buffer; ``getPtr()`` gives its address, as
+    cuda.bindings' CUtensorMap does, so the rest of this module takes either."""
+
+    __slots__ = ("buf", "addr")
+
+    def __init__(self) -> None:
+        self.buf = ctypes.create_string_buffer(TMAP_BYTES + TMAP_ALIGN)
+        self.addr = (ctypes.addressof(self.buf) + TMAP_ALIGN - 1) & ~(TMAP_ALIGN - 1)
+
+    def getPtr(self) -> int:  # cuda.bindings' name for it
+        return self.addr
+
+    def raw(self) -> bytes:
+        return ctypes.string_at(self.addr, TMAP_BYTES)
+
+    @classmethod
+    def encode(cls, ptr: int, shape: tuple[int, int, int, int], esize: int, bf16: bool, box_rows: int) -> TensorMap:
+        b, h, s, d = shape
+        arrays = _map_shapes.get((shape, esize, box_rows))
+        if arrays is None:
+            arrays = ((ctypes.c_uint64 * 3)(d, s, b * h), (ctypes.c_uint64 * 2)(d * esize, s * d * esize),
+                      (ctypes.c_uint32 * 3)(TMA_BOX_COLS, box_rows, 1), (ctypes.c_uint32 * 3)(1, 1, 1))
+            remember(_map_shapes, (shape, esize, box_rows), arrays, 256)
+        encode = _encoder()
+        if encode is None:
+            raise WhowaitsError("libcuda.so.1 cannot be opened: tensor maps need the NVIDIA driver")
+        m = cls()
+        rc = encode(m.addr, TMAP_BFLOAT16 if bf16 else TMAP_FLOAT16, 3, ptr, *arrays, TMAP_INTERLEAVE_NONE,
+                            TMAP_SWIZZLE_128B, TMAP_L2_PROMOTION_256B, TMAP_OOB_FILL_NONE)
+        if rc:
+            _call(_driver().CUresult(rc), "cuTensorMapEncodeTiled")
+        return m
 
 
 def cluster_width(fn) -> int:

@@ -207,3 +207,33 @@ def test_the_environment_reader_sees_what_os_environ_sees(monkeypatch):
     assert read() != first
     with pytest.raises(KeyError):
         settings.reader("WHOWAITS_" + "UNDECLARED")  # split: the tree scan must not read it as a name
+
+
+def test_tensor_map_constants_match_cuda_h(tmp_path):
+    """The enum values, size and alignment the ctypes encoder (launch.TensorMap) passes to cuTensorMapEncodeTiled,
+    read back from cuda.h through the C compiler (the encode itself needs the driver: scripts/device/host_us.py
+    compares its maps byte for byte with cuda.bindings' on the GPU)."""
+    import shutil
+    import subprocess
+
+    inc, cc = _cuda_h(), shutil.which("cc") or shutil.which("gcc")
+    if inc is None or cc is None:
+        pytest.skip("needs cuda.h (the CUDA toolkit, as kernels.build does) and a C compiler")
+    names = ["CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", "CU_TENSOR_MAP_INTERLEAVE_NONE",
+             "CU_TENSOR_MAP_SWIZZLE_128B", "CU_TENSOR_MAP_L2_PROMOTION_L2_256B", "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE",
+             "(int)sizeof(CUtensorMap)", "(int)_Alignof(CUtensorMap)"]
+    src = tmp_path / "tmap.c"
+    src.write_text("#include <stdio.h>\n#include <cuda.h>\nint main(void) {\n"
+                   + "".join(f'    printf("%d\\n", {n});\n' for n in names) + "    return 0;\n}\n")
+    exe = tmp_path / "tmap"
+    subprocess.run([cc, "-std=c11", f"-I{inc}", str(src), "-o", str(exe)], check=True, capture_output=True)
+    want = [int(x) for x in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()]
+    assert want == [launch.TMAP_FLOAT16, launch.TMAP_BFLOAT16, launch.TMAP_INTERLEAVE_NONE, launch.TMAP_SWIZZLE_128B,
+                    launch.TMAP_L2_PROMOTION_256B, launch.TMAP_OOB_FILL_NONE, launch.TMAP_BYTES, launch.TMAP_ALIGN]
+
+
+def test_a_tensor_map_buffer_is_aligned_and_its_own():
+    maps = [launch.TensorMap() for _ in range(16)]
+    assert all(m.getPtr() % launch.TMAP_ALIGN == 0 for m in maps)
+    assert len({m.getPtr() for m in maps}) == len(maps)
+    assert all(m.raw() == bytes(launch.TMAP_BYTES) for m in maps)  # zeroed until encoded

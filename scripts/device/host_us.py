@@ -8,7 +8,8 @@ never fills); ``time.perf_counter`` around CALLS back-to-back calls; synchronize
 the rounds of (elapsed / CALLS) in microseconds, ``min_us`` the fastest round; ``rounds_us`` holds every round,
 and ``vs_sdpa_auto`` the median over the rounds of the row's time over sdpa-auto's in the same round. Before
 timing a version, eight calls (two input sets, two new q pointers, two on a second stream) check that the plan
-path's output is bit-equal to the full path's (``<version> plan==full``).
+path's output is bit-equal to the full path's (``<version> plan==full``), and per shape nine tensor maps encoded
+through ctypes are compared byte for byte with cuda.bindings' (``tensor maps ctypes==bindings``).
 Rows:
 - ``<version>``: ``kernels.launch.forward`` as a model would call it (out allocated by forward, the same q, k, v
   every call: the launch plan and its packed arguments are reused);
@@ -23,6 +24,7 @@ Rows:
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import statistics
@@ -109,6 +111,16 @@ def main(out_path: str) -> int:
             off = 64 * (i % 256)  # a new 128-byte aligned offset each call (256 distinct > the plan's 8 sets)
             return (big[off:off + q.numel()].view(q.shape), k, v, shape.causal)
 
+        # the ctypes encoder's maps are byte for byte cuda.bindings' (launch.TensorMap vs launch.tensor_map_bindings)
+        same_maps = []
+        for t in (q, k2, big[64:64 + q.numel()].view(q.shape)):
+            for box in (64, 128, 192):
+                ours = launch.TensorMap.encode(t.data_ptr(), tuple(t.shape), t.element_size(),
+                                               t.dtype == torch.bfloat16, box)
+                ref = launch.tensor_map_bindings(t, box)
+                same_maps.append(ours.raw() == ctypes.string_at(int(ref.getPtr()), launch.TMAP_BYTES))
+        rows["tensor maps ctypes==bindings"] = {"host_us": None, "bit_equal": same_maps}
+        print(f"{key} tensor maps, ctypes encoder == cuda.bindings (9 maps): {same_maps}", flush=True)
         side = torch.cuda.Stream()
         timed: dict = {}
         for vid in versions:

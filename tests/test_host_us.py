@@ -1,5 +1,6 @@
 """The committed host-cost files (scripts/device/host_us.py, reports/h200/host/): what each row says follows from its
-rounds, every plan-path call was bit-equal to the full path, and the newest file holds issue 29's target.
+rounds, every plan-path call was bit-equal to the full path, and the newest file holds ladder IV's host target
+(docs/ladder-iv.md).
 
 Every file is a subject; the target is read from the newest (by its name's time stamp), where the launcher as it is
 now was measured: a planned ``forward()`` ≤ 25 µs at both shapes, for every version timed there.
@@ -15,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 HOST_FILES = sorted((REPO / "reports" / "h200" / "host").glob("*-host_us.json"))
-TARGET_US = 25.0  # issue 29: host cost of one forward() <= 25 us, the GPU kept busy
+TARGET_US = 25.0  # ladder IV (docs/ladder-iv.md): host cost of one forward() <= 25 us, the GPU kept busy
 
 
 def _load(path: Path) -> dict:

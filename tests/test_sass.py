@@ -48,7 +48,8 @@ def launches():
         ("CS2R R62, SRZ", set(), {"R62", "R63"}, None),
         ("ULDC.64 UR8, c[0x0][0x218]", set(), {"UR8", "UR9"}, None),
         ("LDGSTS.E.BYPASS.128 [R19+0xf000], desc[UR8][R10.64], P5", {"R19", "UR8", "R10", "R11", "P5"}, set(), "long"),
-        ("SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [UR31+0x58], R3", {"UR31", "R3"}, {"P1"}, "long"),
+        # either reason: data/sass.toml [scoreboard_either]
+        ("SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [UR31+0x58], R3", {"UR31", "R3"}, {"P1"}, "long|short"),
         ("S2R R0, SR_TID.X", set(), {"R0"}, "short"),
         # wgmma: 64 accumulators per thread at N=128; gdesc names the A and B descriptors (UR16..UR19)
         ("HGMMA.64x128x16.F32 R24, gdesc[UR16], RZ, !UPT", {"UR16", "UR17", "UR18", "UR19"},

@@ -146,11 +146,12 @@ def _producer_masks(texts, bases) -> dict[str, tuple[int, int]]:
     if bases is None:
         bases = [M.base_opcode(t) for t in texts]
     for t, b in zip(texts, bases):
-        kind = scoreboard_of(b)
-        if kind is not None:
+        kinds = scoreboard_of(b)
+        if kinds is not None:
             rm, wm, _, _ = _info(t)
-            w, wl = out.get(kind, (0, 0))
-            out[kind] = (w | wm, wl | wm | (rm & late))
+            for kind in kinds.split("|"):
+                w, wl = out.get(kind, (0, 0))
+                out[kind] = (w | wm, wl | wm | (rm & late))
     return out
 
 
@@ -204,7 +205,7 @@ def _find(c: int, kind: str, info: list, preds, texts, max_walk: int, dest_windo
                 if p is None:
                     p = info[i] = _info(texts[i])
                 rm, wm, sb, gb = p
-                is_prod = sb == kind
+                is_prod = sb == kind or (sb is not None and "|" in sb and kind in sb)  # "long|short": either
                 dep = None
                 if open_raw:
                     hit = open_raw & wm

@@ -134,12 +134,22 @@ class Instruction:
         return tuple(out)
 
 
+def _scoreboards(d: dict) -> dict[str, str]:
+    """base opcode -> its scoreboard (``data/sass.toml`` [scoreboard]); an opcode in [scoreboard_either] gets both
+    names, ``"long|short"``, and is a producer for a stall of either reason."""
+    out = {op: kind for kind, ops in d["scoreboard"].items() for op in ops}
+    kinds = sorted(d["scoreboard"])
+    for op in d.get("scoreboard_either", {}).get("ops", ()):
+        out[op] = "|".join(kinds)
+    return out
+
+
 @lru_cache(maxsize=1)
 def _isa() -> dict:
     d = M._load("sass.toml")
     w = d["widths"]
     return {
-        "scoreboard": {op: kind for kind, ops in d["scoreboard"].items() for op in ops},
+        "scoreboard": _scoreboards(d),
         "late_read": tuple(d.get("late_read", ("R", "UR", "P", "UP"))),
         "in_order": {op: group for group, ops in d.get("in_order", {}).items() for op in ops},
         "dests": dict(d.get("dest_operands", {})),
@@ -164,7 +174,8 @@ def _isa() -> dict:
 
 def scoreboard_of(base: str) -> str | None:
     """``"short"`` / ``"long"``: the scoreboard a base opcode's variable-latency traffic is
-    tracked on (``data/sass.toml`` [scoreboard]), or None for a fixed-latency opcode."""
+    tracked on (``data/sass.toml`` [scoreboard]), ``"long|short"`` for one ncu may report under
+    either ([scoreboard_either]), or None for a fixed-latency opcode."""
     return _isa()["scoreboard"].get(base)
 
 

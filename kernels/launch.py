@@ -72,9 +72,10 @@ class LaunchPlan:
     """What a launch of one problem needs besides the data pointers (module docstring)."""
 
     __slots__ = ("fn", "handle", "device", "grid", "threads", "smem", "seqlen", "scale", "num_bh", "box_rows", "args",
-                 "fn_arg", "configs")
+                 "fn_arg", "configs", "shape", "element_size", "bf16", "maps", "scalars")
 
-    def __init__(self, fn, device, grid, threads, smem, seqlen, scale, num_bh, box_rows):
+    def __init__(self, fn, device, grid, threads, smem, seqlen, scale, num_bh, box_rows,
+                 shape=(1, 1, 1, 64), element_size=2, bf16=False):
         self.fn = fn
         self.handle = _handle(fn)
         self.fn_arg = ctypes.c_void_p(self.handle)  # the CUfunction as cuLaunchKernelEx takes it, converted once
@@ -87,6 +88,19 @@ class LaunchPlan:
         # raw stream handle -> (the config's address as a c_void_p, the CUlaunchConfig): never written after it
         # is made, so two threads launching one plan on two streams cannot see each other's stream
         self.configs: dict[int, tuple] = {}
+        # what a new pointer set's maps need: q's (B, H, S, D) (k, v and out have it: the key holds their shapes),
+        # the element size and type; the maps by (pointer, box rows); the scalars every pointer set shares
+        self.shape, self.element_size, self.bf16 = tuple(shape), element_size, bf16
+        self.maps: dict[tuple[int, int], object] = {}
+        self.scalars = [ctypes.c_int(seqlen), ctypes.c_float(scale)] + ([] if num_bh is None else [ctypes.c_int(num_bh)])
+
+    def tensor_map(self, ptr: int, box_rows: int):
+        """The tensor map of one of this problem's tensors at ``ptr`` (encoded on first use, kept per plan)."""
+        m = self.maps.get((ptr, box_rows))
+        if m is None:
+            m = TensorMap.encode(ptr, self.shape, self.element_size, self.bf16, box_rows)
+            remember(self.maps, (ptr, box_rows), m, 4 * POINTER_SETS_MAX)
+        return m
 
     def config(self, stream: int) -> tuple:
         """The launch configuration of this plan on ``stream`` (made on its first use there)."""
@@ -268,9 +282,10 @@ def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | 
         if plan is not None:
             if out is None:
                 out = _empty_like[0](q)  # q is contiguous (the key holds its strides, seen valid once)
-            args = plan.args.get(pointer_key(q, k, v, out))
+            ptrs = pointer_key(q, k, v, out)
+            args = plan.args.get(ptrs)
             if args is None:
-                args = _pack(plan, q, k, v, out)
+                args = _pack(plan, ptrs)
             _launch_packed(plan, args[0])
             return out
     else:
@@ -324,29 +339,28 @@ def _forward_full(q, k, v, causal, version, config, out, pkey):
                 box_rows += (64,)
         device = q.device.index if q.device.index is not None else torch.cuda.current_device()
         remember(_plans, pkey, LaunchPlan(fn, device, grid, config.threads, result.smem_dynamic_bytes, s,
-                                          1.0 / math.sqrt(d), num_bh, box_rows), PLANS_MAX)
+                                          1.0 / math.sqrt(d), num_bh, box_rows, (b, h, s, d), q.element_size(),
+                                          dtype == "bf16"), PLANS_MAX)
     return out
 
 
-def _pack(plan: LaunchPlan, q, k, v, out) -> tuple:
-    """Build (and keep, under the pointer set) the kernelParams array of a plan for new data pointers: the tensor
-    maps (``tensor_map``, itself cached by pointer) or the raw pointers, then o, seqlen, scale[, num_bh]."""
-    if any(t.data_ptr() % 16 for t in (q, k, v, out)):
+def _pack(plan: LaunchPlan, ptrs: tuple[int, int, int, int]) -> tuple:
+    """Build (and keep, under the pointer set) the kernelParams array of a plan for new data pointers ``ptrs`` (q, k,
+    v, out: :func:`pointer_key`): the tensor maps (the plan's, by pointer) or the raw pointers, then o, and the
+    plan's own seqlen, scale[, num_bh]."""
+    if (ptrs[0] | ptrs[1] | ptrs[2] | ptrs[3]) % 16:
         raise WhowaitsError("q, k, v and out must be 16-byte aligned")
     if plan.box_rows:
-        tensors = (q, k, v, out)[: len(plan.box_rows)]
-        keep: list = [tensor_map(t, rows) for t, rows in zip(tensors, plan.box_rows)]
+        keep: list = [plan.tensor_map(p, rows) for p, rows in zip(ptrs, plan.box_rows)]
         addrs = [int(m.getPtr()) for m in keep]
     else:
-        keep = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v)]
+        keep = [ctypes.c_void_p(p) for p in ptrs[:3]]
         addrs = [ctypes.addressof(a) for a in keep]
-    scalars = [ctypes.c_void_p(out.data_ptr()), ctypes.c_int(plan.seqlen), ctypes.c_float(plan.scale)]
-    if plan.num_bh is not None:
-        scalars.append(ctypes.c_int(plan.num_bh))
-    addrs += [ctypes.addressof(a) for a in scalars]
+    o_arg = ctypes.c_void_p(ptrs[3])
+    keep.append(o_arg)
+    addrs += [ctypes.addressof(o_arg)] + [ctypes.addressof(a) for a in plan.scalars]
     params = (ctypes.c_void_p * len(addrs))(*addrs)
-    return remember(plan.args, pointer_key(q, k, v, out),
-                    (ctypes.c_void_p(ctypes.addressof(params)), params, keep, scalars), POINTER_SETS_MAX)
+    return remember(plan.args, ptrs, (ctypes.c_void_p(ctypes.addressof(params)), params, keep), POINTER_SETS_MAX)
 
 
 _libcuda_launch: list = []  # [cuLaunchKernelEx through ctypes, or None where libcuda cannot be opened]
@@ -466,13 +480,12 @@ _map_shapes: dict[tuple, tuple] = {}  # (dims, element size, box rows) -> the ct
 
 
 def _encoder():
-    """libcuda's cuTensorMapEncodeTiled with its argument types declared (ctypes), or None."""
+    """libcuda's cuTensorMapEncodeTiled through ctypes, or None. No argtypes: TensorMap.encode passes the pointers as
+    c_void_p and the arrays as ctypes arrays, and the 32-bit enums and rank as Python ints (ctypes' default, C int)."""
     if not _encoder_fn:
         fn = None
         try:
             fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
-            vp, u32, i32 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int
-            fn.argtypes = [vp, i32, u32, vp, vp, vp, vp, vp, i32, i32, i32, i32]
             fn.restype = ctypes.c_int
         except (OSError, AttributeError):
             fn = None
@@ -508,8 +521,8 @@ class TensorMap:
         if encode is None:
             raise WhowaitsError("libcuda.so.1 cannot be opened: tensor maps need the NVIDIA driver")
         m = cls()
-        rc = encode(m.addr, TMAP_BFLOAT16 if bf16 else TMAP_FLOAT16, 3, ptr, *arrays, TMAP_INTERLEAVE_NONE,
-                            TMAP_SWIZZLE_128B, TMAP_L2_PROMOTION_256B, TMAP_OOB_FILL_NONE)
+        rc = encode(ctypes.c_void_p(m.addr), TMAP_BFLOAT16 if bf16 else TMAP_FLOAT16, 3, ctypes.c_void_p(ptr), *arrays,
+                    TMAP_INTERLEAVE_NONE, TMAP_SWIZZLE_128B, TMAP_L2_PROMOTION_256B, TMAP_OOB_FILL_NONE)
         if rc:
             _call(_driver().CUresult(rc), "cuTensorMapEncodeTiled")
         return m

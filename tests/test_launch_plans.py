@@ -237,3 +237,24 @@ def test_a_tensor_map_buffer_is_aligned_and_its_own():
     assert all(m.getPtr() % launch.TMAP_ALIGN == 0 for m in maps)
     assert len({m.getPtr() for m in maps}) == len(maps)
     assert all(m.raw() == bytes(launch.TMAP_BYTES) for m in maps)  # zeroed until encoded
+
+
+def test_packed_arguments_point_at_the_kernel_abi_values():
+    """A new pointer set's kernelParams (the pointer ABI, which needs no driver): q, k, v, o as pointers, then the
+    plan's seqlen, scale and num_bh, which every pointer set of the plan shares; misaligned pointers are refused."""
+    import ctypes
+
+    plan = launch.LaunchPlan(None, 0, (132, 1, 1), 384, 0, 1000, 0.125, 64, ())
+    ptrs = (0x7F0000000000, 0x7F0000100000, 0x7F0000200000, 0x7F0000300000)
+    addr, params, _keep = launch._pack(plan, ptrs)
+    assert addr.value == ctypes.addressof(params) and len(params) == 7
+    read = [ctypes.c_void_p.from_address(params[i]).value for i in range(4)]
+    assert read == list(ptrs)
+    assert ctypes.c_int.from_address(params[4]).value == 1000
+    assert ctypes.c_float.from_address(params[5]).value == 0.125
+    assert ctypes.c_int.from_address(params[6]).value == 64
+    other = launch._pack(plan, (0x7E0000000000,) + ptrs[1:])[1]
+    assert list(other)[4:] == list(params)[4:]  # the scalars are the plan's, made once
+    assert plan.args[ptrs][1] is params
+    with pytest.raises(WhowaitsError):
+        launch._pack(plan, (ptrs[0] + 8,) + ptrs[1:])

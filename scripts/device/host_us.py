@@ -16,8 +16,11 @@ Rows:
 - ``<version> no-plan``: the same with ``kernels.launch.LAUNCH_CACHE = False`` (the full path every call: the
   launcher before plans);
 - ``<version> 2-sets``: calls alternate between two input sets (a plan with two pointer sets);
-- ``<version> new-ptrs``: every call gets a new q (a slice of a larger buffer at a new offset): the plan is
-  reused, the tensor maps and arguments are built anew each call;
+- ``<version> new-ptrs``: every call gets a q never seen before (a slice of a larger buffer at the next of 8,192
+  offsets, more than the plans and the map cache keep): the plan is reused, q's tensor map and the arguments are
+  built anew each call (before 2026-12-03T0730 the offsets cycled over 256, which a plan of 256 pointer sets keeps
+  after the first round: T0708's rounds after the first timed the cached path);
+- ``<version> layers``: 32 input sets in turn, as a model's layers call one problem, each its own q, k, v;
 - ``sdpa-auto``: ``F.scaled_dot_product_attention`` (cuDNN on the H200); ``sdpa-cudnn``: the same inside
   ``sdpa_kernel([CUDNN_ATTENTION])`` (the bench's row, context manager included).
 """
@@ -25,6 +28,7 @@ Rows:
 from __future__ import annotations
 
 import ctypes
+import itertools
 import json
 import os
 import statistics
@@ -32,6 +36,8 @@ import sys
 import time
 
 CALLS = 200
+NEW_OFFSETS = 8192  # distinct q offsets of the new-ptrs row: more than launch.TMAPS_MAX and POINTER_SETS_MAX
+LAYERS = 32  # input sets of the layers row
 ROUNDS = 11
 SPIN_CYCLES = 100_000_000  # ~50 ms at 1.98 GHz: longer than CALLS x ~70 us of host time
 # the versions timed at each shape: $WHOWAITS_HOST_VERSIONS (space-separated) or v18 and v21
@@ -98,7 +104,9 @@ def main(out_path: str) -> int:
         shape = Shape.parse(key)
         q, k, v = random_qkv(shape, seed=1)
         q2, k2, v2 = random_qkv(shape, seed=2)
-        big = torch.randn((q.numel() + 64 * 256,), device=q.device).to(q.dtype)
+        big = torch.randn((q.numel() + 64 * NEW_OFFSETS,), device=q.device).to(q.dtype)
+        layer_sets = [random_qkv(shape, seed=10 + j) for j in range(LAYERS)]
+        counter = itertools.count()
         rows: dict = {}
 
         def same(i, q=q, k=k, v=v, shape=shape):
@@ -107,9 +115,12 @@ def main(out_path: str) -> int:
         def two(i, q=q, k=k, v=v, q2=q2, k2=k2, v2=v2, shape=shape):
             return (q, k, v, shape.causal) if i % 2 else (q2, k2, v2, shape.causal)
 
-        def fresh(i, big=big, q=q, k=k, v=v, shape=shape):
-            off = 64 * (i % 256)  # a new 128-byte aligned offset each call (256 distinct > the plan's 8 sets)
+        def fresh(i, big=big, q=q, k=k, v=v, shape=shape, counter=counter):
+            off = 64 * (next(counter) % NEW_OFFSETS)  # the next 128-byte aligned offset: never a cached pointer set
             return (big[off:off + q.numel()].view(q.shape), k, v, shape.causal)
+
+        def layers(i, sets=layer_sets, shape=shape):
+            return (*sets[i % LAYERS], shape.causal)
 
         # the ctypes encoder's maps are byte for byte cuda.bindings' (launch.TensorMap vs launch.tensor_map_bindings)
         same_maps = []
@@ -144,7 +155,8 @@ def main(out_path: str) -> int:
             print(f"{key} {vid} plan == full path (8 calls: 2 input sets, new pointers, a second stream): {agree}",
                   flush=True)
             for label, make, cache in ((vid, same, True), (f"{vid} no-plan", same, False),
-                                       (f"{vid} 2-sets", two, True), (f"{vid} new-ptrs", fresh, True)):
+                                       (f"{vid} 2-sets", two, True), (f"{vid} layers", layers, True),
+                                       (f"{vid} new-ptrs", fresh, True)):
                 timed[label] = (call, make, cache)
 
         def auto(q_, k_, v_, causal):

@@ -72,7 +72,7 @@ class LaunchPlan:
     """What a launch of one problem needs besides the data pointers (module docstring)."""
 
     __slots__ = ("fn", "handle", "device", "grid", "threads", "smem", "seqlen", "scale", "num_bh", "box_rows", "args",
-                 "fn_arg", "configs", "shape", "element_size", "bf16", "maps", "scalars")
+                 "fn_arg", "configs", "shape", "element_size", "bf16", "maps", "templates", "scalars")
 
     def __init__(self, fn, device, grid, threads, smem, seqlen, scale, num_bh, box_rows,
                  shape=(1, 1, 1, 64), element_size=2, bf16=False):
@@ -91,14 +91,22 @@ class LaunchPlan:
         # what a new pointer set's maps need: q's (B, H, S, D) (k, v and out have it: the key holds their shapes),
         # the element size and type; the maps by (pointer, box rows); the scalars every pointer set shares
         self.shape, self.element_size, self.bf16 = tuple(shape), element_size, bf16
-        self.maps: dict[tuple[int, int], object] = {}
+        self.maps: dict[tuple[int, int], TensorMap] = {}
+        self.templates: dict[int, TensorMap] = {}  # box rows -> the plan's first map of them (TensorMap.rebased)
         self.scalars = [ctypes.c_int(seqlen), ctypes.c_float(scale)] + ([] if num_bh is None else [ctypes.c_int(num_bh)])
 
     def tensor_map(self, ptr: int, box_rows: int):
-        """The tensor map of one of this problem's tensors at ``ptr`` (encoded on first use, kept per plan)."""
+        """The tensor map of one of this problem's tensors at ``ptr``, kept per plan: the plan's first map of these box
+        rows is encoded and becomes the template; a later one is the template with its global address replaced
+        (:meth:`TensorMap.rebased`), where libcuda has cuTensorMapReplaceAddress."""
         m = self.maps.get((ptr, box_rows))
         if m is None:
-            m = TensorMap.encode(ptr, self.shape, self.element_size, self.bf16, box_rows)
+            template = self.templates.get(box_rows)
+            if template is not None and _replacer() is not None:
+                m = TensorMap.rebased(template, ptr)
+            else:
+                m = self.templates[box_rows] = TensorMap.encode(ptr, self.shape, self.element_size, self.bf16,
+                                                                box_rows)
             remember(self.maps, (ptr, box_rows), m, 4 * POINTER_SETS_MAX)
         return m
 
@@ -493,6 +501,22 @@ def _encoder():
     return _encoder_fn[0]
 
 
+_replace_fn: list = []  # [libcuda's cuTensorMapReplaceAddress through ctypes, or None]
+
+
+def _replacer():
+    """libcuda's cuTensorMapReplaceAddress (CUDA 12.0 on) through ctypes, or None."""
+    if not _replace_fn:
+        fn = None
+        try:
+            fn = ctypes.CDLL("libcuda.so.1").cuTensorMapReplaceAddress
+            fn.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            fn = None
+        _replace_fn.append(fn)
+    return _replace_fn[0]
+
+
 class TensorMap:
     """A CUtensorMap encoded by libcuda into a 128-byte-aligned ctypes buffer; ``getPtr()`` gives its address, as
     cuda.bindings' CUtensorMap does, so the rest of this module takes either."""
@@ -525,6 +549,21 @@ class TensorMap:
                     TMAP_INTERLEAVE_NONE, TMAP_SWIZZLE_128B, TMAP_L2_PROMOTION_256B, TMAP_OOB_FILL_NONE)
         if rc:
             _call(_driver().CUresult(rc), "cuTensorMapEncodeTiled")
+        return m
+
+    @classmethod
+    def rebased(cls, template: TensorMap, ptr: int) -> TensorMap:
+        """A copy of ``template`` whose global address is ``ptr`` (16-byte aligned): cuTensorMapReplaceAddress changes
+        that field alone, where an encode checks and lays out every field. scripts/device/host_us.py checks on the GPU
+        that the copy equals a fresh encode byte for byte."""
+        replace = _replacer()
+        if replace is None:
+            raise WhowaitsError("libcuda.so.1 has no cuTensorMapReplaceAddress: the NVIDIA driver is older than CUDA 12")
+        m = cls()
+        ctypes.memmove(m.addr, template.addr, TMAP_BYTES)
+        rc = replace(ctypes.c_void_p(m.addr), ctypes.c_void_p(ptr))
+        if rc:
+            _call(_driver().CUresult(rc), "cuTensorMapReplaceAddress")
         return m
 
 

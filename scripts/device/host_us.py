@@ -9,7 +9,8 @@ the rounds of (elapsed / CALLS) in microseconds, ``min_us`` the fastest round; `
 and ``vs_sdpa_auto`` the median over the rounds of the row's time over sdpa-auto's in the same round. Before
 timing a version, eight calls (two input sets, two new q pointers, two on a second stream) check that the plan
 path's output is bit-equal to the full path's (``<version> plan==full``), and per shape nine tensor maps encoded
-through ctypes are compared byte for byte with cuda.bindings' (``tensor maps ctypes==bindings``).
+through ctypes are compared byte for byte with cuda.bindings' (``tensor maps ctypes==bindings``), and six maps made by
+replacing a template's address with fresh encodes (``tensor maps rebased==encoded``).
 Rows:
 - ``<version>``: ``kernels.launch.forward`` as a model would call it (out allocated by forward, the same q, k, v
   every call: the launch plan and its packed arguments are reused);
@@ -132,6 +133,17 @@ def main(out_path: str) -> int:
                 same_maps.append(ours.raw() == ctypes.string_at(int(ref.getPtr()), launch.TMAP_BYTES))
         rows["tensor maps ctypes==bindings"] = {"host_us": None, "bit_equal": same_maps}
         print(f"{key} tensor maps, ctypes encoder == cuda.bindings (9 maps): {same_maps}", flush=True)
+        # a plan's later maps: its first map with the address replaced, byte for byte a fresh encode
+        rebased = []
+        for box in (64, 128):
+            template = launch.TensorMap.encode(q.data_ptr(), tuple(q.shape), q.element_size(),
+                                               q.dtype == torch.bfloat16, box)
+            for t in (k2, big[128:128 + q.numel()].view(q.shape), q2):
+                fresh_map = launch.TensorMap.encode(t.data_ptr(), tuple(t.shape), t.element_size(),
+                                                    t.dtype == torch.bfloat16, box)
+                rebased.append(launch.TensorMap.rebased(template, t.data_ptr()).raw() == fresh_map.raw())
+        rows["tensor maps rebased==encoded"] = {"host_us": None, "bit_equal": rebased}
+        print(f"{key} tensor maps, rebased == encoded (6 maps): {rebased}", flush=True)
         side = torch.cuda.Stream()
         timed: dict = {}
         for vid in versions:

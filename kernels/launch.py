@@ -13,7 +13,8 @@ lookup and the argument packing. ``_plans`` maps a problem key (:func:`problem_k
 each of q, k, v, out's shape, strides, dtype and device, plus the two environment knobs that change a launch) to
 a :class:`LaunchPlan` (CUfunction, grid, block, shared memory, scalars); each plan keeps the packed
 ``kernelParams`` of the last few pointer sets (q, k, v, o data pointers: :func:`pointer_key`), with the tensor
-maps they point into, so a new pointer set builds new maps and arguments and a seen one reuses them. A first
+maps they point into, so a new pointer set builds new maps and arguments and a seen one reuses them (a plan's first
+map of a box size is encoded, later ones copy it with the address replaced: :meth:`LaunchPlan.tensor_map`). A first
 call of a problem takes the full path below (which raises every WhowaitsError) and records the plan. A planned
 launch goes through libcuda's ``cuLaunchKernelEx`` with ctypes, every argument a ctypes object made once (the
 plan's :class:`CUlaunchConfig` per stream, the CUfunction, the kernelParams array per pointer set), so a call

@@ -30,6 +30,7 @@ from __future__ import annotations
 import ctypes
 import math
 import threading
+from functools import lru_cache
 
 from kernels import registry
 from kernels.build import BuildResult, build
@@ -72,7 +73,7 @@ class CUlaunchConfig(ctypes.Structure):
 class LaunchPlan:
     """What a launch of one problem needs besides the data pointers (module docstring)."""
 
-    __slots__ = ("fn", "handle", "device", "grid", "threads", "smem", "seqlen", "scale", "num_bh", "box_rows", "args",
+    __slots__ = ("fn", "handle", "device", "grid", "threads", "smem", "box_rows", "args", "launch",
                  "fn_arg", "configs", "shape", "element_size", "bf16", "maps", "templates", "scalars")
 
     def __init__(self, fn, device, grid, threads, smem, seqlen, scale, num_bh, box_rows,
@@ -80,9 +81,9 @@ class LaunchPlan:
         self.fn = fn
         self.handle = _handle(fn)
         self.fn_arg = ctypes.c_void_p(self.handle)  # the CUfunction as cuLaunchKernelEx takes it, converted once
+        self.launch = _libcuda("cuLaunchKernelEx")
         self.device = device  # CUDA device index (part of the problem key)
         self.grid, self.threads, self.smem = grid, threads, smem
-        self.seqlen, self.scale, self.num_bh = seqlen, scale, num_bh
         self.box_rows = box_rows  # rows of the q, k, v[, o] map boxes; () for the pointer ABI
         # pointer_key -> (the kernelParams array's address as a c_void_p, the array, what it points into)
         self.args: dict[tuple[int, int, int, int], tuple] = {}
@@ -103,7 +104,7 @@ class LaunchPlan:
         m = self.maps.get((ptr, box_rows))
         if m is None:
             template = self.templates.get(box_rows)
-            if template is not None and _replacer() is not None:
+            if template is not None and _libcuda("cuTensorMapReplaceAddress") is not None:
                 m = TensorMap.rebased(template, ptr)
             else:
                 m = self.templates[box_rows] = TensorMap.encode(ptr, self.shape, self.element_size, self.bf16,
@@ -372,22 +373,25 @@ def _pack(plan: LaunchPlan, ptrs: tuple[int, int, int, int]) -> tuple:
     return remember(plan.args, ptrs, (ctypes.c_void_p(ctypes.addressof(params)), params, keep), POINTER_SETS_MAX)
 
 
-_libcuda_launch: list = []  # [cuLaunchKernelEx through ctypes, or None where libcuda cannot be opened]
 _empty_like: list = []  # [torch.empty_like], set by the first full call that records a plan
 
 
+@lru_cache(maxsize=None)
+def _libcuda(name: str):
+    """libcuda's function ``name`` through ctypes, returning a CUresult (int), or None where libcuda or the symbol is
+    missing. No argtypes: the callers pass ctypes objects made once (pointers as c_void_p, arrays as they are) and
+    32-bit enums as Python ints (ctypes' default, C int), so a call converts next to nothing."""
+    try:
+        fn = getattr(ctypes.CDLL("libcuda.so.1"), name)
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_int
+    return fn
+
+
 def _launcher():
-    """libcuda's cuLaunchKernelEx (ctypes, no argtypes: every argument is passed as a ctypes object made once per
-    plan, stream or pointer set, so a call converts nothing), or None (then no plans are kept)."""
-    if not _libcuda_launch:
-        fn = None
-        try:
-            fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
-            fn.restype = ctypes.c_int
-        except (OSError, AttributeError):
-            fn = None
-        _libcuda_launch.append(fn)
-    return _libcuda_launch[0]
+    """libcuda's cuLaunchKernelEx, or None (then no plans are kept)."""
+    return _libcuda("cuLaunchKernelEx")
 
 
 _stream_of: list = []  # [fn(device index) -> raw handle of torch's current stream there], resolved once
@@ -408,7 +412,7 @@ def _launch_packed(plan: LaunchPlan, params) -> None:
     stream."""
     stream = _current_stream(plan.device)
     cfg = plan.configs.get(stream) or plan.config(stream)
-    rc = _libcuda_launch[0](cfg[0], plan.fn_arg, params, None)
+    rc = plan.launch(cfg[0], plan.fn_arg, params, None)
     if rc:
         _call(_driver().CUresult(rc), "cuLaunchKernelEx")
 
@@ -448,7 +452,7 @@ def tensor_map(t, box_rows: int):
     if box_rows > 256:
         raise WhowaitsError(f"a TMA box has at most 256 rows, got {box_rows}")
     bf16 = "bfloat16" in str(t.dtype)
-    tm = (TensorMap.encode(t.data_ptr(), (b, h, s, d), t.element_size(), bf16, box_rows) if _encoder() is not None
+    tm = (TensorMap.encode(t.data_ptr(), (b, h, s, d), t.element_size(), bf16, box_rows) if _libcuda("cuTensorMapEncodeTiled") is not None
           else tensor_map_bindings(t, box_rows))
     remember(_tmaps, key, tm, TMAPS_MAX)
     return tm
@@ -484,38 +488,7 @@ def tensor_map_bindings(t, box_rows: int):
 TMAP_FLOAT16, TMAP_BFLOAT16 = 6, 9
 TMAP_INTERLEAVE_NONE, TMAP_SWIZZLE_128B, TMAP_L2_PROMOTION_256B, TMAP_OOB_FILL_NONE = 0, 3, 3, 0
 TMAP_BYTES, TMAP_ALIGN = 128, 128  # sizeof(CUtensorMap), alignas(128)
-_encoder_fn: list = []  # [libcuda's cuTensorMapEncodeTiled through ctypes, or None]
 _map_shapes: dict[tuple, tuple] = {}  # (dims, element size, box rows) -> the ctypes arrays an encode reads
-
-
-def _encoder():
-    """libcuda's cuTensorMapEncodeTiled through ctypes, or None. No argtypes: TensorMap.encode passes the pointers as
-    c_void_p and the arrays as ctypes arrays, and the 32-bit enums and rank as Python ints (ctypes' default, C int)."""
-    if not _encoder_fn:
-        fn = None
-        try:
-            fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
-            fn.restype = ctypes.c_int
-        except (OSError, AttributeError):
-            fn = None
-        _encoder_fn.append(fn)
-    return _encoder_fn[0]
-
-
-_replace_fn: list = []  # [libcuda's cuTensorMapReplaceAddress through ctypes, or None]
-
-
-def _replacer():
-    """libcuda's cuTensorMapReplaceAddress (CUDA 12.0 on) through ctypes, or None."""
-    if not _replace_fn:
-        fn = None
-        try:
-            fn = ctypes.CDLL("libcuda.so.1").cuTensorMapReplaceAddress
-            fn.restype = ctypes.c_int
-        except (OSError, AttributeError):
-            fn = None
-        _replace_fn.append(fn)
-    return _replace_fn[0]
 
 
 class TensorMap:
@@ -542,7 +515,7 @@ class TensorMap:
             arrays = ((ctypes.c_uint64 * 3)(d, s, b * h), (ctypes.c_uint64 * 2)(d * esize, s * d * esize),
                       (ctypes.c_uint32 * 3)(TMA_BOX_COLS, box_rows, 1), (ctypes.c_uint32 * 3)(1, 1, 1))
             remember(_map_shapes, (shape, esize, box_rows), arrays, 256)
-        encode = _encoder()
+        encode = _libcuda("cuTensorMapEncodeTiled")
         if encode is None:
             raise WhowaitsError("libcuda.so.1 cannot be opened: tensor maps need the NVIDIA driver")
         m = cls()
@@ -557,7 +530,7 @@ class TensorMap:
         """A copy of ``template`` whose global address is ``ptr`` (16-byte aligned): cuTensorMapReplaceAddress changes
         that field alone, where an encode checks and lays out every field. scripts/device/host_us.py checks on the GPU
         that the copy equals a fresh encode byte for byte."""
-        replace = _replacer()
+        replace = _libcuda("cuTensorMapReplaceAddress")
         if replace is None:
             raise WhowaitsError("libcuda.so.1 has no cuTensorMapReplaceAddress: the NVIDIA driver is older than CUDA 12")
         m = cls()

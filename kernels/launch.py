@@ -345,8 +345,8 @@ def _forward_full(q, k, v, causal, version, config, out, pkey):
         box_rows: tuple[int, ...] = ()
         if ver.abi in registry.TMA_ABIS:
             box_rows = (config.block_m, config.block_n // cluster, config.block_n // cluster)
-            if registry.TENSOR_MAPS[ver.abi] == 4:
-                box_rows += (64,)
+            if ver.abi in registry.O_BOX_ROWS:
+                box_rows += (registry.O_BOX_ROWS[ver.abi],)
         device = q.device.index if q.device.index is not None else torch.cuda.current_device()
         remember(_plans, pkey, LaunchPlan(fn, device, grid, config.threads, result.smem_dynamic_bytes, s,
                                           1.0 / math.sqrt(d), num_bh, box_rows, (b, h, s, d), q.element_size(),
@@ -420,13 +420,14 @@ def _launch_packed(plan: LaunchPlan, params) -> None:
 def tensor_maps(ver, config, q, k, v, out, cluster: int = 1) -> tuple:
     """The tensor maps a TMA ABI passes first: Q, K, V (boxes of block_m, block_n, block_n rows), and for
     ``tensor_maps_persistent_o`` O's too, with boxes of 64 rows: each consumer warpgroup stores its own 64 rows
-    (kernels/common/sm90/tma_store.cuh). A kernel launched in clusters of ``cluster`` CTAs (:func:`cluster_width`)
+    (kernels/common/sm90/tma_store.cuh); ``tensor_maps_persistent_o16`` boxes of 16 rows: each consumer warp stores its
+    own 16 (kernels/common/sm90/epilogue_warp.cuh). A kernel launched in clusters of ``cluster`` CTAs (:func:`cluster_width`)
     loads each K/V tile as ``cluster`` slices, one per CTA, multicast to all (kernels/common/sm90/cluster.cuh): its
     K and V boxes are block_n / cluster rows."""
     kv_rows = config.block_n // cluster
     maps: tuple = (tensor_map(q, config.block_m), tensor_map(k, kv_rows), tensor_map(v, kv_rows))
-    if registry.TENSOR_MAPS[ver.abi] == 4:
-        maps += (tensor_map(out, 64),)
+    if ver.abi in registry.O_BOX_ROWS:
+        maps += (tensor_map(out, registry.O_BOX_ROWS[ver.abi]),)
     return maps
 
 

@@ -20,11 +20,16 @@ KERNELS_DIR = Path(__file__).resolve().parent
 _ID_RE = re.compile(r"^v(\d\d)_[a-z0-9_]+$")
 _REQUIRED_STR = ("id", "title", "change", "hypothesis", "expected_bottleneck", "arch", "smem_layout")
 _ARCHES = ("sm_80", "sm_90", "sm_90a")
-ABIS = ("pointers", "tensor_maps", "tensor_maps_persistent", "tensor_maps_persistent_o")  # launch ABI (CONTRACT.md)
+ABIS = ("pointers", "tensor_maps", "tensor_maps_persistent", "tensor_maps_persistent_o",
+        "tensor_maps_persistent_o16")  # launch ABI (CONTRACT.md)
 # (tmap_q, tmap_k, tmap_v[, tmap_o], o, seqlen, scale[, num_bh]): how many tensor maps each TMA ABI passes first
-TENSOR_MAPS = {"tensor_maps": 3, "tensor_maps_persistent": 3, "tensor_maps_persistent_o": 4}
+TENSOR_MAPS = {"tensor_maps": 3, "tensor_maps_persistent": 3, "tensor_maps_persistent_o": 4,
+               "tensor_maps_persistent_o16": 4}
+# The rows of tmap_o's box: one consumer warpgroup's 64 rows (v17), or one warp's 16 (v35: each warp stores its own)
+O_BOX_ROWS = {"tensor_maps_persistent_o": 64, "tensor_maps_persistent_o16": 16}
 TMA_ABIS = tuple(TENSOR_MAPS)
-PERSISTENT_ABIS = ("tensor_maps_persistent", "tensor_maps_persistent_o")  # one CTA per SM, + int num_bh
+PERSISTENT_ABIS = ("tensor_maps_persistent", "tensor_maps_persistent_o",
+                   "tensor_maps_persistent_o16")  # one CTA per SM, + int num_bh
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@
 #include "common/sm80/softmax_math.cuh"
 #include "common/sm90/mbarrier.cuh"
 #include "common/sm90/epilogue.cuh"
+#include "common/sm90/epilogue_warp.cuh"
 #include "common/sm90/exp2_poly.cuh"
 #include "common/sm90/named_barrier.cuh"
 #include "common/sm90/p_smem.cuh"
@@ -87,6 +88,10 @@
 #endif
 #ifndef WHOWAITS_Q_REGS
 #define WHOWAITS_Q_REGS 0  // d128: Q's A fragments in registers, loaded once per tile, and QK^T as an RS wgmma (v34)
+#endif
+#ifndef WHOWAITS_EPI_WARP
+#define WHOWAITS_EPI_WARP 0  // each consumer warp stores its own 16 O rows (common/sm90/epilogue_warp.cuh, ABI
+                             // tensor_maps_persistent_o16), and a tile's first PV starts from zero (scale-d 0) (v35)
 #endif
 // Per head dim (v33 sets them apart); by default WHOWAITS_L2_PREFETCH where WHOWAITS_L2_PREFETCH_HEAD_DIM allows.
 #ifndef WHOWAITS_L2_PREFETCH_D64
@@ -124,6 +129,8 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     constexpr int kPrefetch = kHeadDim == 64 ? WHOWAITS_L2_PREFETCH_D64 : WHOWAITS_L2_PREFETCH_D128;
     // d128 (v34): Q in registers (common/sm90/q_regs.cuh), QK^T reads only K from shared memory.
     constexpr bool kQRegs = kHeadDim == 128 && WHOWAITS_Q_REGS;
+    // v35: the warp-local epilogue; O is not zeroed after a store, the tile's first PV overwrites it (scale-d 0).
+    constexpr bool kEpiWarp = WHOWAITS_EPI_WARP;
 
     // @region other
     WHOWAITS_TRACE_INIT();  // issue 12: the measured trace's per-warpgroup cursors (nothing when off)
@@ -277,6 +284,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     };
     // @region pv
     auto issue_pv = [&](int n) {
+        const int scale_d0 = kEpiWarp && n == 0 ? 0 : 1;  // v35: PV[0] of a tile starts O from zero
         const uint64_t vb = make_desc_sw128(v_base + ((kv_base + n) % kStages) * kTileBytes, kBlockN * 128, 1024);
         uint32_t vb_lo = static_cast<uint32_t>(vb);
         const uint32_t hi = static_cast<uint32_t>(vb >> 32);
@@ -288,14 +296,15 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
 #pragma unroll
             for (int kk = 0; kk < kBlockN / 16; ++kk) {
                 const uint64_t dv = (static_cast<uint64_t>(hi) << 32) | (vb_lo + ((kk * 16 * 128) >> 4));
-                WgmmaSST<Element, kHeadDim>::run(acc_o, PStage<kBlockN>::step(pd_lo, pd_hi, kk), dv, 1);
+                WgmmaSST<Element, kHeadDim>::run(acc_o, PStage<kBlockN>::step(pd_lo, pd_hi, kk), dv,
+                                                 kk > 0 ? 1 : scale_d0);
             }
         } else {
             asm volatile("" : "+r"(vb_lo));
 #pragma unroll
             for (int kk = 0; kk < kBlockN / 16; ++kk) {
                 const uint64_t dv = (static_cast<uint64_t>(hi) << 32) | (vb_lo + ((kk * 16 * 128) >> 4));
-                WgmmaRS<Element, kHeadDim, true>::run(acc_o, pa[kk], dv, 1);
+                WgmmaRS<Element, kHeadDim, true>::run(acc_o, pa[kk], dv, kk > 0 ? 1 : scale_d0);
             }
         }
         wgmma_commit();
@@ -370,8 +379,13 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     const TmaStoreEpilogue<Element, kHeadDim> epi{sO + c * 64 * kHeadDim, smem_addr(sO + c * 64 * kHeadDim),
                                                   BarrierIds<kConsumers>::kStore0 + c,
                                                   warp_in_wg == 0 && lane == 0};
+    const WarpStoreEpilogue<Element, kHeadDim> epi_warp{sO + c * 64 * kHeadDim, smem_addr(sO + c * 64 * kHeadDim),
+                                                        warp_in_wg, lane};
     auto store_o = [&](int bh, int row0, const float (&inv_l)[2]) {
-        epi.store(acc_o, inv_l, &tmap_o, row0 + c * 64, bh, seqlen, warp_in_wg, lane);
+        if constexpr (kEpiWarp)
+            epi_warp.store(acc_o, inv_l, &tmap_o, row0 + c * 64 + warp_in_wg * 16, bh, seqlen);
+        else
+            epi.store(acc_o, inv_l, &tmap_o, row0 + c * 64, bh, seqlen, warp_in_wg, lane);
     };
     auto finish_sums = [&](float (&inv_l)[2]) { finish_row_sums(row_sum, inv_l); };
 
@@ -416,7 +430,8 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
         for (int n = 1; n < n_blocks; ++n) {
             const auto prev = PipeState<kStages>::at(kv_base + n - 1);
             const auto cur = PipeState<kStages>::at(kv_base + n);
-            rescale_o();  // @region softmax  (alpha[n-1]: PV[n-2] completed in the last iteration)
+            if (!kEpiWarp || n > 1) rescale_o();  // @region softmax  (alpha[n-1]: PV[n-2] completed in the last
+                                                  // iteration; at n = 1 alpha is 1, and v35's PV[0] ignores O)
             mbar_wait(&full_k[cur.index], cur.phase);    // @region sync
             mbar_wait(&full_v[prev.index], prev.phase);  // @region sync
             ring.wait_turn();       // @region sync
@@ -492,7 +507,10 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
         release(empty_v, kv_base + n_blocks - 1);  // @region sync
         finish_sums(inv_l);                        // @region epilogue
         store_o(bh, cta_row0, inv_l);              // @region epilogue
-        epi.drain();  // @region epilogue  (sO[c] stays valid until the store is done)
+        if constexpr (kEpiWarp)
+            epi_warp.drain();  // @region epilogue  (this warp's rows of sO[c] stay valid until its store is done)
+        else
+            epi.drain();  // @region epilogue  (sO[c] stays valid until the store is done)
         break;
     }
     WHOWAITS_TRACE_FINISH();  // issue 12: the events still parked after the last wait (nothing when off)

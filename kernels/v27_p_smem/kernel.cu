@@ -91,7 +91,11 @@
 #endif
 #ifndef WHOWAITS_EPI_WARP
 #define WHOWAITS_EPI_WARP 0  // each consumer warp stores its own 16 O rows (common/sm90/epilogue_warp.cuh, ABI
-                             // tensor_maps_persistent_o16), and a tile's first PV starts from zero (scale-d 0) (v35)
+                             // tensor_maps_persistent_o16) (v35, v36)
+#endif
+#ifndef WHOWAITS_PV_ZERO_START
+#define WHOWAITS_PV_ZERO_START 0  // a tile's first PV starts O from zero (scale-d 0): no zeroing in the epilogue,
+                                  // no rescale at n = 1 (v35)
 #endif
 // Per head dim (v33 sets them apart); by default WHOWAITS_L2_PREFETCH where WHOWAITS_L2_PREFETCH_HEAD_DIM allows.
 #ifndef WHOWAITS_L2_PREFETCH_D64
@@ -129,8 +133,11 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     constexpr int kPrefetch = kHeadDim == 64 ? WHOWAITS_L2_PREFETCH_D64 : WHOWAITS_L2_PREFETCH_D128;
     // d128 (v34): Q in registers (common/sm90/q_regs.cuh), QK^T reads only K from shared memory.
     constexpr bool kQRegs = kHeadDim == 128 && WHOWAITS_Q_REGS;
-    // v35: the warp-local epilogue; O is not zeroed after a store, the tile's first PV overwrites it (scale-d 0).
+    // v35, v36: the warp-local epilogue. v35 also: O is not zeroed after a store, the tile's first PV overwrites it
+    // (scale-d 0), and the rescale before it (alpha = 1) is skipped.
     constexpr bool kEpiWarp = WHOWAITS_EPI_WARP;
+    constexpr bool kPvZeroStart = WHOWAITS_PV_ZERO_START;
+    static_assert(kEpiWarp || !kPvZeroStart, "WHOWAITS_PV_ZERO_START needs the warp epilogue (which does not zero O)");
 
     // @region other
     WHOWAITS_TRACE_INIT();  // issue 12: the measured trace's per-warpgroup cursors (nothing when off)
@@ -284,7 +291,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     };
     // @region pv
     auto issue_pv = [&](int n) {
-        const int scale_d0 = kEpiWarp && n == 0 ? 0 : 1;  // v35: PV[0] of a tile starts O from zero
+        const int scale_d0 = kPvZeroStart && n == 0 ? 0 : 1;  // v35: PV[0] of a tile starts O from zero
         const uint64_t vb = make_desc_sw128(v_base + ((kv_base + n) % kStages) * kTileBytes, kBlockN * 128, 1024);
         uint32_t vb_lo = static_cast<uint32_t>(vb);
         const uint32_t hi = static_cast<uint32_t>(vb >> 32);
@@ -379,8 +386,9 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     const TmaStoreEpilogue<Element, kHeadDim> epi{sO + c * 64 * kHeadDim, smem_addr(sO + c * 64 * kHeadDim),
                                                   BarrierIds<kConsumers>::kStore0 + c,
                                                   warp_in_wg == 0 && lane == 0};
-    const WarpStoreEpilogue<Element, kHeadDim> epi_warp{sO + c * 64 * kHeadDim, smem_addr(sO + c * 64 * kHeadDim),
-                                                        warp_in_wg, lane};
+    const WarpStoreEpilogue<Element, kHeadDim, !kPvZeroStart> epi_warp{sO + c * 64 * kHeadDim,
+                                                                       smem_addr(sO + c * 64 * kHeadDim), warp_in_wg,
+                                                                       lane};
     auto store_o = [&](int bh, int row0, const float (&inv_l)[2]) {
         if constexpr (kEpiWarp)
             epi_warp.store(acc_o, inv_l, &tmap_o, row0 + c * 64 + warp_in_wg * 16, bh, seqlen);
@@ -430,7 +438,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
         for (int n = 1; n < n_blocks; ++n) {
             const auto prev = PipeState<kStages>::at(kv_base + n - 1);
             const auto cur = PipeState<kStages>::at(kv_base + n);
-            if (!kEpiWarp || n > 1) rescale_o();  // @region softmax  (alpha[n-1]: PV[n-2] completed in the last
+            if (!kPvZeroStart || n > 1) rescale_o();  // @region softmax  (alpha[n-1]: PV[n-2] completed in the last
                                                   // iteration; at n = 1 alpha is 1, and v35's PV[0] ignores O)
             mbar_wait(&full_k[cur.index], cur.phase);    // @region sync
             mbar_wait(&full_v[prev.index], prev.phase);  // @region sync

@@ -18,4 +18,5 @@
 #define WHOWAITS_L2_PREFETCH_HEAD_DIM 64
 #define WHOWAITS_Q_REGS 1
 #define WHOWAITS_EPI_WARP 1
+#define WHOWAITS_PV_ZERO_START 1
 #include "v27_p_smem/kernel.cu"

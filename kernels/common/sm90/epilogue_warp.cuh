@@ -16,8 +16,9 @@
 //
 // Protocol (per warp; bulk-async groups belong to the thread that commits them): lane 0 waits until its previous
 // store has read its rows (tma_store_wait_read: one tile ago, long done) and __syncwarp hands that on; every lane
-// writes, fences for the async proxy, __syncwarp; lane 0 issues the boxes and commits. O is not zeroed here: the
-// tile's first PV wgmma starts from zero (scale-d 0). Before the CTA exits each lane 0 calls drain().
+// writes, fences for the async proxy, __syncwarp; lane 0 issues the boxes and commits. kZeroO: O restarts from zero
+// here, as in TmaStoreEpilogue (v36); without it the tile's first PV wgmma must start from zero itself (scale-d 0,
+// v35). Before the CTA exits each lane 0 calls drain().
 #pragma once
 #include <cstdint>
 #include <cuda.h>
@@ -31,7 +32,7 @@ namespace whowaits { namespace sm90 {
 
 // @region inherit
 
-template <typename Element, int kHeadDim>
+template <typename Element, int kHeadDim, bool kZeroO>
 struct WarpStoreEpilogue {
     static constexpr int kDTiles = kHeadDim / 8;
     static constexpr uint32_t kSubTileBytes = 64 * 128;  // one 64-column sub-tile of the warpgroup's 64 rows
@@ -44,7 +45,7 @@ struct WarpStoreEpilogue {
 
     // acc_o[j][e]: row g + 8 (e >> 1) of the warp's 16, column 8 j + 2 t + (e & 1). row0 = the warp's first global
     // query row, bh = the tile's batch · head. Rows past seqlen are clipped by the map; a warp wholly past it skips.
-    __device__ __forceinline__ void store(const float (&acc_o)[kDTiles][4], const float (&inv_l)[2],
+    __device__ __forceinline__ void store(float (&acc_o)[kDTiles][4], const float (&inv_l)[2],
                                           const CUtensorMap* tmap_o, int row0, int bh, int seqlen) const {
         if (issuer) tma_store_wait_read<0>();  // this warp's previous store has read its rows
         __syncwarp();
@@ -64,6 +65,12 @@ struct WarpStoreEpilogue {
             for (int sub = 0; sub < kHeadDim / 64; ++sub)
                 tma_store_3d(warp_rows + sub * (kSubTileBytes / sizeof(Element)), tmap_o, sub * 64, row0, bh);
             asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+        }
+        if constexpr (kZeroO) {
+#pragma unroll
+            for (int j = 0; j < kDTiles; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc_o[j][e] = 0.f;
         }
     }
     // Before the CTA exits: this warp's last store has finished reading (and writing) its rows.

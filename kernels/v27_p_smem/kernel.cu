@@ -93,6 +93,9 @@
 #define WHOWAITS_EPI_WARP 0  // each consumer warp stores its own 16 O rows (common/sm90/epilogue_warp.cuh, ABI
                              // tensor_maps_persistent_o16) (v35, v36)
 #endif
+#ifndef WHOWAITS_EPI_STSM
+#define WHOWAITS_EPI_STSM 0  // v34's warpgroup epilogue, its rows written with stmatrix (v37)
+#endif
 #ifndef WHOWAITS_PV_ZERO_START
 #define WHOWAITS_PV_ZERO_START 0  // a tile's first PV starts O from zero (scale-d 0): no zeroing in the epilogue,
                                   // no rescale at n = 1 (v35)
@@ -383,9 +386,9 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     // @region epilogue
     // O *= 1/l of the finished tile into this consumer's staging tile sO[c], one TMA store (common/sm90/epilogue.cuh;
     // inv_l is computed before the next tile's softmax overwrites row_sum).
-    const TmaStoreEpilogue<Element, kHeadDim> epi{sO + c * 64 * kHeadDim, smem_addr(sO + c * 64 * kHeadDim),
-                                                  BarrierIds<kConsumers>::kStore0 + c,
-                                                  warp_in_wg == 0 && lane == 0};
+    const TmaStoreEpilogue<Element, kHeadDim, 64, WHOWAITS_EPI_STSM != 0> epi{
+        sO + c * 64 * kHeadDim, smem_addr(sO + c * 64 * kHeadDim), BarrierIds<kConsumers>::kStore0 + c,
+        warp_in_wg == 0 && lane == 0};
     const WarpStoreEpilogue<Element, kHeadDim, !kPvZeroStart> epi_warp{sO + c * 64 * kHeadDim,
                                                                        smem_addr(sO + c * 64 * kHeadDim), warp_in_wg,
                                                                        lane};

@@ -12,6 +12,7 @@
 
 #include "common/sm80/softmax_math.cuh"
 #include "common/sm90/named_barrier.cuh"
+#include "common/sm90/p_smem.cuh"
 #include "common/sm90/tma.cuh"
 #include "common/sm90/tma_store.cuh"
 
@@ -32,8 +33,12 @@ __device__ __forceinline__ void finish_row_sums(const float (&row_sum)[2], float
 // kTileRows x 128 bytes apart). 64: a staging tile of its own (v17-v24). v25 stages a consumer's O in its own 64 rows
 // of the finished tile's Q buffer ([kBlockM][kHeadDim]: kTileRows = kBlockM, `so` = the buffer + 64 c rows, a multiple
 // of the 8-row swizzle atom, so the swizzle of row r is the same as in a tile of its own).
-template <typename Element, int kHeadDim, int kTileRows = 64>
+// kStmatrix (v37): the warp's 16 rows go in with kHeadDim / 16 stmatrix.x4 (p_smem.cuh's PStage addressing of a
+// [64][64 k] tile, the mma fragment as it is) instead of 2 kHeadDim / 8 st.shared.b32 at per-element swizzled
+// addresses; the protocol (two 128-thread bar.syncs, one issuer, 64-row boxes) is unchanged.
+template <typename Element, int kHeadDim, int kTileRows = 64, bool kStmatrix = false>
 struct TmaStoreEpilogue {
+    static_assert(!kStmatrix || kTileRows == 64, "the stmatrix path writes a staging tile of its own (64 rows)");
     static constexpr int kDTiles = kHeadDim / 8;
     Element* so;         // this warpgroup's 64 x kHeadDim staging rows (1024-byte aligned)
     uint32_t so_addr;
@@ -47,9 +52,21 @@ struct TmaStoreEpilogue {
                                           int lane) const {
         if (issuer) tma_store_wait_read<0>();  // the previous tile's store has read the staging tile
         named_bar_sync(bar_id, 128);
+        if constexpr (kStmatrix) {
+            const PStage<kHeadDim> stage(so_addr, warp_in_wg, lane);
+#pragma unroll
+            for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+                const uint32_t p[4] = {
+                    whowaits::common::pack2<Element>(acc_o[2 * kk][0] * inv_l[0], acc_o[2 * kk][1] * inv_l[0]),
+                    whowaits::common::pack2<Element>(acc_o[2 * kk][2] * inv_l[1], acc_o[2 * kk][3] * inv_l[1]),
+                    whowaits::common::pack2<Element>(acc_o[2 * kk + 1][0] * inv_l[0], acc_o[2 * kk + 1][1] * inv_l[0]),
+                    whowaits::common::pack2<Element>(acc_o[2 * kk + 1][2] * inv_l[1], acc_o[2 * kk + 1][3] * inv_l[1])};
+                stage.store(kk, p);
+            }
+        }
         const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
+        for (int h = 0; h < (kStmatrix ? 0 : 2); ++h) {
             const int r = warp_in_wg * 16 + g + 8 * h;
 #pragma unroll
             for (int j = 0; j < kDTiles; ++j)

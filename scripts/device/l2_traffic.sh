@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # L2 traffic of ladder rungs by source and direction, one ncu run per rung (v26: did the K/V multicast halve the L2
-# reads?). whowaits' own set carries lts2xbar (L2 -> crossbar bytes and cycles) but no L2 sector counts; this asks
+# reads?; v35-v37: where does the epilogue change's +25-42% lts2xbar at b4 come from? the GCC (instruction and
+# constant) source unit and the write sectors were added for it). whowaits' own set carries lts2xbar (L2 -> crossbar bytes and cycles) but no L2 sector counts; this asks
 # ncu for the L2 sectors read for the SMs (TEX/TMA), all L2 sectors, the sectors crossing between the L2 partitions
 # (ltcfabric), the bytes the SMs' L1TEX received from the crossbar and lts2xbar, each kept only where this ncu lists
 # it (--query-metrics), with the whowaits profile's clock and cache control (none / all).
@@ -16,7 +17,10 @@ mkdir -p "$OUTDIR"
 WANT="lts__t_sectors_srcunit_tex_op_read.sum lts__t_requests_srcunit_tex_op_read.sum lts__t_sectors_op_read.sum
 lts__t_sectors.sum lts__t_sectors_srcunit_ltcfabric.sum lts__t_sectors_srcunit_tex_lookup_hit.sum
 lts__t_sectors_srcunit_tex_lookup_miss.sum lts__lts2xbar_cycles_active.sum l1tex__m_xbar2l1tex_read_bytes.sum
-lts__t_bytes.sum gpu__time_duration.sum sm__cycles_elapsed.avg.per_second"
+lts__t_bytes.sum gpu__time_duration.sum sm__cycles_elapsed.avg.per_second lts__t_sectors_srcunit_tex_op_write.sum
+lts__t_sectors_op_write.sum lts__t_sectors_srcunit_gcc.sum lts__t_requests_srcunit_gcc.sum lts__t_sectors_srcunit_tex.sum
+lts__t_requests_srcunit_tex.sum lts__t_sectors_srcunit_l1.sum lts__xbar2lts_cycles_active.sum
+smsp__warp_issue_stalled_no_instruction.sum"
 timeout -k 5 60 ncu --query-metrics > "$OUTDIR/query-all.txt" 2>&1
 : > "$OUTDIR/query.txt"
 LIST=""
@@ -24,7 +28,7 @@ for m in $WANT; do
   base=${m%.*}
   if grep -q "^$base " "$OUTDIR/query-all.txt"; then LIST="$LIST,$m"; echo "$m" >> "$OUTDIR/query.txt"; fi
 done
-grep -E "^(lts__t_sectors_srcunit|lts__t_requests_srcunit|l1tex__m_xbar2l1tex|lts__lts2xbar|lts__xbar2lts)" \
+grep -E "^(lts__t_sectors_srcunit|lts__t_requests_srcunit|l1tex__m_xbar2l1tex|lts__lts2xbar|lts__xbar2lts|sm__icc|gcc__|smsp__icc)" \
   "$OUTDIR/query-all.txt" | cut -c1-160 >> "$OUTDIR/query.txt"
 rm -f "$OUTDIR/query-all.txt"
 LIST=${LIST#,}

@@ -130,3 +130,25 @@ def test_persistent_abi_appends_num_bh_to_the_instantiation():
     persistent = build.translation_unit(dataclasses.replace(v12, abi="tensor_maps_persistent"), v12.config)
     assert plain.rstrip().endswith("__half* __restrict__, int, float);")
     assert persistent.rstrip().endswith("__half* __restrict__, int, float, int);")
+
+
+def test_o_map_box_rows_match_the_kernels_epilogue():
+    # The O map's box (kernels.registry.O_BOX_ROWS) must be the rows one TMA store of the kernel covers: 64 for the
+    # warpgroup epilogue (common/sm90/epilogue.cuh, v17-v34, v37), 16 for the warp epilogue (epilogue_warp.cuh,
+    # WHOWAITS_EPI_WARP 1: v35, v36). A rung compiled with the warp epilogue under the 64-row ABI would store 64 rows
+    # from each warp's 16 (and the other way round a quarter of O): kernels.check catches it on the GPU, this here.
+    import re
+
+    from kernels.registry import O_BOX_ROWS, TENSOR_MAPS
+
+    assert set(O_BOX_ROWS) == {abi for abi, n in TENSOR_MAPS.items() if n == 4}
+    assert all(rows % 8 == 0 and 64 % rows == 0 for rows in O_BOX_ROWS.values())  # whole swizzle atoms of a 64-row tile
+    seen = set()
+    for v in registry.versions():
+        if v.abi not in O_BOX_ROWS:
+            continue
+        src = v.source.read_text()
+        warp_epilogue = re.search(r"^#define WHOWAITS_EPI_WARP 1\b", src, re.M) is not None
+        assert O_BOX_ROWS[v.abi] == (16 if warp_epilogue else 64), v.id
+        seen.add(v.abi)
+    assert seen == set(O_BOX_ROWS)  # both ABIs have a landed rung

@@ -39,7 +39,9 @@ HOISTED_IV = ["v20_three_consumers", "v21_causal_pairs", "v22_d64_stages4", "v23
               "v25_wide_kv", "v26_kv_multicast", "v27_p_smem",
               # v28-v34 compile v27's kernel.cu with other macros (their own kernel.cu includes it)
               "v28_p_smem_poly", "v29_poly_regs", "v30_l2_prefetch", "v31_l2_prefetch_mid", "v32_l2_prefetch_d64",
-              "v33_l2_prefetch_staggered", "v34_q_regs"]
+              "v33_l2_prefetch_staggered", "v34_q_regs",
+              # v35-v37 too (their epilogues differ; the softmax and its PV wait are v34's: 0 MUFU.EX2 between)
+              "v35_warp_epilogue", "v36_warp_epilogue_only", "v37_stmatrix_epilogue"]
 # the rungs the committed wait logs cover (reports/h200/traces-waits, measured 2026-12-02 01:30-02:00 UTC on v10-v19);
 # rungs landed after that study have no logs yet (their wait-log builds are still checked statically above)
 WAIT_LOG_STUDY = [v for v in STATIC_WS if int(v[1:3]) <= 19]

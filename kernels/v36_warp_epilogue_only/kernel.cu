@@ -1,7 +1,7 @@
 // v36: v34 with v35's warp-local epilogue alone (ladder IV): each consumer warp writes its own 16 finished O rows with
 // stmatrix and TMA-stores them itself (common/sm90/epilogue_warp.cuh, ABI tensor_maps_persistent_o16), and zeroes
 // its O as v34's epilogue did; the steady loop is v34's (O's rescale at every key block, the PV wgmmas with scale-d
-// 1). The kernel is v27's, compiled with v34's macros and WHOWAITS_EPI_WARP 1.
+// 1). The kernel is v34's kernel.cu (v27's with v34's macros) with WHOWAITS_EPI_WARP 1.
 //
 // Why: v35 changed two things and lost 2-6% at the long shapes, where tile boundaries are rare; its PM timeline at
 // the seed shape shows the boundary dips shallower (the tensor-activity deficit at the three boundaries 175 -> 130
@@ -10,11 +10,6 @@
 #ifndef WHOWAITS_NAMESPACE
 #define WHOWAITS_NAMESPACE v36_warp_epilogue_only
 #endif
-#define WHOWAITS_POLY_EVERY 0
-#define WHOWAITS_P_SMEM 0
-#define WHOWAITS_L2_PREFETCH 2
-#define WHOWAITS_L2_PREFETCH_HEAD_DIM 64
-#define WHOWAITS_Q_REGS 1
 #define WHOWAITS_EPI_WARP 1
 #define WHOWAITS_PV_ZERO_START 0
-#include "v27_p_smem/kernel.cu"
+#include "v34_q_regs/kernel.cu"

@@ -1,8 +1,8 @@
 // v37: v34 with its warpgroup epilogue's rows written by stmatrix (ladder IV): TmaStoreEpilogue<..., kStmatrix>
 // (common/sm90/epilogue.cuh) writes each warp's 16 finished O rows with kHeadDim / 16 stmatrix.x4 instead of
 // 2 kHeadDim / 8 st.shared.b32 at per-element swizzled addresses; the protocol is v34's (two 128-thread bar.syncs,
-// one issuer, 64-row boxes, ABI tensor_maps_persistent_o). The kernel is v27's, compiled with v34's macros and
-// WHOWAITS_EPI_STSM 1.
+// one issuer, 64-row boxes, ABI tensor_maps_persistent_o). The kernel is v34's kernel.cu (v27's with v34's macros)
+// with WHOWAITS_EPI_STSM 1.
 //
 // Why: v36 (the warp-local epilogue: stmatrix, no bar.sync, each warp's own 16-row TMA boxes) gained 0.8-0.9% at
 // the seed shape in two same-run benches but raised ncu's L2-to-crossbar activity by 14% (seed) and 42% (b4), and at
@@ -11,10 +11,5 @@
 #ifndef WHOWAITS_NAMESPACE
 #define WHOWAITS_NAMESPACE v37_stmatrix_epilogue
 #endif
-#define WHOWAITS_POLY_EVERY 0
-#define WHOWAITS_P_SMEM 0
-#define WHOWAITS_L2_PREFETCH 2
-#define WHOWAITS_L2_PREFETCH_HEAD_DIM 64
-#define WHOWAITS_Q_REGS 1
 #define WHOWAITS_EPI_STSM 1
-#include "v27_p_smem/kernel.cu"
+#include "v34_q_regs/kernel.cu"

@@ -29,6 +29,31 @@ __device__ __forceinline__ void finish_row_sums(const float (&row_sum)[2], float
     }
 }
 
+// The warp's 16 finished O rows, scaled by 1/l and packed to 16 bits, into a [64][kHeadDim] staging tile with
+// kHeadDim / 16 stmatrix.x4 (p_smem.cuh's PStage addressing: the mma fragment as it is). v35-v37's epilogues.
+template <typename Element, int kHeadDim>
+__device__ __forceinline__ void stmatrix_o_rows(const PStage<kHeadDim>& stage, const float (&acc_o)[kHeadDim / 8][4],
+                                                const float (&inv_l)[2]) {
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+        const uint32_t p[4] = {
+            whowaits::common::pack2<Element>(acc_o[2 * kk][0] * inv_l[0], acc_o[2 * kk][1] * inv_l[0]),
+            whowaits::common::pack2<Element>(acc_o[2 * kk][2] * inv_l[1], acc_o[2 * kk][3] * inv_l[1]),
+            whowaits::common::pack2<Element>(acc_o[2 * kk + 1][0] * inv_l[0], acc_o[2 * kk + 1][1] * inv_l[0]),
+            whowaits::common::pack2<Element>(acc_o[2 * kk + 1][2] * inv_l[1], acc_o[2 * kk + 1][3] * inv_l[1])};
+        stage.store(kk, p);
+    }
+}
+
+// O restarts from zero after its store.
+template <int kDTiles>
+__device__ __forceinline__ void zero_o(float (&acc_o)[kDTiles][4]) {
+#pragma unroll
+    for (int j = 0; j < kDTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_o[j][e] = 0.f;
+}
+
 // kTileRows: the rows of the [kTileRows][kHeadDim] tile the staging rows sit in (its 64-column sub-tiles lie
 // kTileRows x 128 bytes apart). 64: a staging tile of its own (v17-v24). v25 stages a consumer's O in its own 64 rows
 // of the finished tile's Q buffer ([kBlockM][kHeadDim]: kTileRows = kBlockM, `so` = the buffer + 64 c rows, a multiple
@@ -52,18 +77,8 @@ struct TmaStoreEpilogue {
                                           int lane) const {
         if (issuer) tma_store_wait_read<0>();  // the previous tile's store has read the staging tile
         named_bar_sync(bar_id, 128);
-        if constexpr (kStmatrix) {
-            const PStage<kHeadDim> stage(so_addr, warp_in_wg, lane);
-#pragma unroll
-            for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-                const uint32_t p[4] = {
-                    whowaits::common::pack2<Element>(acc_o[2 * kk][0] * inv_l[0], acc_o[2 * kk][1] * inv_l[0]),
-                    whowaits::common::pack2<Element>(acc_o[2 * kk][2] * inv_l[1], acc_o[2 * kk][3] * inv_l[1]),
-                    whowaits::common::pack2<Element>(acc_o[2 * kk + 1][0] * inv_l[0], acc_o[2 * kk + 1][1] * inv_l[0]),
-                    whowaits::common::pack2<Element>(acc_o[2 * kk + 1][2] * inv_l[1], acc_o[2 * kk + 1][3] * inv_l[1])};
-                stage.store(kk, p);
-            }
-        }
+        if constexpr (kStmatrix)
+            stmatrix_o_rows<Element, kHeadDim>(PStage<kHeadDim>(so_addr, warp_in_wg, lane), acc_o, inv_l);
         const int g = lane >> 2, t = lane & 3;
 #pragma unroll
         for (int h = 0; h < (kStmatrix ? 0 : 2); ++h) {
@@ -77,10 +92,7 @@ struct TmaStoreEpilogue {
         fence_proxy_async_smem();  // the st.shared above, before the async proxy reads them
         named_bar_sync(bar_id, 128);
         if (issuer && row0 < seqlen) tma_store_tile<kTileRows, kHeadDim>(so, tmap_o, row0, bh);
-#pragma unroll
-        for (int j = 0; j < kDTiles; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc_o[j][e] = 0.f;
+        zero_o(acc_o);
     }
 
     // Before the CTA exits: the last store has finished reading (and writing) through the staging tile.

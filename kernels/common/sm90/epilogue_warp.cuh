@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <cuda.h>
 
-#include "common/sm80/softmax_math.cuh"
+#include "common/sm90/epilogue.cuh"
 #include "common/sm90/p_smem.cuh"
 #include "common/sm90/tma.cuh"
 #include "common/sm90/tma_store.cuh"
@@ -49,15 +49,7 @@ struct WarpStoreEpilogue {
                                           const CUtensorMap* tmap_o, int row0, int bh, int seqlen) const {
         if (issuer) tma_store_wait_read<0>();  // this warp's previous store has read its rows
         __syncwarp();
-#pragma unroll
-        for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-            const uint32_t p[4] = {
-                whowaits::common::pack2<Element>(acc_o[2 * kk][0] * inv_l[0], acc_o[2 * kk][1] * inv_l[0]),
-                whowaits::common::pack2<Element>(acc_o[2 * kk][2] * inv_l[1], acc_o[2 * kk][3] * inv_l[1]),
-                whowaits::common::pack2<Element>(acc_o[2 * kk + 1][0] * inv_l[0], acc_o[2 * kk + 1][1] * inv_l[0]),
-                whowaits::common::pack2<Element>(acc_o[2 * kk + 1][2] * inv_l[1], acc_o[2 * kk + 1][3] * inv_l[1])};
-            stage.store(kk, p);
-        }
+        stmatrix_o_rows<Element, kHeadDim>(stage, acc_o, inv_l);
         fence_proxy_async_smem();  // the stmatrix above, before the async proxy reads them
         __syncwarp();
         if (issuer && row0 < seqlen) {
@@ -66,12 +58,7 @@ struct WarpStoreEpilogue {
                 tma_store_3d(warp_rows + sub * (kSubTileBytes / sizeof(Element)), tmap_o, sub * 64, row0, bh);
             asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
         }
-        if constexpr (kZeroO) {
-#pragma unroll
-            for (int j = 0; j < kDTiles; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc_o[j][e] = 0.f;
-        }
+        if constexpr (kZeroO) zero_o(acc_o);
     }
     // Before the CTA exits: this warp's last store has finished reading (and writing) its rows.
     __device__ __forceinline__ void drain() const {

@@ -47,6 +47,7 @@ _built: dict[tuple[str, FwdConfig], BuildResult] = {}  # per process: no source 
 _tmaps: dict[tuple, object] = {}  # per process: encoded tensor maps by (pointer, shape, dtype, box rows)
 TMAPS_MAX = 4096  # tensor maps kept per process (~0.5 KB each): a model's layers' pointer sets, step after step
 _cluster_widths: dict[int, int] = {}  # per process: CUfunction handle -> CTAs per cluster (cluster_width)
+_resident: dict[tuple, int] = {}  # per process: (handle, threads, smem, width) -> clusters resident at once
 TMA_BOX_COLS = 64  # 64 16-bit elements = 128 bytes, the widest inner box the 128-byte swizzle allows
 LAUNCH_CACHE = (settings.text("WHOWAITS_LAUNCH_CACHE") or "1") != "0"  # module docstring
 PLANS_MAX = 64  # problems kept per process (oldest dropped first)
@@ -333,7 +334,8 @@ def _forward_full(q, k, v, causal, version, config, out, pkey):
             # one CTA per SM (at most one per tile); the kernel walks tiles blockIdx.x, + gridDim.x, ... of the
             # ceil(S / block_m) x (B·H) tiles, so it gets B·H as an extra argument
             cluster = cluster_width(fn)
-            grid = persistent_grid(grid[0] * h * b, q.device, cluster)
+            resident = resident_clusters(fn, config.threads, result.smem_dynamic_bytes, cluster)
+            grid = persistent_grid(grid[0] * h * b, q.device, cluster, resident)
             num_bh = b * h
         launch_tma(fn, grid, config.threads, result.smem_dynamic_bytes,
                    tensor_maps(ver, config, q, k, v, out, cluster), out, s, 1.0 / math.sqrt(d), num_bh)
@@ -555,12 +557,44 @@ def cluster_width(fn) -> int:
     return width
 
 
-def persistent_grid(tiles: int, device, cluster: int = 1) -> tuple[int, int, int]:
+def persistent_grid(tiles: int, device, cluster: int = 1, resident: int | None = None) -> tuple[int, int, int]:
     """The grid of a persistent kernel: one CTA per SM (:func:`persistent_ctas`), at most one per tile, in whole
     clusters of ``cluster`` CTAs (rounded down, at least one cluster: a cluster's CTAs take their tiles together,
-    kernels/common/sm90/tile_scheduler_cluster.cuh, so a cluster may hold a CTA with no tile of its own)."""
+    kernels/common/sm90/tile_scheduler_cluster.cuh, so a cluster may hold a CTA with no tile of its own), and at
+    most ``resident`` clusters (:func:`resident_clusters`): a cluster that cannot be resident with the others would
+    start only when one of them ends, and a persistent schedule would take twice as long."""
     ctas = min(tiles, persistent_ctas(device))
-    return (max(cluster, ctas // cluster * cluster), 1, 1)
+    clusters = ctas // cluster if resident is None else min(ctas // cluster, resident)
+    return (max(cluster, clusters * cluster), 1, 1)
+
+
+def resident_clusters(fn, threads: int, smem: int, width: int) -> int | None:
+    """How many clusters of ``width`` CTAs of ``fn`` (``threads`` a CTA, ``smem`` dynamic bytes) the GPU can hold at
+    once (cuOccupancyMaxActiveClusters; a cluster lives on one GPC, so a GPC with SMs left over that no whole cluster
+    fills gives fewer than SMs / width: on the H200 66 clusters of 2 fit, and clusters of 4 leave SMs idle). None
+    for a kernel without clusters (``width`` 1) and where the driver cannot say; cached per function."""
+    if width <= 1:
+        return None
+    key = (_handle(fn) or id(fn), threads, smem, width)
+    if key not in _resident:
+        driver = _driver()
+        cfg = driver.CUlaunchConfig()
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = width, 1, 1
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = threads, 1, 1
+        cfg.sharedMemBytes = smem
+        attr = driver.CUlaunchAttribute()
+        attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = width, 1, 1
+        cfg.attrs = [attr]
+        cfg.numAttrs = 1
+        n = int(_call(driver.cuOccupancyMaxActiveClusters(fn, cfg), "cuOccupancyMaxActiveClusters"))
+        if n < 1:
+            raise WhowaitsError(
+                f"no cluster of {width} CTAs ({threads} threads, {smem} B of shared memory each) fits on this GPU: "
+                "build the kernel with a smaller cluster (WHOWAITS_KV_CLUSTER) or less shared memory"
+            )
+        _resident[key] = n
+    return _resident[key]
 
 
 def persistent_ctas(device) -> int:

@@ -110,6 +110,12 @@ def test_persistent_grid_whole_clusters(monkeypatch):
     assert launch.persistent_grid(2048, None, 2) == (132, 1, 1)
     assert launch.persistent_grid(5, None, 2) == (4, 1, 1)
     assert launch.persistent_grid(1, None, 2) == (2, 1, 1)
+    # capped at the clusters that fit at once (v38: clusters of 4 leave a GPC's odd SMs idle)
+    assert launch.persistent_grid(2048, None, 4) == (132, 1, 1)
+    assert launch.persistent_grid(2048, None, 4, 32) == (128, 1, 1)
+    assert launch.persistent_grid(2048, None, 4, 40) == (132, 1, 1)
+    assert launch.persistent_grid(6, None, 4, 32) == (4, 1, 1)
+    assert launch.resident_clusters(None, 384, 0, 1) is None  # no cluster: no driver call
     monkeypatch.setenv("WHOWAITS_MAX_CTAS", "1")
     assert launch.persistent_grid(100, None) == (1, 1, 1)
     assert launch.persistent_grid(100, None, 2) == (2, 1, 1)

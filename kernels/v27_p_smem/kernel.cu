@@ -51,8 +51,11 @@
 #include <cuda_fp16.h>
 #include <math_constants.h>
 
+#include <type_traits>
+
 #include "common/sm80/attn_mask.cuh"
 #include "common/sm80/softmax_math.cuh"
+#include "common/sm90/cluster.cuh"
 #include "common/sm90/mbarrier.cuh"
 #include "common/sm90/epilogue.cuh"
 #include "common/sm90/epilogue_warp.cuh"
@@ -63,6 +66,7 @@
 #include "common/sm90/pipeline.cuh"
 #include "common/sm90/q_regs.cuh"
 #include "common/sm90/setmaxnreg.cuh"
+#include "common/sm90/tile_scheduler_cluster.cuh"
 #include "common/sm90/tile_scheduler_pairs.cuh"
 #include "common/sm90/tma.cuh"
 #include "common/sm90/tma_store.cuh"
@@ -100,6 +104,10 @@
 #define WHOWAITS_PV_ZERO_START 0  // a tile's first PV starts O from zero (scale-d 0): no zeroing in the epilogue,
                                   // no rescale at n = 1 (v35)
 #endif
+#ifndef WHOWAITS_KV_CLUSTER
+#define WHOWAITS_KV_CLUSTER 1  // d128 without a causal mask: CTAs per cluster sharing each K/V tile by TMA multicast
+                               // (v26's scheme, common/sm90/cluster.cuh; v38: 4); 1: no cluster, no attribute
+#endif
 // Per head dim (v33 sets them apart); by default WHOWAITS_L2_PREFETCH where WHOWAITS_L2_PREFETCH_HEAD_DIM allows.
 #ifndef WHOWAITS_L2_PREFETCH_D64
 #define WHOWAITS_L2_PREFETCH_D64 \
@@ -112,8 +120,19 @@
 
 namespace whowaits { namespace WHOWAITS_NAMESPACE {
 
+// CTAs per cluster (v38): WHOWAITS_KV_CLUSTER at head_dim 128 without a causal mask, else 1. The launcher reads it
+// back from the function (CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH) to size the grid and the K/V boxes.
+template <int kHeadDim, bool kCausal>
+struct KvCluster {
+    static constexpr int value = kHeadDim == 128 && !kCausal ? WHOWAITS_KV_CLUSTER : 1;
+};
+
 template <typename Element, int kHeadDim, int kBlockM, int kBlockN, int kConsumers, int kStages, bool kCausal>
-__global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
+__global__ void
+#if WHOWAITS_KV_CLUSTER > 1
+    __cluster_dims__(KvCluster<kHeadDim, kCausal>::value, 1, 1)
+#endif
+    __launch_bounds__((kConsumers + 1) * 128, 1)
     flash_fwd(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
               const __grid_constant__ CUtensorMap tmap_v, const __grid_constant__ CUtensorMap tmap_o,
               Element* __restrict__ o, int seqlen, float softmax_scale,
@@ -141,6 +160,10 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     constexpr bool kEpiWarp = WHOWAITS_EPI_WARP;
     constexpr bool kPvZeroStart = WHOWAITS_PV_ZERO_START;
     static_assert(kEpiWarp || !kPvZeroStart, "WHOWAITS_PV_ZERO_START needs the warp epilogue (which does not zero O)");
+    // v38: the CTAs of a cluster take consecutive query blocks of one head (common/sm90/tile_scheduler_cluster.cuh),
+    // walk the same key blocks, and each loads one kBlockN / kCluster-row slice of every K/V tile multicast to all.
+    constexpr int kCluster = KvCluster<kHeadDim, kCausal>::value;
+    static_assert(kCluster == 1 || kPrefetch == 0, "the L2 prefetch walks the paired scheduler's blocks");
 
     // @region other
     WHOWAITS_TRACE_INIT();  // issue 12: the measured trace's per-warpgroup cursors (nothing when off)
@@ -157,7 +180,9 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     const int wg = warp >> 2, warp_in_wg = warp & 3;
     // Tile scheduler (common/sm90/tile_scheduler_pairs.cuh): under a causal mask a CTA takes one head's heavy and
     // light query blocks as a pair; the CTA's k-th tile is sched.tile_at(k).
-    const PairedTileScheduler<kBlockM, kBlockN, kCausal> sched(seqlen, num_bh);
+    using Scheduler = std::conditional_t<(kCluster > 1), ClusterTileScheduler<kBlockM, kBlockN, kCluster>,
+                                         PairedTileScheduler<kBlockM, kBlockN, kCausal>>;
+    const Scheduler sched(seqlen, num_bh);
     const int num_tiles = sched.num_tiles;
     auto tile_bh = [&](int tile) { return sched.bh(tile); };
     auto tile_row0 = [&](int tile) { return sched.row0(tile); };
@@ -178,12 +203,19 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
         for (int s = 0; s < kStages; ++s) {
             mbar_init(&full_k[s], 1);
             mbar_init(&full_v[s], 1);
-            mbar_init(&empty_k[s], kConsumers * 4);  // one release per consumer warp
-            mbar_init(&empty_v[s], kConsumers * 4);
+            mbar_init(&empty_k[s], kCluster * kConsumers * 4);  // one release per consumer warp (of each CTA)
+            mbar_init(&empty_v[s], kCluster * kConsumers * 4);
         }
         mbar_fence_init();
     }
-    __syncthreads();  // the last CTA-wide barrier
+    if constexpr (kCluster > 1)
+        cluster_sync_aligned();  // the peers' barriers are initialised before any multicast or remote arrive
+    else
+        __syncthreads();  // the last CTA-wide barrier
+    // The end of every thread's work: with a cluster, wait until the peers are done with this CTA's barriers.
+    auto leave = [&]() {
+        if constexpr (kCluster > 1) cluster_arrive_wait();
+    };
 
     if (wg == 0) {
         // ---------------- producer warpgroup ----------------
@@ -223,6 +255,26 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
                 };
                 if (kPrefetch == 1) prefetch_next();
 #endif
+                if constexpr (kCluster > 1) {
+                    // v38: this CTA's slice of every K/V tile, multicast to the cluster; the full barrier expects
+                    // the whole tile (every CTA's slice). Not unrolled: the unrolled copies' shared::cluster
+                    // addresses do not fit the producer's registers (v26: 192 B spilled at d128).
+#pragma unroll 1
+                    for (int t = 0; t < n_blocks; ++t, ++kv) {
+                        // @region load_kv
+                        const auto st = PipeState<kStages>::at(kv);
+                        const int rank = static_cast<int>(blockIdx.x) % kCluster;
+                        if (kv >= kStages) mbar_wait(&empty_k[st.index], st.phase ^ 1u);  // @region sync
+                        mbar_arrive_expect_tx(&full_k[st.index], kTileBytes);
+                        tma_load_tile_slice_multicast<kBlockN, kHeadDim, kCluster>(
+                            sK + st.index * kBlockN * kHeadDim, &tmap_k, &full_k[st.index], t * kBlockN, bh, rank);
+                        if (kv >= kStages) mbar_wait(&empty_v[st.index], st.phase ^ 1u);  // @region sync
+                        mbar_arrive_expect_tx(&full_v[st.index], kTileBytes);
+                        tma_load_tile_slice_multicast<kBlockN, kHeadDim, kCluster>(
+                            sV + st.index * kBlockN * kHeadDim, &tmap_v, &full_v[st.index], t * kBlockN, bh, rank);
+                    }
+                    continue;
+                }
                 for (int t = 0; t < n_blocks; ++t, ++kv) {
                     // @region load_kv
                     const auto st = PipeState<kStages>::at(kv);
@@ -242,6 +294,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
                 }
             }
         }
+        leave();
         return;
     }
 
@@ -320,9 +373,14 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
         wgmma_commit();
     };
     // @region sync
+    // With a cluster (v38) a stage is released on the empty barrier of every CTA of it (lane r arrives on CTA r's).
     auto release = [&](uint64_t* bars, int kv_abs) {
         __syncwarp();
-        if (lane == 0) mbar_arrive(&bars[kv_abs % kStages]);
+        if constexpr (kCluster > 1) {
+            if (lane < kCluster) mbar_arrive_cluster(&bars[kv_abs % kStages], static_cast<uint32_t>(lane));
+        } else {
+            if (lane == 0) mbar_arrive(&bars[kv_abs % kStages]);
+        }
     };
     // @region softmax
     // Online softmax of S[n] on the warp's 16 rows (rows g and g + 8 of each quad), touching neither O nor P
@@ -406,7 +464,10 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
     // front, and skips its very last hand-on.
     const PingpongRing<kConsumers> ring(c);
     int tile = sched.tile_at(0);
-    if (tile >= num_tiles) return;
+    if (tile >= num_tiles) {
+        leave();
+        return;
+    }
     int it = 0, bh = tile_bh(tile);
     cta_row0 = tile_row0(tile);
     n_blocks = kv_blocks(cta_row0);
@@ -525,6 +586,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 128, 1)
         break;
     }
     WHOWAITS_TRACE_FINISH();  // issue 12: the events still parked after the last wait (nothing when off)
+    leave();                  // @region sync
 }
 
 }}  // namespace whowaits::WHOWAITS_NAMESPACE

@@ -2,10 +2,9 @@
 ``python3 scripts/device/max_clusters.py VERSION SHAPE``.
 
 Why: kernels.launch.persistent_grid gives a kernel compiled with ``__cluster_dims__`` (v26 on) one CTA per SM in
-whole clusters (132 CTAs = 66 clusters of 2 on the H200). If fewer clusters fit at once (a GPC with an odd number of
-free SMs), the last ones would run after the others finish and the persistent schedule would take two rounds; the
-kernel stays correct either way (only CTAs of one cluster wait for each other). Prints the SM count, the cluster
-width read back from the function and the answer.
+whole clusters (132 CTAs = 66 clusters of 2 on the H200), capped at the clusters that fit at once
+(kernels.launch.resident_clusters, which this script prints): a cluster that could not be resident would start only
+when another ends. Prints the SM count, the cluster width read back from the function, the grid and the answer.
 """
 
 from __future__ import annotations
@@ -26,19 +25,10 @@ def main(version: str, key: str) -> None:
     result = build(ver, config)
     fn = launch.load_function(result, torch.cuda.current_device())
     width = launch.cluster_width(fn)
-    driver = launch._driver()
-    cfg = driver.CUlaunchConfig()
-    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = launch.persistent_grid(10**6, torch.cuda.current_device(), width)
-    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = config.threads, 1, 1
-    cfg.sharedMemBytes = result.smem_dynamic_bytes
-    attr = driver.CUlaunchAttribute()
-    attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = width, 1, 1
-    cfg.attrs = [attr]
-    cfg.numAttrs = 1
-    clusters = launch._call(driver.cuOccupancyMaxActiveClusters(fn, cfg), "cuOccupancyMaxActiveClusters")
+    clusters = launch.resident_clusters(fn, config.threads, result.smem_dynamic_bytes, width) or 0
+    grid = launch.persistent_grid(10**6, torch.cuda.current_device(), width, clusters or None)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    print(f"{version} {key}: {sms} SMs, cluster width {width}, grid {cfg.gridDimX}, "
+    print(f"{version} {key}: {sms} SMs, cluster width {width}, grid {grid[0]}, "
           f"max active clusters {clusters} ({clusters * width} CTAs)")
 
 

@@ -9,7 +9,7 @@
 // K/V tile and releases every stage like its peers; its work is wasted, never wrong. Non-causal only (under a causal
 // mask the blocks of a group read different numbers of key blocks).
 //
-// Interface (PairedTileScheduler's): tile_at(k) = the group of the CTA's k-th tile (>= num_tiles: none left),
+// Interface (PairedTileScheduler's): m_blocks, tile_at(k) = the group of the CTA's k-th tile (>= num_tiles: none left),
 // bh(group), row0(group) (this CTA's block), kv_blocks(row0).
 #pragma once
 
@@ -19,11 +19,11 @@ namespace whowaits { namespace sm90 {
 
 template <int kBlockM, int kBlockN, int kCluster>
 struct ClusterTileScheduler {
-    int seqlen, groups_per_head, num_tiles;
+    int seqlen, m_blocks, groups_per_head, num_tiles;  // m_blocks: query blocks per head
 
     __device__ __forceinline__ ClusterTileScheduler(int seqlen_, int num_bh)
-        : seqlen(seqlen_), groups_per_head(((seqlen_ + kBlockM - 1) / kBlockM + kCluster - 1) / kCluster),
-          num_tiles(groups_per_head * num_bh) {}
+        : seqlen(seqlen_), m_blocks((seqlen_ + kBlockM - 1) / kBlockM),
+          groups_per_head((m_blocks + kCluster - 1) / kCluster), num_tiles(groups_per_head * num_bh) {}
 
     __device__ __forceinline__ int tile_at(int k) const {
         const int clusters = static_cast<int>(gridDim.x) / kCluster;

@@ -39,7 +39,8 @@ STATIC_WS = [v.id for v in (*registry.versions(), *registry.wip_versions()) if v
 # trace's cursors no longer fit (nvcc 13.0, d128: 52-60 B stored in the event trace, 4 B in the wait log; d64 44-68 B);
 # its own build has no spill (tests/test_kernels_sm90.py::test_v26_static_sass)
 TRACED_SPILLS = {"v26_kv_multicast": "v26's producer spills in the traced builds (cluster addresses + trace cursors)",
-                 "v38_kv_multicast4": "v38's producer spills in the traced builds (cluster addresses + trace cursors)"}
+                 "v38_kv_multicast4": "v38's producer spills in the traced builds (cluster addresses + trace cursors)",
+                 "v39_kv_multicast8": "v39's producer spills in the traced builds (cluster addresses + trace cursors)"}
 TRACES = ROOT / "reports/h200/traces"
 SHAPE = "b1_h64_s1024_d128_fp16"
 

@@ -29,7 +29,8 @@ STATIC_WS = [v.id for v in (*registry.versions(), *registry.wip_versions()) if v
 # trace's cursors no longer fit (nvcc 13.0, d128: 52-60 B stored in the event trace, 4 B in the wait log; d64 44-68 B);
 # its own build has no spill (tests/test_kernels_sm90.py::test_v26_static_sass)
 TRACED_SPILLS = {"v26_kv_multicast": "v26's producer spills in the traced builds (cluster addresses + trace cursors)",
-                 "v38_kv_multicast4": "v38's producer spills in the traced builds (cluster addresses + trace cursors)"}
+                 "v38_kv_multicast4": "v38's producer spills in the traced builds (cluster addresses + trace cursors)",
+                 "v39_kv_multicast8": "v39's producer spills in the traced builds (cluster addresses + trace cursors)"}
 # the rungs whose untraced build has ptxas move the PV wait above the softmax (their softmax lambda holds
 # WHOWAITS_TRACE_PV_WAIT_AS_COMPILED, trace.cuh); v15/v16 pin it below by design, v10/v11 do not overlap
 HOISTED = ["v12_intra_wg_overlap", "v13_persistent", "v14_cross_tile_qk", "v17_tma_store_o", "v18_desc_iterator_o",
@@ -43,8 +44,8 @@ HOISTED_IV = ["v20_three_consumers", "v21_causal_pairs", "v22_d64_stages4", "v23
               "v33_l2_prefetch_staggered", "v34_q_regs",
               # v35-v37 too (their epilogues differ; the softmax and its PV wait are v34's: 0 MUFU.EX2 between)
               "v35_warp_epilogue", "v36_warp_epilogue_only", "v37_stmatrix_epilogue",
-              # v38: v34's consumers with K/V multicast over clusters of 4 (the release arrives on every CTA)
-              "v38_kv_multicast4"]
+              # v38, v39: v34's consumers with K/V multicast over clusters of 4 and 8 (the release arrives on every CTA)
+              "v38_kv_multicast4", "v39_kv_multicast8"]
 # the rungs the committed wait logs cover (reports/h200/traces-waits, measured 2026-12-02 01:30-02:00 UTC on v10-v19);
 # rungs landed after that study have no logs yet (their wait-log builds are still checked statically above)
 WAIT_LOG_STUDY = [v for v in STATIC_WS if int(v[1:3]) <= 19]

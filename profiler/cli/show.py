@@ -119,6 +119,33 @@ def _xu_line(s: dict) -> str:
     return line
 
 
+def _l2_reads_line(s: dict) -> str:
+    """The L2 read fan-out (``roofline.l2_reads``): L2 bytes read for the SMs and their misses, the bytes the SMs
+    received, how many SMs one L2 read served and TMA multicast's share; "not collected" (dim) without its
+    counters (every report taken before WhowaitsRoofline had them, and ncu's own section sets)."""
+    from profiler.names import L2_READ_COUNTERS  # noqa: PLC0415
+
+    from profiler.analyze.roofline import L2_NO_VALUE  # noqa: PLC0415
+
+    l2 = (s.get("roofline") or {}).get("l2_reads") or {}
+    if all(l2.get(k) is None for k in L2_READ_COUNTERS):
+        why = {m.get("reason") for m in s.get("missing") or []
+               if str(m.get("field") or "").startswith("roofline.l2_reads.")}
+        how = ("no value (ncu recorded none for this launch)" if L2_NO_VALUE in why
+               else "not collected (whowaits' WhowaitsRoofline section collects its counters)")
+        return f"[dim]L2 read fan-out: {how}[/dim]"
+    per_req = (l2["sectors"] / l2["requests"] if l2.get("sectors") is not None and l2.get("requests") else None)
+    miss = [f"miss {_pct(l2['miss_share'])}"] if l2.get("miss_share") is not None else []
+    per = [f"{_num(per_req, '{:.2f}')} sectors/request"] if per_req is not None else []
+    inner = f" ({', '.join(miss + per)})" if miss or per else ""
+    line = (f"[bold]L2 reads for the SMs[/bold] {_si(l2.get('bytes'), 'B')}{inner}, delivered "
+            f"{_si(l2.get('delivered_bytes'), 'B')}: [bold]fan-out {_num(l2.get('fanout'), '{:.2f}×')}[/bold] "
+            "(SMs served per L2 read)")
+    if l2.get("multicast_share") is not None:
+        line += f", TMA multicast {_pct(l2['multicast_share'])} of delivered"
+    return line
+
+
 def _table(title: str, columns: list[tuple[str, str]]):
     from rich.table import Table  # noqa: PLC0415
 
@@ -363,6 +390,8 @@ def render_tables(summaries: list[dict], top: int = 10, verbose: bool = False) -
                                   + (f" ({_num(tp.get(f'{lv}_pct_of_peak'), '{:.1f}')}% of peak)"
                                      if tp.get(f"{lv}_pct_of_peak") is not None else "")
                                   for lv in ("dram", "l2") if tp.get(f"{lv}_bytes_per_s") is not None))
+
+        con.print(_l2_reads_line(s))
 
         render_timeline(con, s)
         render_regions(con, s)

@@ -135,7 +135,8 @@ SUMMARY_MEANINGS: dict[str, str] = {
                                       "(`lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum`)",
     "roofline.l2_reads.bytes": "L2 bytes read for the SMs: sectors × 32 (profiler/data/gpus.toml `l2_sector_bytes`)",
     "roofline.l2_reads.fanout": "delivered_bytes / bytes: SMs served per L2 read (2.44 for v34 at "
-                                "b4_h16_s4096_d128_fp16 on the H200, 1.74-1.85 for v36/v37)",
+                                "b4_h16_s4096_d128_fp16 on the H200, 1.74-1.85 for v36/v37); null where either is 0 "
+                                "or unknown (the RTX 4070 report's counter delivers 0 bytes for the L2's reads)",
     "roofline.l2_reads.miss_share": "miss_sectors / sectors (fraction)",
     "roofline.l2_reads.multicast_share": "multicast_bytes / delivered_bytes (fraction)",
     "opcode_waits": "stall samples per opcode class of the waiting instruction, heaviest first",

@@ -306,12 +306,14 @@ def _l2_sector_bytes() -> float:
 def l2_read_derived(counters: dict) -> dict:
     """``{bytes, fanout, miss_share, multicast_share}`` of the L2 read counters (``{delivered_bytes,
     multicast_bytes, sectors, requests, miss_sectors}``, None where unknown; see :func:`l2_reads`). One launch's
-    or the sums of several (profiler.compare.merge)."""
+    or the sums of several (profiler.compare.merge). No fan-out without both sides: none where nothing was read
+    from L2, and none where the crossbar counter saw no byte of reads L2 did serve (0 delivered for 128 k sectors
+    read on the committed RTX 4070 report, cc 8.9: a fan-out of 0 is no measurement)."""
     sectors, delivered = counters.get("sectors"), counters.get("delivered_bytes")
     miss, multicast = counters.get("miss_sectors"), counters.get("multicast_bytes")
     nbytes = None if sectors is None else float(sectors) * _l2_sector_bytes()
     return {"bytes": nbytes,
-            "fanout": None if delivered is None or not nbytes else delivered / nbytes,
+            "fanout": None if not delivered or not nbytes else delivered / nbytes,
             "miss_share": None if miss is None or not sectors else miss / sectors,
             "multicast_share": None if multicast is None or not delivered else multicast / delivered}
 

@@ -24,7 +24,7 @@ def show(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="List every field the report lacks, not one line."),
 ) -> None:
     """Show where one report's warps wait: stalls, who waits on whom, SSC, barriers, tensor
-    cores, roofline, launch shape, and what runs while each wgmma / cp.async group works (the async-group
+    cores, roofline, the L2 read fan-out (SMs served per L2 read), launch shape, and what runs while each wgmma / cp.async group works (the async-group
     overlap table: a COLLAPSED wait_group N>=1 has a lower wait right behind it, so the compiler removed the
     overlap the source asked for), per profiled launch."""
     from profiler.analyze import summarize  # noqa: PLC0415

@@ -119,6 +119,26 @@ SUMMARY_MEANINGS: dict[str, str] = {
     "roofline.smem.ldsm": "LDSM bank conflicts",
     "roofline.smem.ldsm.wavefronts": "LDSM shared-memory wavefronts",
     "roofline.smem.ldsm.bank_conflicts": "LDSM bank conflicts (extra wavefronts)",
+    "roofline.l2_reads": "the L2 read fan-out: how many SMs one L2 read for the SMs serves (many CTAs reading the same "
+                         "tile at once share one read; `roofline.bytes.l2`, lts2xbar cycles × 32, counts the deliveries "
+                         "and cannot tell). Every field null, each counter named in `missing` with its `reason`, on "
+                         "reports that did not collect its counters (whowaits' WhowaitsRoofline section since commit "
+                         "fa07923; ncu's full set has all but `multicast_bytes`): `show` says \"not collected\", and "
+                         "the gap note and the gate's `no_missing` leave them out",
+    "roofline.l2_reads.delivered_bytes": "bytes the SMs' L1TEX received from the crossbar, TMA included "
+                                         "(`l1tex__m_xbar2l1tex_read_bytes.sum`)",
+    "roofline.l2_reads.multicast_bytes": "of those, bytes delivered by TMA multicast "
+                                         "(`l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld_dest_multicast.sum`)",
+    "roofline.l2_reads.sectors": "L2 sectors read for the SMs, LSU and TMA (`lts__t_sectors_srcunit_tex_op_read.sum`)",
+    "roofline.l2_reads.requests": "L2 requests read for the SMs (`lts__t_requests_srcunit_tex_op_read.sum`)",
+    "roofline.l2_reads.miss_sectors": "of those sectors, the ones that missed in L2 "
+                                      "(`lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum`)",
+    "roofline.l2_reads.bytes": "L2 bytes read for the SMs: sectors × 32 (profiler/data/gpus.toml `l2_sector_bytes`)",
+    "roofline.l2_reads.fanout": "delivered_bytes / bytes: SMs served per L2 read (2.44 for v34 at "
+                                "b4_h16_s4096_d128_fp16 on the H200, 1.74-1.85 for v36/v37); null where either is 0 "
+                                "or unknown (the RTX 4070 report's counter delivers 0 bytes for the L2's reads)",
+    "roofline.l2_reads.miss_share": "miss_sectors / sectors (fraction)",
+    "roofline.l2_reads.multicast_share": "multicast_bytes / delivered_bytes (fraction)",
     "opcode_waits": "stall samples per opcode class of the waiting instruction, heaviest first",
     "opcode_waits[].class": "opcode class (profiler/data/opcode_classes.toml: HMMA, LDSM, SYNCS, …)",
     "opcode_waits[].samples": "stall samples on that class's instructions",
@@ -335,8 +355,9 @@ OUTPUTS: tuple[Output, ...] = (
         "barriers[].a": "count in A", "barriers[].b": "count in B", "barriers[].ratio": "b / a",
         "barriers[].significant": "the change is more than noise",
         "metrics[].metric": "a scalar: duration_ns, achieved_tflops, tensor_pipe_pct, xu_pipe_pct, xu_pipe_pct_sass, "
-                            "tensor_roof_pct, bytes_<level>, intensity_<level>, ldsm_conflict_ways, registers_per_thread, "
-                            "waves_per_sm, …",
+                            "tensor_roof_pct, bytes_<level>, intensity_<level>, ldsm_conflict_ways, l2_read_fanout, "
+                            "l2_read_bytes, l2_read_delivered_bytes, l2_read_miss_share, l2_read_multicast_share, "
+                            "registers_per_thread, waves_per_sm, …",
         "metrics[].a": "value in A", "metrics[].b": "value in B", "metrics[].ratio": "b / a",
         "metrics[].significant": "the change is more than noise",
         "phases[].phase": "ramp | steady | tail", "phases[].share_a": "share of A's time",

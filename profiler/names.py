@@ -18,6 +18,15 @@ NCU_LEVELS: tuple[str, ...] = ("l1", "l2", "dram")
 SMEM_OPS: tuple[str, ...] = ("ld", "st", "ldsm", "stsm", "ldgsts", "gmma", "atom")
 """Shared-memory byte counters by operation (``roofline.smem.bytes_by_op``)."""
 
+L2_READ_COUNTERS: tuple[str, ...] = ("delivered_bytes", "multicast_bytes", "sectors", "requests", "miss_sectors")
+"""The L2 read fan-out's counters (``roofline.l2_reads.<name>``; canonical metric ``l2_read_<name>`` of
+``data/metrics.toml``)."""
+
+L2_READ_DERIVED: tuple[str, ...] = ("bytes", "fanout", "miss_share", "multicast_share")
+"""What ``roofline.l2_reads`` derives from them: L2 bytes read for the SMs (sectors x 32), the fan-out (delivered
+bytes / those bytes: SMs served per L2 read), the misses' share of the sectors and TMA multicast's share of the
+delivered bytes."""
+
 # --- subjects ------------------------------------------------------------------------------------------
 SHAPE_RE = re.compile(r"^b\d+_h\d+_s\d+_d\d+_[a-z0-9]+(_causal)?$")
 """A shape key, the stem of a report file (``b1_h64_s1024_d128_fp16``, ``…_causal``)."""

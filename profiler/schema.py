@@ -103,6 +103,21 @@ class Smem(TypedDict):
     ldsm: Ldsm
 
 
+class L2Reads(TypedDict):
+    """The L2 read fan-out (``profiler.analyze.roofline.l2_reads``): null, with a ``missing`` reason, on reports
+    that did not collect its counters (WhowaitsRoofline since commit fa07923)."""
+
+    delivered_bytes: Optional[float]
+    multicast_bytes: Optional[float]
+    sectors: Optional[float]
+    requests: Optional[float]
+    miss_sectors: Optional[float]
+    bytes: Optional[float]
+    fanout: Optional[float]
+    miss_share: Optional[float]
+    multicast_share: Optional[float]
+
+
 class Roofline(TypedDict):
     flops: Optional[float]
     flops_by_path: Optional[FlopsByPath]
@@ -116,6 +131,7 @@ class Roofline(TypedDict):
     attainable_tflops: Levels
     ceilings: Optional[Ceilings]
     smem: Smem
+    l2_reads: L2Reads  # the L2 read fan-out: SMs served per L2 read for the SMs
 
 
 ClassRow = TypedDict("ClassRow", {"class": str, "samples": int, "share": float, "top_reason": Optional[str]})

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from profiler import analyze as A
 from profiler.analyze.kernel import LEVELS, SMEM_OPS
+from profiler.compare.gaps import optional
 from profiler.cli import app
 from profiler.report import load_report
 
@@ -48,7 +49,8 @@ def launches():
 
 def _q(launch) -> dict:
     rl = A.roofline(launch)
-    return dict(zip(rl["quantity"], rl["value"])), rl.attrs["missing"]
+    # the L2 read fan-out's counters came after these reports: an optional view (tests/test_l2_fanout.py), not a gap
+    return dict(zip(rl["quantity"], rl["value"])), [m for m in rl.attrs["missing"] if not optional(m["field"])]
 
 
 @pytest.mark.parametrize("subject", SUBJECTS)

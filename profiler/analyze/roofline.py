@@ -1,7 +1,8 @@
 """Roofline of one launch: FLOPs per pipe, bytes per memory level, each pipe's own roof, and the clocks.
 
 Pure functions of a :class:`~profiler.report.Launch`, in data-flow order: :func:`flops` → :func:`memory`
-(bytes per level, shared-memory detail, LDSM conflicts) → :func:`ceilings` (each roof with the clock it
+(bytes per level, shared-memory detail, LDSM conflicts) → :func:`l2_reads` (the L2 read fan-out: SMs served
+per L2 read) → :func:`ceilings` (each roof with the clock it
 uses) → :func:`attainable`, assembled by :func:`roofline` into one long frame. Every ncu metric name comes
 from ``data/metrics.toml`` through canonical names.
 
@@ -26,7 +27,7 @@ from profiler import metrics as M
 from profiler.analyze import buildcache
 from profiler.analyze._common import dedup as _dedup
 from profiler.analyze._common import missing, per_launch, with_missing
-from profiler.names import LEVELS, NCU_LEVELS, SMEM_OPS
+from profiler.names import L2_READ_COUNTERS, LEVELS, NCU_LEVELS, SMEM_OPS
 
 PIPES = ("tensor", "fp32", "fp16")
 """Compute pipes with a roof of their own."""
@@ -257,6 +258,66 @@ def memory(f: _Frame, duration_s: float | None, dur_name: str) -> dict:
     return out
 
 
+#: why an L2 read counter is null on a report that did not collect it (taken before the section had it, or without it)
+L2_NOT_COLLECTED = ("not collected: whowaits' WhowaitsRoofline section collects the L2 read fan-out's counters "
+                    "(since commit fa07923; ncu's full set all but the multicast bytes)")
+#: why it is null where the report holds the metric without a value
+L2_NO_VALUE = "ncu recorded no value for it in this launch"
+
+
+def l2_reads(f: _Frame) -> dict:
+    """The L2 read fan-out: how many SMs one L2 read for the SMs serves.
+
+      delivered_bytes = ``l1tex__m_xbar2l1tex_read_bytes.sum`` (bytes the SMs' L1TEX received from the
+                        crossbar: every load from L2, TMA included),
+      multicast_bytes = ``…_mem_global_op_tma_ld_dest_multicast.sum`` (of those, delivered by TMA multicast),
+      sectors         = ``lts__t_sectors_srcunit_tex_op_read.sum`` (L2 sectors read for the SMs),
+      requests        = ``lts__t_requests_srcunit_tex_op_read.sum``,
+      miss_sectors    = ``lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum`` (of those sectors, the misses);
+      bytes           = sectors x ``l2_sector_bytes`` (gpus.toml: 32),
+      fanout          = delivered_bytes / bytes (2.44 on the H200's v34 at b4_h16_s4096: one L2 read served 2.44
+                        SMs; ``bytes_l2``, lts2xbar cycles x 32, counts the deliveries, not the reads),
+      miss_share      = miss_sectors / sectors, multicast_share = multicast_bytes / delivered_bytes.
+    Rows ``l2_read_<name>``. A counter the report lacks is null and named in ``missing``
+    (``roofline.l2_reads.<name>``, section WhowaitsRoofline) with its ``reason``; what is derived from it is
+    null. Returns {name: value or None}."""
+    out: dict = {}
+    for name in L2_READ_COUNTERS:
+        canon = f"l2_read_{name}"
+        v, ncu_name = f.launch.get(canon)
+        spec = M.metric_spec(canon)
+        if v is None:
+            why = L2_NO_VALUE if any(f.launch.has(n) for n in spec.names) else L2_NOT_COLLECTED
+            f.gone.append({**missing(f"roofline.l2_reads.{name}", spec.section), "reason": why})
+        out[name] = None if v is None else float(v)
+        f.add(canon, out[name], spec.unit, ncu_name or spec.names[0])
+    out.update(l2_read_derived(out))
+    f.add("l2_read_bytes", out["bytes"], "byte", f"l2_read_sectors x {_l2_sector_bytes():g} (gpus.toml l2_sector_bytes)")
+    f.add("l2_read_fanout", out["fanout"], "", "l2_read_delivered_bytes / l2_read_bytes")
+    f.add("l2_read_miss_share", out["miss_share"], "", "l2_read_miss_sectors / l2_read_sectors")
+    f.add("l2_read_multicast_share", out["multicast_share"], "", "l2_read_multicast_bytes / l2_read_delivered_bytes")
+    return out
+
+
+def _l2_sector_bytes() -> float:
+    return float(M.gpus_config().get("l2_sector_bytes", 32))
+
+
+def l2_read_derived(counters: dict) -> dict:
+    """``{bytes, fanout, miss_share, multicast_share}`` of the L2 read counters (``{delivered_bytes,
+    multicast_bytes, sectors, requests, miss_sectors}``, None where unknown; see :func:`l2_reads`). One launch's
+    or the sums of several (profiler.compare.merge). No fan-out without both sides: none where nothing was read
+    from L2, and none where the crossbar counter saw no byte of reads L2 did serve (0 delivered for 128 k sectors
+    read on the committed RTX 4070 report, cc 8.9: a fan-out of 0 is no measurement)."""
+    sectors, delivered = counters.get("sectors"), counters.get("delivered_bytes")
+    miss, multicast = counters.get("miss_sectors"), counters.get("multicast_bytes")
+    nbytes = None if sectors is None else float(sectors) * _l2_sector_bytes()
+    return {"bytes": nbytes,
+            "fanout": None if not delivered or not nbytes else delivered / nbytes,
+            "miss_share": None if miss is None or not sectors else miss / sectors,
+            "multicast_share": None if multicast is None or not delivered else multicast / delivered}
+
+
 def _str(v):
     return v if isinstance(v, str) else None
 
@@ -392,11 +453,12 @@ def attainable(f: _Frame, fl: dict, bytes_: dict, ceil: dict, duration_s: float 
 
 def roofline(launch) -> pd.DataFrame:
     """Roofline quantities of one launch, as a long frame (one row per quantity): :func:`flops`,
-    :func:`memory`, :func:`ceilings`, :func:`attainable` in turn (their docstrings give every formula).
+    :func:`memory`, :func:`l2_reads`, :func:`ceilings`, :func:`attainable` in turn (their docstrings give every formula).
 
     Quantities: ``flops``, ``flops_tensor``, ``flops_tensor_{hmma,hgmma}``, ``flops_fp32``, ``flops_fp16``;
     ``bytes_<level>``, ``bytes_smem_<op>``, ``ldsm_wavefronts``, ``ldsm_bank_conflicts``,
-    ``ldsm_conflict_ways``; ``ceiling_tensor_{hmma,hgmma,dense}``, ``ceiling_fp32``, ``ceiling_fp16``,
+    ``ldsm_conflict_ways``; ``l2_read_<counter>``, ``l2_read_bytes``, ``l2_read_fanout``, ``l2_read_miss_share``,
+    ``l2_read_multicast_share`` (:func:`l2_reads`); ``ceiling_tensor_{hmma,hgmma,dense}``, ``ceiling_fp32``, ``ceiling_fp16``,
     ``ceiling_bandwidth_<level>``, ``clock_<sm|l1|l2|dram|smem>_hz``; ``intensity_<level>`` (total FLOPs),
     ``intensity_tensor_<level>`` (tensor FLOPs, ncu's definition), ``achieved_flops_per_second``,
     ``achieved_tensor_flops_per_second``, ``ceiling_compute`` (the roof of the pipe carrying most FLOPs),
@@ -411,10 +473,11 @@ def roofline(launch) -> pd.DataFrame:
     sm_hz, sm_hz_name = f.get("sm_clock_hz", "roofline.ceilings.clock_hz")
     fl = flops(f)
     bytes_ = memory(f, duration_s, dur_name)
+    l2_reads(f)
     ceil = ceilings(f, sm_hz, sm_hz_name)
     attainable(f, fl, bytes_, ceil, duration_s, dur_name)
     df = pd.DataFrame(f.rows, columns=["quantity", "value", "unit", "source"])
     return with_missing(df, _dedup(f.gone))
 
 
-__all__ = ["PIPES", "attainable", "ceilings", "compute_pipe", "flops", "memory", "roofline"]
+__all__ = ["PIPES", "attainable", "ceilings", "compute_pipe", "flops", "l2_read_derived", "l2_reads", "memory", "roofline"]

@@ -7,6 +7,7 @@ import re
 from profiler import gcpause
 from profiler.analyze import buildcache
 from profiler.analyze._common import py
+from profiler.names import L2_READ_COUNTERS, L2_READ_DERIVED
 from profiler.schema import Summary, validate_summary
 from profiler.analyze.kernel import LEVELS, SMEM_OPS, _dedup, barriers, launch_stats, tensor_util
 from profiler.analyze.roofline import compute_pipe, roofline
@@ -114,7 +115,8 @@ def summarize_launch(launch, top: int = 10) -> Summary:
     fp16_tflops, compute_tflops, bandwidth_bytes_per_s: {l1, l2, dram, smem}, clock_hz: {sm, l1, l2,
     dram, smem} (the clock each roof uses: compute roofs the SM clock)}, smem:
     {bytes_by_op: {ld, st, ldsm, stsm, ldgsts, gmma, atom}, ldsm: {wavefronts, bank_conflicts,
-    ways}}} (smem = shared memory, ``sm__sass_data_bytes_mem_shared``; null on reports without
+    ways}}, l2_reads: {delivered_bytes, multicast_bytes, sectors, requests, miss_sectors, bytes, fanout,
+    miss_share, multicast_share} (the L2 read fan-out: :func:`profiler.analyze.roofline.l2_reads`)} (smem = shared memory, ``sm__sass_data_bytes_mem_shared``; null on reports without
     it), ``opcode_waits`` [{class, samples, share, top_reason}] by samples, ``who_waits`` [{class, reason, samples, share, top_opcode,
     top_address, top_sass}] (non-zero cells), ``waits_on`` [{class, opcode, reason, producer_class,
     producer_opcode, samples, share}] (every row), ``waits_on_unresolved`` {reason: samples},
@@ -210,6 +212,7 @@ def _summary(launch, top: int) -> dict:
             "ldsm": {"wavefronts": q["ldsm_wavefronts"], "bank_conflicts": q["ldsm_bank_conflicts"],
                      "ways": q["ldsm_conflict_ways"]},
         },
+        "l2_reads": {k: q[f"l2_read_{k}"] for k in L2_READ_COUNTERS + L2_READ_DERIVED},
     }
     return {
         "report": launch.report,

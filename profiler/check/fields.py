@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from profiler.check.policy import ShareKey
 from profiler.compare.diff import total_samples
-from profiler.compare.gaps import STAND_INS
+from profiler.compare.gaps import STAND_INS, optional
 from profiler.names import NO_SECTION
 from profiler.schema import Summary
 
@@ -54,9 +54,11 @@ def bank_conflict_ways(summary: Summary) -> tuple[float | None, str]:
 
 def missing(summary: Summary) -> list[str]:
     """The summary's ``missing`` entries as ``field (section)`` strings; a field whose stand-in has a value
-    (:data:`profiler.compare.gaps.STAND_INS`: ``xu_pipe_pct`` by ``xu_pipe_pct_sass``) is not missing."""
+    (:data:`profiler.compare.gaps.STAND_INS`: ``xu_pipe_pct`` by ``xu_pipe_pct_sass``) is not missing, nor is an
+    optional view's field (:func:`profiler.compare.gaps.optional`: the L2 read fan-out)."""
     return [f"{m.get('field')} ({m.get('section')})" for m in summary.get("missing") or []
             if m.get("section") != NO_SECTION  # the kernel has none: no section would supply it
+            and not optional(str(m.get("field") or ""))
             and not (m.get("field") in STAND_INS and summary.get(STAND_INS[m["field"]]) is not None)]
 
 

@@ -185,7 +185,7 @@ def diff_cmd(
     store: Optional[Path] = STORE_DIR_OPTION,
     fmt: Format = FORMAT_OPTION,
 ) -> None:
-    """Diff two versions' stall breakdowns: who waits on whom, SSC, barriers, tensor pipe, roofline, time."""
+    """Diff two versions' stall breakdowns: who waits on whom, SSC, barriers, tensor pipe, roofline, L2 read fan-out, time."""
     from profiler.compare import diff_versions  # noqa: PLC0415
 
     if from_store is not None:

@@ -24,7 +24,7 @@ def show(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="List every field the report lacks, not one line."),
 ) -> None:
     """Show where one report's warps wait: stalls, who waits on whom, SSC, barriers, tensor
-    cores, roofline, launch shape, and what runs while each wgmma / cp.async group works (the async-group
+    cores, roofline, the L2 read fan-out (SMs served per L2 read), launch shape, and what runs while each wgmma / cp.async group works (the async-group
     overlap table: a COLLAPSED wait_group N>=1 has a lower wait right behind it, so the compiler removed the
     overlap the source asked for), per profiled launch."""
     from profiler.analyze import summarize  # noqa: PLC0415
@@ -116,6 +116,33 @@ def _xu_line(s: dict) -> str:
     if xu_busier(s):
         line += (f" · [bold yellow]above the tensor pipe's {_num(s.get('tensor_pipe_pct'), '{:.1f}')}%: "
                  "the exponential is the nearer roof[/bold yellow]")
+    return line
+
+
+def _l2_reads_line(s: dict) -> str:
+    """The L2 read fan-out (``roofline.l2_reads``): L2 bytes read for the SMs and their misses, the bytes the SMs
+    received, how many SMs one L2 read served and TMA multicast's share; "not collected" (dim) without its
+    counters (every report taken before WhowaitsRoofline had them, and ncu's own section sets)."""
+    from profiler.names import L2_READ_COUNTERS  # noqa: PLC0415
+
+    from profiler.analyze.roofline import L2_NO_VALUE  # noqa: PLC0415
+
+    l2 = (s.get("roofline") or {}).get("l2_reads") or {}
+    if all(l2.get(k) is None for k in L2_READ_COUNTERS):
+        why = {m.get("reason") for m in s.get("missing") or []
+               if str(m.get("field") or "").startswith("roofline.l2_reads.")}
+        how = ("no value (ncu recorded none for this launch)" if L2_NO_VALUE in why
+               else "not collected (whowaits' WhowaitsRoofline section collects its counters)")
+        return f"[dim]L2 read fan-out: {how}[/dim]"
+    per_req = (l2["sectors"] / l2["requests"] if l2.get("sectors") is not None and l2.get("requests") else None)
+    miss = [f"miss {_pct(l2['miss_share'])}"] if l2.get("miss_share") is not None else []
+    per = [f"{_num(per_req, '{:.2f}')} sectors/request"] if per_req is not None else []
+    inner = f" ({', '.join(miss + per)})" if miss or per else ""
+    line = (f"[bold]L2 reads for the SMs[/bold] {_si(l2.get('bytes'), 'B')}{inner}, delivered "
+            f"{_si(l2.get('delivered_bytes'), 'B')}: [bold]fan-out {_num(l2.get('fanout'), '{:.2f}×')}[/bold] "
+            "(SMs served per L2 read)")
+    if l2.get("multicast_share") is not None:
+        line += f", TMA multicast {_pct(l2['multicast_share'])} of delivered"
     return line
 
 
@@ -363,6 +390,8 @@ def render_tables(summaries: list[dict], top: int = 10, verbose: bool = False) -
                                   + (f" ({_num(tp.get(f'{lv}_pct_of_peak'), '{:.1f}')}% of peak)"
                                      if tp.get(f"{lv}_pct_of_peak") is not None else "")
                                   for lv in ("dram", "l2") if tp.get(f"{lv}_bytes_per_s") is not None))
+
+        con.print(_l2_reads_line(s))
 
         render_timeline(con, s)
         render_regions(con, s)

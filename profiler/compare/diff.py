@@ -47,7 +47,10 @@ class Diff:
     - ``metrics``: metric, a, b, ratio, significant: duration, TFLOPS, tensor pipe % (of the path's own
       peak), tensor roof % (of the GPU's dense tensor roof: one scale for both paths), compute roof, tensor path,
       FLOPs, bytes and intensity per level (L1, L2, DRAM and shared memory), LDSM conflict ways and
-      bank conflicts, DRAM and L2 throughput as % of peak, stall cycles per issue, launch shape. Counters are one
+      bank conflicts, DRAM and L2 throughput as % of peak, the L2 read fan-out (``l2_read_fanout``: SMs served per
+      L2 read; ``l2_read_bytes``, ``l2_read_delivered_bytes``, ``l2_read_miss_share``, ``l2_read_multicast_share``:
+      summary ``roofline.l2_reads``; null on both sides of reports without its counters, and then not in the
+      table), stall cycles per issue, launch shape. Counters are one
       run each, so a change counts as significant beyond the run-to-run band
       (:data:`~profiler.compare.stats.DURATION_NOISE`, ±5%); None where a side is unknown.
     - ``regions``: region, source_a, source_b + :data:`SHARE_COLUMNS`: samples by source region (summary
@@ -276,6 +279,9 @@ def _metrics(sa: Summary, sb: Summary) -> pd.DataFrame:
     ta, tb = sa.get("throughput") or {}, sb.get("throughput") or {}
     for k in ("dram_pct_of_peak", "l2_pct_of_peak"):
         rows.append((k, ta.get(k), tb.get(k), None, None))
+    l2a, l2b = ((r.get("l2_reads") or {}) for r in (ra, rb))
+    for k in ("fanout", "bytes", "delivered_bytes", "miss_share", "multicast_share"):
+        rows.append((f"l2_read_{k}", l2a.get(k), l2b.get(k), None, None))
     la_, lb_ = ((r.get("smem") or {}).get("ldsm") or {} for r in (ra, rb))
     rows.append(("ldsm_conflict_ways", la_.get("ways"), lb_.get("ways"), None, None))
     rows.append(("ldsm_bank_conflicts", la_.get("bank_conflicts"), lb_.get("bank_conflicts"), None, None))

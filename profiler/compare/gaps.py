@@ -9,7 +9,8 @@ and the sections to add; :func:`gap_line` makes the one line; ``--verbose`` prin
 Fields that a GPU does not have are not gaps: Hopper's ``warpgroup_arrive`` stall reason, wgmma
 (``gmma``/``hgmma``) counters and thread-block clusters on a chip before compute capability 9.0 are
 absent from such a report by design, not for want of a section, and are left out here (and the views
-leave them out of every sum).
+leave them out of every sum). Nor are an optional view's fields (:data:`OPTIONAL_PREFIXES`: the L2 read fan-out),
+which that view says are not collected.
 """
 
 from __future__ import annotations
@@ -48,6 +49,16 @@ HOPPER_ONLY_REASONS = ("warpgroup_arrive", "gmma")
 #: a null field whose stand-in has a value is no gap: the XU pipe's % derived from the SASS equals ncu's counter
 #: on every report that has both (profiler/analyze/xu.py), so a report without the counter shows the same figure
 STAND_INS = {"xu_pipe_pct": "xu_pipe_pct_sass"}
+
+#: fields of an optional view that says "not collected" on its own line (``show``'s L2 read fan-out): never a gap,
+#: neither in the note nor for the gate's ``no_missing``, so a report taken before their counters joined
+#: WhowaitsRoofline (every report committed before them) reads as it did
+OPTIONAL_PREFIXES = ("roofline.l2_reads.",)
+
+
+def optional(field_name: str) -> bool:
+    """Whether a null ``field_name`` belongs to an optional view (:data:`OPTIONAL_PREFIXES`): not a gap."""
+    return field_name.startswith(OPTIONAL_PREFIXES)
 
 
 def _cc(summary: dict) -> float | None:
@@ -110,7 +121,7 @@ def gaps(summary: dict) -> Gaps:
         if not isinstance(m, dict) or m.get("section") == NO_SECTION:
             continue  # NO_SECTION: the kernel has none of it (no async group); no section is missing
         f, sec = str(m.get("field") or "?"), _section(m.get("section"))
-        if chip_lacks(f, cc) or (f, sec) in seen or (f in STAND_INS and not _empty(_get(summary, STAND_INS[f]))):
+        if chip_lacks(f, cc) or optional(f) or (f, sec) in seen or (f in STAND_INS and not _empty(_get(summary, STAND_INS[f]))):
             continue
         seen.add((f, sec))
         out.fields.append({"field": f, "section": sec, "view": view_of(f)})

@@ -3,7 +3,7 @@
 A kernel filter may match several launches of a report (several kernels of one forward, or many
 launches of one kernel). Comparing versions then means comparing their totals: sampled stalls add
 up, as do durations, FLOPs, bytes, instruction counts and who-waits-on-whom samples; shares,
-intensities, achieved and attainable TFLOPS and LDSM conflict ways are recomputed from the sums;
+intensities, achieved and attainable TFLOPS, LDSM conflict ways and the L2 read fan-out are recomputed from the sums;
 utilisations are duration-weighted means; ``tensor_roof_pct`` is the summed tensor FLOPs over the
 summed time against the first launch's dense tensor roof. The result has the schema of a single launch
 (:class:`profiler.schema.Summary`); values that do not add up are ``None`` (``launch_index``,
@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from profiler.analyze.overlap import merge_sites
-from profiler.names import LEVELS, SMEM_OPS
+from profiler.analyze.roofline import l2_read_derived
+from profiler.names import L2_READ_COUNTERS, LEVELS, SMEM_OPS
 from profiler.schema import Summary, validate_summary
 
 
@@ -102,6 +103,8 @@ def _roofline(roofs: list[dict], dur) -> dict:
     ldsm = _sum_keys([s.get("ldsm") for s in smems], ("wavefronts", "bank_conflicts"))
     wf, bc = ldsm["wavefronts"], ldsm["bank_conflicts"]
     ldsm["ways"] = wf / (wf - bc) if wf is not None and bc is not None and wf - bc > 0 else None
+    l2 = _sum_keys([r.get("l2_reads") for r in roofs], L2_READ_COUNTERS)
+    l2.update(l2_read_derived(l2))
     return {
         "flops": flops,
         "flops_by_path": by_path,
@@ -115,6 +118,7 @@ def _roofline(roofs: list[dict], dur) -> dict:
         "attainable_tflops": attainable,
         "ceilings": ceilings,
         "smem": {"bytes_by_op": _sum_keys([s.get("bytes_by_op") for s in smems], SMEM_OPS), "ldsm": ldsm},
+        "l2_reads": l2,
     }
 
 

@@ -18,7 +18,7 @@ import pyarrow as pa
 from profiler.names import NO_SECTION
 
 #: bump when a column is added, removed or changes meaning: every part is rebuilt on the next index
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 PARTITION_KEYS = ("gpu", "subject", "shape")
 LEVELS = ("l1", "l2", "dram", "smem")
@@ -75,6 +75,13 @@ def _tail_columns() -> list[tuple[str, pa.DataType, str]]:
         cols.append((f"bytes_{lv}", pa.float64(), f"roofline bytes at {lv}"))
     for lv in LEVELS:
         cols.append((f"intensity_{lv}", pa.float64(), f"FLOP/byte at {lv}"))
+    cols += [
+        ("l2_read_fanout", pa.float64(), "L2 read fan-out: bytes the SMs received / L2 bytes read for them (SMs served "
+                                         "per L2 read; null where the report lacks the counters)"),
+        ("l2_read_bytes", pa.float64(), "L2 bytes read for the SMs (lts__t_sectors_srcunit_tex_op_read x 32)"),
+        ("l2_read_miss_share", pa.float64(), "share of those L2 sectors that missed"),
+        ("l2_read_multicast_share", pa.float64(), "share of the delivered bytes TMA multicast delivered"),
+    ]
     cols += [
         ("grid_x", pa.int64(), "grid size x"), ("grid_y", pa.int64(), "grid size y"), ("grid_z", pa.int64(), "grid size z"),
         ("block_x", pa.int64(), "block size x"), ("block_y", pa.int64(), "block size y"),
@@ -174,6 +181,8 @@ def launch_row(summary: dict, sidecar: dict | None, *, gpu: str, subject: str, s
     for lv in LEVELS:
         row[f"bytes_{lv}"] = _get(roof, "bytes", lv)
         row[f"intensity_{lv}"] = _get(roof, "intensity", lv)
+    for k in ("fanout", "bytes", "miss_share", "multicast_share"):
+        row[f"l2_read_{k}"] = _get(roof, "l2_reads", k)
     for name, key in (("grid", "grid"), ("block", "block"), ("cluster", "cluster")):
         for axis, v in zip("xyz", _xyz(launch.get(key))):
             row[f"{name}_{axis}"] = v

@@ -170,6 +170,11 @@ def test_diff_rows_before_and_after():
 WITH_COUNTERS = (
     "reports/h200/ext-sdpa-cudnn-fullset/b1_h64_s1024_d128_fp16.ncu-rep",
     "reports/h200/ext-sdpa-flash-fullset/b1_h64_s1024_d128_fp16.ncu-rep",
+    "reports/h200/ladder4/2026-12-03T1233/v34-same-session/b1_h64_s1024_d128_fp16.ncu-rep",
+    "reports/h200/ladder4/2026-12-03T1233/v34-same-session/b4_h16_s4096_d128_fp16.ncu-rep",
+    "reports/h200/v38_kv_multicast4/b1_h64_s1024_d128_fp16.ncu-rep",
+    "reports/h200/v38_kv_multicast4/b4_h16_s4096_d128_fp16.ncu-rep",
+    "reports/h200/v39_kv_multicast8/b4_h16_s4096_d128_fp16.ncu-rep",
     "tests/public-reports/bbastar/rtx4070-astar-full.ncu-rep",
     "tests/public-reports/cutlass-panjd123/report-s4.ncu-rep",
     "tests/public-reports/cutlass-panjd123/report-s8-persist.ncu-rep",
@@ -230,6 +235,29 @@ def test_cudnn_shares_its_l2_reads():
     q = _quantities(la)
     assert q["l2_read_fanout"] == pytest.approx(1.927, abs=1e-3)
     assert q["l2_read_miss_share"] == pytest.approx(0.430, abs=1e-3)
+
+
+# The whowaits-set reports of one ncu session (T1233, b4_h16_s4096_d128_fp16): v34 without clusters, v38 and v39 with
+# K/V multicast over clusters of 4 and 8 (kernels/v38_kv_multicast4, v39_kv_multicast8).
+T1233_B4 = {1: "reports/h200/ladder4/2026-12-03T1233/v34-same-session/b4_h16_s4096_d128_fp16.ncu-rep",
+            4: "reports/h200/v38_kv_multicast4/b4_h16_s4096_d128_fp16.ncu-rep",
+            8: "reports/h200/v39_kv_multicast8/b4_h16_s4096_d128_fp16.ncu-rep"}
+
+
+def test_multicast_width_sets_the_fanout():
+    """The same bytes reach the SMs whatever the cluster (4.36 GB: 2,048 tiles x 2 MB of K/V + 67 MB of Q), and the
+    counters see the multicast: without a cluster no byte comes by multicast and the L2 merges v34's requests on its
+    own (fan-out 2.37); with clusters of w each K/V sector is read once for w SMs, so fan-out ~w (Q's 1.5% of the
+    bytes, not multicast, keeps it below w: 3.66 and 6.66, ncu's values) and the multicast share is the K/V's 98.5%."""
+    q = {w: _quantities(_launches(rel)[0]) for w, rel in T1233_B4.items()}
+    delivered = {w: x["l2_read_delivered_bytes"] for w, x in q.items()}
+    assert max(delivered.values()) / min(delivered.values()) < 1.001
+    assert q[1]["l2_read_multicast_share"] == 0
+    assert 2.0 < q[1]["l2_read_fanout"] < 3.0
+    for w in (4, 8):
+        assert q[w]["l2_read_multicast_share"] == pytest.approx(0.985, abs=0.005)
+        assert 0.8 * w < q[w]["l2_read_fanout"] < w
+    assert q[1]["l2_read_fanout"] < q[4]["l2_read_fanout"] < q[8]["l2_read_fanout"]
 
 
 def _without_l2(summary: dict) -> dict:

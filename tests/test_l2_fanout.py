@@ -172,6 +172,7 @@ WITH_COUNTERS = (
     "reports/h200/ext-sdpa-flash-fullset/b1_h64_s1024_d128_fp16.ncu-rep",
     "reports/h200/ladder4/2026-12-03T1233/v34-same-session/b1_h64_s1024_d128_fp16.ncu-rep",
     "reports/h200/ladder4/2026-12-03T1233/v34-same-session/b4_h16_s4096_d128_fp16.ncu-rep",
+    "reports/h200/ladder4/2026-12-03T1241/v34-120ctas/b4_h16_s4096_d128_fp16.ncu-rep",
     "reports/h200/v38_kv_multicast4/b1_h64_s1024_d128_fp16.ncu-rep",
     "reports/h200/v38_kv_multicast4/b4_h16_s4096_d128_fp16.ncu-rep",
     "reports/h200/v39_kv_multicast8/b4_h16_s4096_d128_fp16.ncu-rep",

@@ -387,6 +387,8 @@ OUTPUTS: tuple[Output, ...] = (
         "table[].top_note": "why a version has no top waiter, or null",
         "table[].dram_pct_of_peak": "DRAM throughput, % of peak (the summary's throughput)",
         "table[].l2_pct_of_peak": "L2 throughput, % of peak", "table[].debug_build": "a -G build, from its SASS",
+        "table[].l2_read_fanout": "SMs served per L2 read for the SMs (null without the counters)",
+        "table[].l2_read_multicast_share": "share of the bytes delivered to the SMs that came by TMA multicast",
         "table[].top_hi": "… high", "table[].ssc_share": "SSC share",
         "table[].tensor_path": "hmma | gmma | mixed | none",
         "table[].tensor_pipe_pct": "tensor pipe, % of its path's peak",

@@ -186,7 +186,7 @@ def _ladder_table(m) -> str:
 
     rows = []
     recs = m.table.to_dict(orient="records")
-    extra = [k for k in ("gbps", "hypothesis", "verdict")
+    extra = [k for k in ("gbps", "l2_read_fanout", "hypothesis", "verdict")
              if any((isinstance(r.get(k), str) and r.get(k)) or (isinstance(r.get(k), float) and r[k] == r[k])
                     for r in recs)]
     beside = set(m.steps["dst"][m.steps["beside"]]) if "beside" in m.steps and len(m.steps) else set()
@@ -208,14 +208,26 @@ def _ladder_table(m) -> str:
                      _fold(r.get("expected_bottleneck")),
                      _e(r.get("tensor_path")), _num(r.get("tensor_pipe_pct"), "{:.1f}%"), _xu_cell(r),
                      _num(r.get("tensor_roof_pct"), "{:.1f}%")]
-                    + [_num(r.get(k), "{:.0f}") if k == "gbps" else _fold(r.get(k)) for k in extra])
-    names = {"gbps": "GB/s", "hypothesis": "hypothesis", "verdict": "verdict"}
-    num = {3, 4, 5, 7, 10, 11, 12} | ({13} if extra[:1] == ["gbps"] else set())
+                    + [_num(r.get(k), "{:.0f}") if k == "gbps" else _fanout_html(r) if k == "l2_read_fanout"
+                       else _fold(r.get(k)) for k in extra])
+    names = {"gbps": "GB/s", "l2_read_fanout": "L2 read fan-out (SMs per read)", "hypothesis": "hypothesis",
+             "verdict": "verdict"}
+    num = {3, 4, 5, 7, 10, 11, 12} | {13 + i for i, k in enumerate(extra) if k in ("gbps", "l2_read_fanout")}
     return _table(["version", "title", "change", "duration", "TFLOPS", "speed-up (vs the row above)", "top waiter",
                    "share [95%]",
                    "expected bottleneck", "tensor path", "tensor pipe (own peak)", "XU (MUFU) pipe",
                    "tensor roof (dense)"]
                   + [names[k] for k in extra], rows, num)
+
+
+def _fanout_html(r: dict) -> str:
+    """A migration row's L2 read fan-out, with the TMA multicast share where there is one; — without the counters."""
+    v, mc = r.get("l2_read_fanout"), r.get("l2_read_multicast_share")
+    if not isinstance(v, float) or v != v:
+        return "—"
+    note = (f" <span class='note'>{mc:.0%} by multicast</span>" if isinstance(mc, float) and mc == mc and mc > 0
+            else "")
+    return f"{v:.2f}×{note}"
 
 
 def _xu_cell(r: dict) -> str:

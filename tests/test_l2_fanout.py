@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 from functools import lru_cache
 from pathlib import Path
@@ -302,3 +303,28 @@ def test_show_without_the_counters_says_not_collected(rel, capsys):
 @pytest.mark.parametrize("rel", COMMITTED)
 def test_every_committed_report_shows_as_before(rel, capsys):
     _check_show(rel, capsys)
+
+
+def test_migration_carries_the_fanout(tmp_path):
+    """`whowaits migration` over v34, v38 and v39 at b4 (T1233): the JSON table has each version's fan-out and
+    multicast share (ncu's ratio, rising with the cluster width), the console prints them on one line below the
+    table, and the HTML report has the column."""
+    try:
+        from test_compare_helpers import run
+    except ImportError:  # tests/ imported as a package
+        from tests.test_compare_helpers import run
+
+    paths = [T1233_B4[w] for w in (1, 4, 8)]
+    proc = run("migration", *paths, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["table"]
+    fan = [r["l2_read_fanout"] for r in rows]
+    assert fan == sorted(fan) and fan[0] == pytest.approx(_quantities(_launches(paths[0])[0])["l2_read_fanout"])
+    assert [r["l2_read_multicast_share"] > 0.9 for r in rows] == [False, True, True]
+    text = run("migration", *paths, env={"COLUMNS": "150"}).stdout
+    line = next(ln for ln in text.replace("\n", " ").split("L2 read fan-out")[1:2])
+    assert f"{fan[0]:.2f}×" in line and f"{fan[2]:.2f}× (98% by multicast)" in line
+    out = tmp_path / "m.html"
+    html = run("migration", *paths, "--html", str(out))
+    assert html.returncode == 0, html.stderr[-500:]
+    assert "L2 read fan-out (SMs per read)" in out.read_text() and "98% by multicast" in out.read_text()

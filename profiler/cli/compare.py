@@ -59,6 +59,16 @@ def _pct(x, signed: bool = False) -> str:
     return f"{100 * x:+.1f}" if signed else f"{100 * x:.1f}%"
 
 
+def _fanout_cell(r: dict) -> str:
+    """A migration row's L2 read fan-out (SMs served per L2 read for the SMs), with the share of the delivered bytes
+    that came by TMA multicast where there is one; — without the counters."""
+    v = r.get("l2_read_fanout")
+    if not isinstance(v, float) or v != v:
+        return "—"
+    mc = r.get("l2_read_multicast_share")
+    return f"{v:.2f}×" + (f" ({mc:.0%} by multicast)" if isinstance(mc, float) and mc == mc and mc > 0 else "")
+
+
 def _num(x, fmt: str = "{:.3g}") -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "—"
@@ -215,7 +225,7 @@ def _render_migration(m, console) -> None:
         console.print(Panel(escape(w["message"]), title="confound", border_style="yellow"))
     rows = m.table.to_dict(orient="records")
     has = {k: any(isinstance(r.get(k), str) and r.get(k) or isinstance(r.get(k), float) and r[k] == r[k]
-                  for r in rows) for k in ("gbps", "change")}
+                  for r in rows) for k in ("gbps", "change", "l2_read_fanout")}
     # A change is a paragraph (version.toml's ``change``): as a column it wraps every row into dozens of lines and
     # squeezes the top waiter, so it is a column only on a console wide enough for it (one line, cut with an
     # ellipsis); otherwise each step below names its change in full. JSON and the HTML report always have it.
@@ -260,6 +270,12 @@ def _render_migration(m, console) -> None:
         console.print("[dim]tensor · XU pipe: each pipe's % of its own peak (XU: MUFU, the exponential); * from the "
                       "SASS (the report lacks ncu's counter; where both exist they agree); [yellow]yellow[/yellow]: "
                       "the XU pipe busier than the tensor pipe[/dim]")
+    if has["l2_read_fanout"]:  # a line, not a column: the table is already as wide as a 150-column console allows
+        cells = [f"{escape(str(r['version']))} {_fanout_cell(r)}" for r in rows if _fanout_cell(r) != "—"]
+        rest = len(rows) - len(cells)
+        console.print("L2 read fan-out (bytes the SMs received over the bytes the L2 read for them: SMs served per "
+                      f"read): {', '.join(cells)}" + (f" [dim]({rest} other version{'s' * (rest > 1)}: not collected; "
+                                                       "the WhowaitsRoofline section collects it)[/dim]" if rest else ""))
     marked = sorted({r["vs"] for r, prev in zip(rows, above) if isinstance(r.get("vs"), str) and r["vs"] != prev})
     console.print("[dim]speed-up: the row above's duration over this row's"
                   + (f"; 'vs X': against X instead ({', '.join(map(escape, marked))}: external subjects are set "

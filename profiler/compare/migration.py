@@ -41,6 +41,8 @@ class Migration:
       version with executed-instruction counts), tensor_roof_pct (% of the GPU's dense
       tensor roof at the report's clock: one scale for every path), compute_roof_tflops (the roof of
       the pipe carrying most FLOPs), ssc_share, dram_pct_of_peak / l2_pct_of_peak (the summary's ``throughput``),
+      l2_read_fanout / l2_read_multicast_share (the summary's ``roofline.l2_reads``: SMs served per L2 read for the
+      SMs, and the share of the delivered bytes that came by TMA multicast; null without the counters),
       debug_build (a -G build, from its SASS), intensity_l1, intensity_l2, intensity_dram, intensity_smem (total FLOPs / bytes),
       intensity_tensor_<level> (tensor FLOPs / bytes, as ncu's roofline takes them),
       title, change, expected_bottleneck (from the sidecar; empty for external subjects:
@@ -213,6 +215,8 @@ def migration(profiled: list, info: dict | None = None, warnings: list | None = 
             "ssc_share": (ssc / n if ssc is not None and n else None),
             "dram_pct_of_peak": (s.get("throughput") or {}).get("dram_pct_of_peak"),
             "l2_pct_of_peak": (s.get("throughput") or {}).get("l2_pct_of_peak"),
+            "l2_read_fanout": (roof.get("l2_reads") or {}).get("fanout"),
+            "l2_read_multicast_share": (roof.get("l2_reads") or {}).get("multicast_share"),
             "debug_build": (s.get("build") or {}).get("debug"),
             **{f"intensity_{lv}": inten.get(lv) for lv in LEVELS},
             **{f"intensity_tensor_{lv}": (roof.get("intensity_tensor") or {}).get(lv) for lv in LEVELS},

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from kernels import sass as _sass
 from kernels.config import FwdConfig
-from kernels.registry import KERNELS_DIR, PERSISTENT_ABIS, TENSOR_MAPS, Version
+from kernels.registry import KERNELS_DIR, PERSISTENT_ABIS, TENSOR_MAPS, WORKSPACE_ABIS, Version
 from profiler.errors import WhowaitsError
 from profiler.paths import build_dir
 
@@ -170,6 +170,8 @@ def translation_unit(version: Version, config) -> str:
         params = "const __grid_constant__ CUtensorMap, " * TENSOR_MAPS[version.abi] + f"{e}* __restrict__, int, float"
         if version.abi in PERSISTENT_ABIS:
             params += ", int"  # num_bh = B·H: the persistent grid no longer spells the problem out
+        if version.abi in WORKSPACE_ABIS:
+            params += ", float* __restrict__"  # the stream-K workspace (v40)
     else:
         params = f"const {e}* __restrict__, const {e}* __restrict__, const {e}* __restrict__, {e}* __restrict__, int, float"
     src = source_include(version)

@@ -75,10 +75,10 @@ class LaunchPlan:
     """What a launch of one problem needs besides the data pointers (module docstring)."""
 
     __slots__ = ("fn", "handle", "device", "grid", "threads", "smem", "box_rows", "args", "launch",
-                 "fn_arg", "configs", "shape", "element_size", "bf16", "maps", "templates", "scalars")
+                 "fn_arg", "configs", "shape", "element_size", "bf16", "maps", "templates", "scalars", "workspace")
 
     def __init__(self, fn, device, grid, threads, smem, seqlen, scale, num_bh, box_rows,
-                 shape=(1, 1, 1, 64), element_size=2, bf16=False):
+                 shape=(1, 1, 1, 64), element_size=2, bf16=False, workspace=None):
         self.fn = fn
         self.handle = _handle(fn)
         self.fn_arg = ctypes.c_void_p(self.handle)  # the CUfunction as cuLaunchKernelEx takes it, converted once
@@ -87,7 +87,7 @@ class LaunchPlan:
         self.grid, self.threads, self.smem = grid, threads, smem
         self.box_rows = box_rows  # rows of the q, k, v[, o] map boxes; () for the pointer ABI
         # pointer_key -> (the kernelParams array's address as a c_void_p, the array, what it points into)
-        self.args: dict[tuple[int, int, int, int], tuple] = {}
+        self.args: dict[tuple[int, ...], tuple] = {}  # (q, k, v, out[, workspace]) pointers
         # raw stream handle -> (the config's address as a c_void_p, the CUlaunchConfig): never written after it
         # is made, so two threads launching one plan on two streams cannot see each other's stream
         self.configs: dict[int, tuple] = {}
@@ -97,6 +97,8 @@ class LaunchPlan:
         self.maps: dict[tuple[int, int], TensorMap] = {}
         self.templates: dict[int, TensorMap] = {}  # box rows -> the plan's first map of them (TensorMap.rebased)
         self.scalars = [ctypes.c_int(seqlen), ctypes.c_float(scale)] + ([] if num_bh is None else [ctypes.c_int(num_bh)])
+        # a workspace ABI's (registry.WORKSPACE_ABIS): () -> a new workspace tensor on the current stream, else None
+        self.workspace = workspace
 
     def tensor_map(self, ptr: int, box_rows: int):
         """The tensor map of one of this problem's tensors at ``ptr``, kept per plan: the plan's first map of these box
@@ -293,7 +295,10 @@ def forward(q, k, v, causal: bool = False, *, version: str, config: FwdConfig | 
         if plan is not None:
             if out is None:
                 out = _empty_like[0](q)  # q is contiguous (the key holds its strides, seen valid once)
-            ptrs = pointer_key(q, k, v, out)
+            ptrs: tuple[int, ...] = pointer_key(q, k, v, out)
+            if plan.workspace is not None:  # a new one each call from torch's caching allocator: ordered on the
+                ws = plan.workspace()       # stream, so concurrent streams never share one (stream_k.cuh)
+                ptrs += (ws.data_ptr(),)
             args = plan.args.get(ptrs)
             if args is None:
                 args = _pack(plan, ptrs)
@@ -329,6 +334,7 @@ def _forward_full(q, k, v, causal, version, config, out, pkey):
     grid = (math.ceil(s / config.block_m), h, b)
     num_bh = None
     cluster = 1
+    ws = None
     if ver.abi in registry.TMA_ABIS:
         if ver.abi in registry.PERSISTENT_ABIS:
             # one CTA per SM (at most one per tile); the kernel walks tiles blockIdx.x, + gridDim.x, ... of the
@@ -337,8 +343,10 @@ def _forward_full(q, k, v, causal, version, config, out, pkey):
             resident = resident_clusters(fn, config.threads, result.smem_dynamic_bytes, cluster)
             grid = persistent_grid(grid[0] * h * b, q.device, cluster, resident)
             num_bh = b * h
+        if ver.abi in registry.WORKSPACE_ABIS:
+            ws = workspace(grid[0], config, q.device)
         launch_tma(fn, grid, config.threads, result.smem_dynamic_bytes,
-                   tensor_maps(ver, config, q, k, v, out, cluster), out, s, 1.0 / math.sqrt(d), num_bh)
+                   tensor_maps(ver, config, q, k, v, out, cluster), out, s, 1.0 / math.sqrt(d), num_bh, ws)
     else:
         launch_raw(fn, grid, config.threads, result.smem_dynamic_bytes, q, k, v, out, s, 1.0 / math.sqrt(d))
     if pkey is not None and _launcher() is not None and _handle(fn):
@@ -350,16 +358,21 @@ def _forward_full(q, k, v, causal, version, config, out, pkey):
             if ver.abi in registry.O_BOX_ROWS:
                 box_rows += (registry.O_BOX_ROWS[ver.abi],)
         device = q.device.index if q.device.index is not None else torch.cuda.current_device()
+        new_ws = None
+        if ws is not None:
+            import functools
+
+            new_ws = functools.partial(torch.empty, ws.numel(), dtype=torch.uint8, device=q.device)
         remember(_plans, pkey, LaunchPlan(fn, device, grid, config.threads, result.smem_dynamic_bytes, s,
                                           1.0 / math.sqrt(d), num_bh, box_rows, (b, h, s, d), q.element_size(),
-                                          dtype == "bf16"), PLANS_MAX)
+                                          dtype == "bf16", new_ws), PLANS_MAX)
     return out
 
 
-def _pack(plan: LaunchPlan, ptrs: tuple[int, int, int, int]) -> tuple:
+def _pack(plan: LaunchPlan, ptrs: tuple[int, ...]) -> tuple:
     """Build (and keep, under the pointer set) the kernelParams array of a plan for new data pointers ``ptrs`` (q, k,
-    v, out: :func:`pointer_key`): the tensor maps (the plan's, by pointer) or the raw pointers, then o, and the
-    plan's own seqlen, scale[, num_bh]."""
+    v, out: :func:`pointer_key`[, the workspace]): the tensor maps (the plan's, by pointer) or the raw pointers, then
+    o, the plan's own seqlen, scale[, num_bh], and the workspace pointer of a workspace ABI."""
     if (ptrs[0] | ptrs[1] | ptrs[2] | ptrs[3]) % 16:
         raise WhowaitsError("q, k, v and out must be 16-byte aligned")
     if plan.box_rows:
@@ -371,6 +384,10 @@ def _pack(plan: LaunchPlan, ptrs: tuple[int, int, int, int]) -> tuple:
     o_arg = ctypes.c_void_p(ptrs[3])
     keep.append(o_arg)
     addrs += [ctypes.addressof(o_arg)] + [ctypes.addressof(a) for a in plan.scalars]
+    if len(ptrs) > 4:
+        ws_arg = ctypes.c_void_p(ptrs[4])
+        keep.append(ws_arg)
+        addrs.append(ctypes.addressof(ws_arg))
     params = (ctypes.c_void_p * len(addrs))(*addrs)
     return remember(plan.args, ptrs, (ctypes.c_void_p(ctypes.addressof(params)), params, keep), POINTER_SETS_MAX)
 
@@ -614,16 +631,29 @@ def _sm_count(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def launch_tma(fn, grid, threads: int, smem: int, maps, o, seqlen: int, scale: float, num_bh: int | None = None) -> None:
+def workspace(grid_x: int, config: FwdConfig, device):
+    """A stream-K workspace for a launch of ``grid_x`` CTAs (registry.workspace_bytes), from torch's caching allocator
+    on the current stream: uninitialised (the kernel's flags hold the launch's %gridid, so no zeroing), and freed for
+    reuse only after the launch, in stream order."""
+    import torch
+
+    n = registry.workspace_bytes(grid_x, getattr(config, "consumers", 2), config.head_dim)
+    return torch.empty(n, dtype=torch.uint8, device=device)
+
+
+def launch_tma(fn, grid, threads: int, smem: int, maps, o, seqlen: int, scale: float, num_bh: int | None = None,
+               ws=None) -> None:
     """cuLaunchKernel with a TMA ABI: (tmap_q, tmap_k, tmap_v[, tmap_o], o, seqlen, scale), the maps
     passed by value (``const __grid_constant__ CUtensorMap``; NCU-NOTES.md records that this works);
-    the persistent ABIs append ``int num_bh``."""
+    the persistent ABIs append ``int num_bh``, a workspace ABI the workspace's pointer (``ws``)."""
     import torch
 
     driver = _driver()
     scalars = [ctypes.c_void_p(o.data_ptr()), ctypes.c_int(seqlen), ctypes.c_float(scale)]
     if num_bh is not None:
         scalars.append(ctypes.c_int(num_bh))
+    if ws is not None:  # a workspace ABI's last argument (registry.WORKSPACE_ABIS)
+        scalars.append(ctypes.c_void_p(ws.data_ptr()))
     addrs = [int(m.getPtr()) for m in maps] + [ctypes.addressof(a) for a in scalars]
     params = (ctypes.c_void_p * len(addrs))(*addrs)
     stream = driver.CUstream(torch.cuda.current_stream(o.device).cuda_stream)

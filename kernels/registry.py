@@ -21,15 +21,25 @@ _ID_RE = re.compile(r"^v(\d\d)_[a-z0-9_]+$")
 _REQUIRED_STR = ("id", "title", "change", "hypothesis", "expected_bottleneck", "arch", "smem_layout")
 _ARCHES = ("sm_80", "sm_90", "sm_90a")
 ABIS = ("pointers", "tensor_maps", "tensor_maps_persistent", "tensor_maps_persistent_o",
-        "tensor_maps_persistent_o16")  # launch ABI (CONTRACT.md)
+        "tensor_maps_persistent_o16", "tensor_maps_persistent_o_ws")  # launch ABI (CONTRACT.md)
 # (tmap_q, tmap_k, tmap_v[, tmap_o], o, seqlen, scale[, num_bh]): how many tensor maps each TMA ABI passes first
 TENSOR_MAPS = {"tensor_maps": 3, "tensor_maps_persistent": 3, "tensor_maps_persistent_o": 4,
-               "tensor_maps_persistent_o16": 4}
+               "tensor_maps_persistent_o16": 4, "tensor_maps_persistent_o_ws": 4}
 # The rows of tmap_o's box: one consumer warpgroup's 64 rows (v17), or one warp's 16 (v35: each warp stores its own)
-O_BOX_ROWS = {"tensor_maps_persistent_o": 64, "tensor_maps_persistent_o16": 16}
+O_BOX_ROWS = {"tensor_maps_persistent_o": 64, "tensor_maps_persistent_o16": 16, "tensor_maps_persistent_o_ws": 64}
 TMA_ABIS = tuple(TENSOR_MAPS)
 PERSISTENT_ABIS = ("tensor_maps_persistent", "tensor_maps_persistent_o",
-                   "tensor_maps_persistent_o16")  # one CTA per SM, + int num_bh
+                   "tensor_maps_persistent_o16", "tensor_maps_persistent_o_ws")  # one CTA per SM, + int num_bh
+# + float* ws after num_bh: the stream-K workspace (kernels/common/sm90/stream_k.cuh), WORKSPACE_BYTES(grid) bytes
+WORKSPACE_ABIS = ("tensor_maps_persistent_o_ws",)
+
+
+def workspace_bytes(grid_x: int, consumers: int = 2, head_dim: int = 128) -> int:
+    """The stream-K workspace of a launch of ``grid_x`` CTAs (stream_k.cuh's StreamKSlots): per CTA, every consumer
+    thread's O fragment (head_dim / 2 floats) plus its two rows' maximum and sum (4 floats), then one 8-byte flag per
+    consumer warp."""
+    threads = consumers * 128
+    return grid_x * (threads * (head_dim // 2 + 4) * 4 + threads // 32 * 8)
 
 
 @dataclass(frozen=True)

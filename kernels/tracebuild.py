@@ -268,7 +268,8 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
         L.forward(q, k, v, shape.causal, version=ver.id, config=config, out=o_plain)
 
     def traced_launch():
-        L.launch_tma(fn, grid, config.threads, dyn, maps, o_traced, s, scale, b * h if persistent else None)
+        ws = L.workspace(grid[0], config, q.device) if ver.abi in registry.WORKSPACE_ABIS else None
+        L.launch_tma(fn, grid, config.threads, dyn, maps, o_traced, s, scale, b * h if persistent else None, ws)
 
     def clear():  # the device keeps no counters: a slot's count is its number of non-zero stamps
         events.zero_()

@@ -66,6 +66,7 @@
 #include "common/sm90/pipeline.cuh"
 #include "common/sm90/q_regs.cuh"
 #include "common/sm90/setmaxnreg.cuh"
+#include "common/sm90/stream_k.cuh"
 #include "common/sm90/tile_scheduler_cluster.cuh"
 #include "common/sm90/tile_scheduler_pairs.cuh"
 #include "common/sm90/tma.cuh"
@@ -104,6 +105,10 @@
 #define WHOWAITS_PV_ZERO_START 0  // a tile's first PV starts O from zero (scale-d 0): no zeroing in the epilogue,
                                   // no rescale at n = 1 (v35)
 #endif
+#ifndef WHOWAITS_STREAM_K
+#define WHOWAITS_STREAM_K 0  // d128 without a causal mask: stream-K over (tile, key block) units, the split tiles merged
+                             // through a workspace, the kernel's last argument (common/sm90/stream_k.cuh; v40)
+#endif
 #ifndef WHOWAITS_KV_CLUSTER
 #define WHOWAITS_KV_CLUSTER 1  // d128 without a causal mask: CTAs per cluster sharing each K/V tile by TMA multicast
                                // (v26's scheme, common/sm90/cluster.cuh; v38: 4); 1: no cluster, no attribute
@@ -136,7 +141,11 @@ __global__ void
     flash_fwd(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
               const __grid_constant__ CUtensorMap tmap_v, const __grid_constant__ CUtensorMap tmap_o,
               Element* __restrict__ o, int seqlen, float softmax_scale,
-              int num_bh) {
+              int num_bh
+#if WHOWAITS_STREAM_K
+              , float* __restrict__ ws
+#endif
+              ) {
     using namespace whowaits::common;
     using namespace whowaits::sm90;
     static_assert(kConsumers == 2 || kConsumers == 3, "a pingpong ring of 2 or 3 consumer warpgroups");
@@ -164,6 +173,9 @@ __global__ void
     // walk the same key blocks, and each loads one kBlockN / kCluster-row slice of every K/V tile multicast to all.
     constexpr int kCluster = KvCluster<kHeadDim, kCausal>::value;
     static_assert(kCluster == 1 || kPrefetch == 0, "the L2 prefetch walks the paired scheduler's blocks");
+    // v40: stream-K (common/sm90/stream_k.cuh): a CTA's tiles are whole tiles between a tail and a head of key blocks.
+    constexpr bool kStreamK = WHOWAITS_STREAM_K && kHeadDim == 128 && !kCausal;
+    static_assert(!kStreamK || (kCluster == 1 && kPrefetch == 0), "stream-K: no cluster, no L2 prefetch");
 
     // @region other
     WHOWAITS_TRACE_INIT();  // issue 12: the measured trace's per-warpgroup cursors (nothing when off)
@@ -180,13 +192,23 @@ __global__ void
     const int wg = warp >> 2, warp_in_wg = warp & 3;
     // Tile scheduler (common/sm90/tile_scheduler_pairs.cuh): under a causal mask a CTA takes one head's heavy and
     // light query blocks as a pair; the CTA's k-th tile is sched.tile_at(k).
-    using Scheduler = std::conditional_t<(kCluster > 1), ClusterTileScheduler<kBlockM, kBlockN, kCluster>,
-                                         PairedTileScheduler<kBlockM, kBlockN, kCausal>>;
+    using Scheduler = std::conditional_t<
+        (kCluster > 1), ClusterTileScheduler<kBlockM, kBlockN, kCluster>,
+        std::conditional_t<kStreamK, StreamKScheduler<kBlockM, kBlockN>, PairedTileScheduler<kBlockM, kBlockN, kCausal>>>;
     const Scheduler sched(seqlen, num_bh);
     const int num_tiles = sched.num_tiles;
     auto tile_bh = [&](int tile) { return sched.bh(tile); };
     auto tile_row0 = [&](int tile) { return sched.row0(tile); };
     auto kv_blocks = [&](int row0) { return sched.kv_blocks(row0); };
+    // A tile's first key block and its number of key blocks (stream-K: a tile's head or tail is a part of them).
+    auto seg_kv0 = [&](int tile) {
+        if constexpr (kStreamK) return sched.kv_begin(tile);
+        else return 0;
+    };
+    auto seg_blocks = [&](int tile, int row0) {
+        if constexpr (kStreamK) return sched.kv_end(tile) - sched.kv_begin(tile);
+        else return kv_blocks(row0);
+    };
 
     // @region sync
     if (tid == 0) {
@@ -224,7 +246,8 @@ __global__ void
             int kv = 0;  // K/V tiles issued so far by this CTA: ring index and phase continue across tiles
             int it = 0;
             for (int tile = sched.tile_at(0); tile < num_tiles; tile = sched.tile_at(++it)) {
-                const int bh = tile_bh(tile), row0 = tile_row0(tile), n_blocks = kv_blocks(row0);
+                const int bh = tile_bh(tile), row0 = tile_row0(tile), n_blocks = seg_blocks(tile, row0);
+                const int kv0 = seg_kv0(tile);
                 {
                     // @region load_q
                     // Q of this tile into buffer it & 1, before its K/V: that buffer was last read by tile it - 2
@@ -281,11 +304,11 @@ __global__ void
                     if (kv >= kStages) mbar_wait(&empty_k[st.index], st.phase ^ 1u);  // @region sync
                     mbar_arrive_expect_tx(&full_k[st.index], kTileBytes);
                     tma_load_tile<kBlockN, kHeadDim>(sK + st.index * kBlockN * kHeadDim, &tmap_k, &full_k[st.index],
-                                                     t * kBlockN, bh);
+                                                     (kv0 + t) * kBlockN, bh);
                     if (kv >= kStages) mbar_wait(&empty_v[st.index], st.phase ^ 1u);  // @region sync
                     mbar_arrive_expect_tx(&full_v[st.index], kTileBytes);
                     tma_load_tile<kBlockN, kHeadDim>(sV + st.index * kBlockN * kHeadDim, &tmap_v, &full_v[st.index],
-                                                     t * kBlockN, bh);
+                                                     (kv0 + t) * kBlockN, bh);
 #if WHOWAITS_L2_PREFETCH_D64 || WHOWAITS_L2_PREFETCH_D128
                     if ((kPrefetch == 2 && t == n_blocks / 2) ||
                         (kPrefetch == 3 && t == static_cast<int>(blockIdx.x) % n_blocks))
@@ -310,6 +333,7 @@ __global__ void
     float acc_o[kDTiles][4];
     float row_max[2], row_sum[2];
     int cta_row0 = 0, n_blocks = 0, kv_base = 0;  // the current tile's first query row, key tiles, ring offset
+    int kv0 = 0;                                  // the current tile's first key block (stream-K: its tail's)
     float s[1][kNTiles][4];
     uint32_t pa[kPSmem ? 1 : kBlockN / 16][4];  // P[n-1] packed to 16 bits: the A fragments of PV[n-1] (d128)
     // d64: P[n-1] in sP[c]. The tile address through a shuffle from lane 0, so ptxas sees it warp-uniform and keeps
@@ -387,7 +411,7 @@ __global__ void
     // (PV[n-1] may still be reading P[n-1] and accumulating into O): new row max, alpha[h] for the deferred
     // rescale, row sums, exponentiate in place (fp32, in the S registers).
     auto softmax = [&](int n) {
-        const int key0 = n * kBlockN;
+        const int key0 = (kv0 + n) * kBlockN;
         if (tile_needs_mask<kBlockM, kBlockN, kCausal>(key0, cta_row0, seqlen))
             apply_mask<kBlockN, 1, kCausal>(s, key0, cta_row0 + warp_row0, seqlen, lane);
         WHOWAITS_TRACE_PV_WAIT_AS_COMPILED();  // issue 12: the wait-log build waits for PV[n-1] here, as ptxas does
@@ -457,6 +481,38 @@ __global__ void
             epi.store(acc_o, inv_l, &tmap_o, row0 + c * 64, bh, seqlen, warp_in_wg, lane);
     };
     auto finish_sums = [&](float (&inv_l)[2]) { finish_row_sums(row_sum, inv_l); };
+    // v40 (stream-K): a tile's finished rows go to the workspace (the head of a tile the next CTA finishes), or are
+    // merged with the previous CTA's head first (the tail of a tile it began), or are stored as they are. m_done /
+    // l_done: the finished tile's raw row maxima and full row sums, kept before the next tile's softmax resets them.
+    const StreamKSlots<kConsumers * 128, kDTiles> slots{
+#if WHOWAITS_STREAM_K
+        ws
+#else
+        nullptr
+#endif
+    };
+    float m_done[2] = {0.f, 0.f}, l_done[2] = {0.f, 0.f};
+    auto keep_done = [&]() {
+        if constexpr (kStreamK) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                m_done[h] = row_max[h];
+                l_done[h] = whowaits::common::quad_sum(row_sum[h]);
+            }
+        }
+    };
+    auto finish_tile = [&](int done_tile, int done_bh, int done_row0, float (&inv_l)[2]) {
+        const int slot = static_cast<int>(blockIdx.x), ct = tid - 128, cw = warp - 4;
+        if constexpr (kStreamK) {
+            if (sched.writes_partial(done_tile)) {
+                slots.write_partial(slot, ct, cw, lane, acc_o, m_done, l_done);
+                zero_o(acc_o);
+                return;
+            }
+            if (sched.combines(done_tile)) slots.combine(slot - 1, ct, cw, acc_o, m_done, l_done, scale_log2, inv_l);
+        }
+        store_o(done_bh, done_row0, inv_l);
+    };
 
     // @region sync
     // Scheduler barriers (common/sm90/pingpong.cuh): my turn = bar.sync on my id; after issuing, hand the turn to
@@ -470,7 +526,8 @@ __global__ void
     }
     int it = 0, bh = tile_bh(tile);
     cta_row0 = tile_row0(tile);
-    n_blocks = kv_blocks(cta_row0);
+    n_blocks = seg_blocks(tile, cta_row0);
+    kv0 = seg_kv0(tile);
 #pragma unroll
     for (int j = 0; j < kDTiles; ++j)
 #pragma unroll
@@ -548,19 +605,21 @@ __global__ void
             fence_operands(s[0]);
             release(empty_k, next_kv);  // @region sync
             finish_sums(inv_l);         // @region epilogue  (this tile's row sums are final)
-            const int done_bh = bh, done_row0 = cta_row0;
+            keep_done();                // @region epilogue
+            const int done_bh = bh, done_row0 = cta_row0, done_tile = tile;
             bh = next_bh;
             cta_row0 = next_row0;
+            kv0 = seg_kv0(next);
             row_max[0] = row_max[1] = -CUDART_INF_F;
             row_sum[0] = row_sum[1] = 0.f;
             softmax(0);       // @region softmax  (the next tile's S[0]; alpha = 1)
             wgmma_wait<0>();  // PV[last] done: O of this tile is final
             fence_operands(acc_o);
             release(empty_v, kv_base + n_blocks - 1);  // @region sync
-            store_o(done_bh, done_row0, inv_l);        // @region epilogue
+            finish_tile(done_tile, done_bh, done_row0, inv_l);  // @region epilogue
             pack_p();                                  // @region softmax
             kv_base = next_kv;
-            n_blocks = kv_blocks(cta_row0);
+            n_blocks = seg_blocks(next, cta_row0);
             tile = next;
             ++it;
             continue;
@@ -578,7 +637,8 @@ __global__ void
         fence_operands(acc_o);
         release(empty_v, kv_base + n_blocks - 1);  // @region sync
         finish_sums(inv_l);                        // @region epilogue
-        store_o(bh, cta_row0, inv_l);              // @region epilogue
+        keep_done();                               // @region epilogue
+        finish_tile(tile, bh, cta_row0, inv_l);    // @region epilogue
         if constexpr (kEpiWarp)
             epi_warp.drain();  // @region epilogue  (this warp's rows of sO[c] stay valid until its store is done)
         else

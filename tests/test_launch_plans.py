@@ -258,3 +258,28 @@ def test_packed_arguments_point_at_the_kernel_abi_values():
     assert plan.args[ptrs][1] is params
     with pytest.raises(WhowaitsError):
         launch._pack(plan, (ptrs[0] + 8,) + ptrs[1:])
+
+
+def test_packed_arguments_end_with_the_workspace_of_a_workspace_abi():
+    """A workspace ABI's pointer set is (q, k, v, out, ws): the kernelParams end with the workspace pointer after the
+    plan's scalars (kernels/CONTRACT.md, tensor_maps_persistent_o_ws), and each workspace is its own pointer set."""
+    import ctypes
+
+    plan = launch.LaunchPlan(None, 0, (132, 1, 1), 384, 0, 1000, 0.125, 64, (), workspace=lambda: None)
+    ptrs = (0x7F0000000000, 0x7F0000100000, 0x7F0000200000, 0x7F0000300000, 0x7F0000400000)
+    addr, params, _keep = launch._pack(plan, ptrs)
+    assert len(params) == 8 and ctypes.c_void_p.from_address(params[7]).value == ptrs[4]
+    assert ctypes.c_int.from_address(params[6]).value == 64
+    other = launch._pack(plan, ptrs[:4] + (0x7F0000500000,))[1]
+    assert ctypes.c_void_p.from_address(other[7]).value == 0x7F0000500000 and plan.args[ptrs][1] is params
+
+
+def test_workspace_bytes_follow_stream_k_slots():
+    """stream_k.cuh's StreamKSlots: per CTA 2 x 128 consumer threads x (64 floats of O + m, m', l, l'), then 8 flags
+    of 8 bytes (one per consumer warp): 69,696 B per CTA, 9.2 MB for 132 CTAs at head_dim 128."""
+    from kernels import registry
+
+    assert registry.workspace_bytes(1) == 256 * 68 * 4 + 8 * 8
+    assert registry.workspace_bytes(132) == 132 * 69_696
+    assert registry.WORKSPACE_ABIS == tuple(a for a in registry.ABIS if a.endswith("_ws"))
+    assert all(v.abi in registry.WORKSPACE_ABIS for v in registry.versions() if v.id == "v40_stream_k")

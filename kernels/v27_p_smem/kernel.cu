@@ -107,7 +107,8 @@
 #endif
 #ifndef WHOWAITS_STREAM_K
 #define WHOWAITS_STREAM_K 0  // d128 without a causal mask: stream-K over (tile, key block) units, the split tiles merged
-                             // through a workspace, the kernel's last argument (common/sm90/stream_k.cuh; v40)
+                             // through a workspace, the kernel's last argument (common/sm90/stream_k.cuh): 1 over
+                             // all tiles (v40), 2 over the last round's only (v41)
 #endif
 #ifndef WHOWAITS_KV_CLUSTER
 #define WHOWAITS_KV_CLUSTER 1  // d128 without a causal mask: CTAs per cluster sharing each K/V tile by TMA multicast
@@ -194,7 +195,10 @@ __global__ void
     // light query blocks as a pair; the CTA's k-th tile is sched.tile_at(k).
     using Scheduler = std::conditional_t<
         (kCluster > 1), ClusterTileScheduler<kBlockM, kBlockN, kCluster>,
-        std::conditional_t<kStreamK, StreamKScheduler<kBlockM, kBlockN>, PairedTileScheduler<kBlockM, kBlockN, kCausal>>>;
+        std::conditional_t<kStreamK,
+                           std::conditional_t<WHOWAITS_STREAM_K == 2, StreamKTailScheduler<kBlockM, kBlockN>,
+                                              StreamKScheduler<kBlockM, kBlockN>>,
+                           PairedTileScheduler<kBlockM, kBlockN, kCausal>>>;
     const Scheduler sched(seqlen, num_bh);
     const int num_tiles = sched.num_tiles;
     auto tile_bh = [&](int tile) { return sched.bh(tile); };
@@ -509,7 +513,17 @@ __global__ void
                 zero_o(acc_o);
                 return;
             }
-            if (sched.combines(done_tile)) slots.combine(slot - 1, ct, cw, acc_o, m_done, l_done, scale_log2, inv_l);
+            if constexpr (WHOWAITS_STREAM_K == 2) {
+                if (sched.combines(done_tile)) {
+                    for (int j = sched.merge_from(done_tile); j < slot; ++j)
+                        if (sched.has_units(j)) slots.merge(j, ct, cw, acc_o, m_done, l_done, scale_log2);
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) inv_l[h] = l_done[h] > 0.f ? __fdividef(1.f, l_done[h]) : 0.f;
+                }
+            } else {
+                if (sched.combines(done_tile))
+                    slots.combine(slot - 1, ct, cw, acc_o, m_done, l_done, scale_log2, inv_l);
+            }
         }
         store_o(done_bh, done_row0, inv_l);
     };

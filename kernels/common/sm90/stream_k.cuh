@@ -57,6 +57,75 @@ struct StreamKScheduler {
     __device__ __forceinline__ bool combines(int tile) const { return tile == t_first && first_kv_begin > 0; }
 };
 
+// v41: whole tiles in v34's strided order for the full rounds (CTA b's k-th tile b + k G: the CTAs of a round share
+// ~4 heads' K/V in the L2, which v40's contiguous runs lost: DRAM 4 TB/s), and stream-K only over the tiles of the
+// last, partial round: their R x nb key-block units split evenly, CTA b taking [b S / G, (b + 1) S / G) of them
+// (S = R nb). Those pieces are shorter than a tile (R < G), so a tile may be split among several CTAs: every piece
+// that does not end the tile (a head or a middle piece) goes to its CTA's slot, and the CTA whose piece ends it
+// merges the slots of all lower CTAs with a piece of it (merge_from .. blockIdx.x - 1, skipping CTAs with no units).
+// Each CTA's units lie in at most two tiles, the later one's piece (a partial) comes first in its order, so a CTA
+// only waits for lower CTAs' first pieces. Split only where it shortens the busiest CTA (ceil(S / G) < nb); otherwise
+// the last round's tiles stay whole (v34's schedule).
+template <int kBlockM, int kBlockN>
+struct StreamKTailScheduler {
+    int seqlen, m_blocks, nb, num_tiles;
+    int rounds;    // whole-tile rounds: tiles b + k G, k < rounds
+    int base;      // the first split tile (rounds x G); split tiles base .. num_tiles - 1
+    int units;     // S: key-block units of the split tiles (0: none split)
+    int t_first, t_last, first_kv_begin, last_kv_end;  // this CTA's split pieces (t_first > t_last: none)
+
+    __device__ __forceinline__ StreamKTailScheduler(int seqlen_, int num_bh)
+        : seqlen(seqlen_), m_blocks((seqlen_ + kBlockM - 1) / kBlockM), nb((seqlen_ + kBlockN - 1) / kBlockN),
+          num_tiles(m_blocks * num_bh) {
+        const int g = static_cast<int>(gridDim.x), b = static_cast<int>(blockIdx.x);
+        const int full = num_tiles / g, rest = num_tiles - full * g;
+        const bool split = rest > 0 && (rest * nb + g - 1) / g < nb;
+        rounds = split ? full : (num_tiles + g - 1) / g;
+        base = full * g;
+        units = split ? rest * nb : 0;
+        t_first = 0;
+        t_last = -1;
+        first_kv_begin = 0;
+        last_kv_end = nb;
+        const int u0 = unit_begin(b), u1 = unit_begin(b + 1);
+        if (u1 > u0) {
+            t_first = base + u0 / nb;
+            t_last = base + (u1 - 1) / nb;
+            first_kv_begin = u0 - (t_first - base) * nb;
+            last_kv_end = u1 - (t_last - base) * nb;
+        }
+    }
+    // The first split unit of CTA c (c = gridDim.x: the end).
+    __device__ __forceinline__ int unit_begin(int c) const {
+        return static_cast<int>(static_cast<long long>(units) * c / static_cast<int>(gridDim.x));
+    }
+    __device__ __forceinline__ int tile_at(int k) const {
+        if (k < rounds) {
+            const int t = static_cast<int>(blockIdx.x) + k * static_cast<int>(gridDim.x);
+            return t < num_tiles ? t : num_tiles;
+        }
+        const int t = t_last - (k - rounds);  // the split pieces, the later tile's first
+        return t >= t_first ? t : num_tiles;
+    }
+    __device__ __forceinline__ int bh(int tile) const { return tile / m_blocks; }
+    __device__ __forceinline__ int row0(int tile) const { return (tile % m_blocks) * kBlockM; }
+    __device__ __forceinline__ int kv_blocks(int) const { return nb; }
+    __device__ __forceinline__ int kv_begin(int tile) const { return tile == t_first ? first_kv_begin : 0; }
+    __device__ __forceinline__ int kv_end(int tile) const { return tile == t_last ? last_kv_end : nb; }
+    // A piece that does not end its tile: to this CTA's slot.
+    __device__ __forceinline__ bool writes_partial(int tile) const { return tile >= base && kv_end(tile) < nb; }
+    // A piece that ends a tile begun by a lower CTA: merge their slots.
+    __device__ __forceinline__ bool combines(int tile) const {
+        return tile >= base && kv_begin(tile) > 0 && kv_end(tile) == nb;
+    }
+    // The lowest CTA with a piece of split tile `tile` (the one holding its first unit).
+    __device__ __forceinline__ int merge_from(int tile) const {
+        const long long u = static_cast<long long>(tile - base) * nb;
+        return static_cast<int>(((u + 1) * static_cast<int>(gridDim.x) - 1) / units);
+    }
+    __device__ __forceinline__ bool has_units(int c) const { return unit_begin(c + 1) > unit_begin(c); }
+};
+
 __device__ __forceinline__ uint64_t grid_id() {
     uint64_t g;
     asm volatile("mov.u64 %0, %%gridid;" : "=l"(g));
@@ -90,6 +159,37 @@ struct StreamKSlots {
         __syncwarp();
         if (lane == 0)
             asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(flag(slot, warp)), "l"(grid_id()) : "memory");
+    }
+
+    // v41: merge one lower CTA's piece of this tile into this warp's rows: acc_o, the raw row maxima m and the full
+    // row sums l become those of both pieces.
+    __device__ __forceinline__ void merge(int slot, int ct, int warp, float (&acc_o)[kDTiles][4], float (&m)[2],
+                                          float (&l)[2], float scale_log2) const {
+        const uint64_t id = grid_id();
+        uint64_t seen;
+        do {
+            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(flag(slot, warp)) : "memory");
+        } while (seen != id);
+        const float4 mlb = __ldcg(reinterpret_cast<const float4*>(ml(slot, ct)));
+        const float mb[2] = {mlb.x, mlb.y}, lb[2] = {mlb.z, mlb.w};
+        float fa[2], fb[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const float mx = fmaxf(m[h], mb[h]);
+            fa[h] = whowaits::common::fast_exp2((m[h] - mx) * scale_log2);
+            fb[h] = whowaits::common::fast_exp2((mb[h] - mx) * scale_log2);
+            l[h] = l[h] * fa[h] + lb[h] * fb[h];
+            m[h] = mx;
+        }
+        const float4* src = reinterpret_cast<const float4*>(o(slot, ct));
+#pragma unroll
+        for (int j = 0; j < kDTiles; ++j) {
+            const float4 b = __ldcg(src + j);
+            acc_o[j][0] = acc_o[j][0] * fa[0] + b.x * fb[0];
+            acc_o[j][1] = acc_o[j][1] * fa[0] + b.y * fb[0];
+            acc_o[j][2] = acc_o[j][2] * fa[1] + b.z * fb[1];
+            acc_o[j][3] = acc_o[j][3] * fa[1] + b.w * fb[1];
+        }
     }
 
     // Merge the previous CTA's head of this tile into this warp's tail (acc_o, raw row maxima m, full row sums l),

@@ -341,7 +341,8 @@ def _forward_full(q, k, v, causal, version, config, out, pkey):
             # ceil(S / block_m) x (B·H) tiles, so it gets B·H as an extra argument
             cluster = cluster_width(fn)
             resident = resident_clusters(fn, config.threads, result.smem_dynamic_bytes, cluster)
-            grid = persistent_grid(grid[0] * h * b, q.device, cluster, resident)
+            grid = persistent_grid(grid[0] * h * b, q.device, cluster, resident, policy=ver.grid, m_blocks=grid[0],
+                                   causal=causal)
             num_bh = b * h
         if ver.abi in registry.WORKSPACE_ABIS:
             ws = workspace(grid[0], config, q.device)
@@ -574,15 +575,43 @@ def cluster_width(fn) -> int:
     return width
 
 
-def persistent_grid(tiles: int, device, cluster: int = 1, resident: int | None = None) -> tuple[int, int, int]:
+def persistent_grid(tiles: int, device, cluster: int = 1, resident: int | None = None, *, policy: str = "sms",
+                    m_blocks: int = 0, causal: bool = False) -> tuple[int, int, int]:
     """The grid of a persistent kernel: one CTA per SM (:func:`persistent_ctas`), at most one per tile, in whole
     clusters of ``cluster`` CTAs (rounded down, at least one cluster: a cluster's CTAs take their tiles together,
     kernels/common/sm90/tile_scheduler_cluster.cuh, so a cluster may hold a CTA with no tile of its own), and at
     most ``resident`` clusters (:func:`resident_clusters`): a cluster that cannot be resident with the others would
-    start only when one of them ends, and a persistent schedule would take twice as long."""
+    start only when one of them ends, and a persistent schedule would take twice as long. ``policy``
+    "whole_heads" (a version's ``grid``, registry.GRID_POLICIES; clusters of one CTA) then narrows the grid with
+    :func:`whole_head_ctas` (``m_blocks`` query tiles a head; ``causal``: the paired order takes 2 tiles a round)."""
     ctas = min(tiles, persistent_ctas(device))
     clusters = ctas // cluster if resident is None else min(ctas // cluster, resident)
-    return (max(cluster, clusters * cluster), 1, 1)
+    ctas = max(cluster, clusters * cluster)
+    if policy == "whole_heads" and cluster == 1 and m_blocks > 0:
+        ctas = whole_head_ctas(tiles, m_blocks, ctas, 2 if causal and tiles >= 2 * ctas else 1)
+    elif policy not in ("sms", "whole_heads"):
+        raise WhowaitsError(f"unknown persistent grid policy {policy!r}")
+    return (ctas, 1, 1)
+
+
+def whole_head_ctas(tiles: int, m_blocks: int, ctas: int, per_round: int = 1) -> int:
+    """The CTAs of a persistent grid whose rounds hold whole heads (v42). The static schedulers hand CTA b the tiles
+    b, b + G, ... of a head-major order (tile_scheduler.cuh; the causal pairs, 2 a round: tile_scheduler_pairs.cuh),
+    so a round is ``per_round`` x G consecutive tiles. With ``m_blocks`` tiles a head, a round holds whole heads when
+    per_round x G is a multiple of m_blocks (or a head whole rounds, when m_blocks is a multiple of it); then the CTAs
+    of a head start its tiles together. Of the grids that finish the ``tiles`` in as few rounds as ``ctas`` CTAs do,
+    the largest such one; ``ctas`` where none is (the order is then v34's). At b4_h16_s4096_d128 (2,048 tiles, 32 a
+    head) and the seed shape (512, 8 a head) on 132 SMs: 128 CTAs, the same 16 / 4 rounds, none of them partial."""
+    if tiles < 1 or m_blocks < 1 or ctas < 1 or per_round < 1:
+        raise WhowaitsError(f"whole_head_ctas: tiles, m_blocks, ctas and per_round must be >= 1, got "
+                            f"{tiles}, {m_blocks}, {ctas}, {per_round}")
+    rounds = math.ceil(tiles / (per_round * ctas))
+    fewest = math.ceil(tiles / (per_round * rounds))
+    for g in range(ctas, fewest - 1, -1):
+        span = per_round * g
+        if span % m_blocks == 0 or m_blocks % span == 0:
+            return g
+    return ctas
 
 
 def resident_clusters(fn, threads: int, smem: int, width: int) -> int | None:

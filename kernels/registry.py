@@ -32,6 +32,10 @@ PERSISTENT_ABIS = ("tensor_maps_persistent", "tensor_maps_persistent_o",
                    "tensor_maps_persistent_o16", "tensor_maps_persistent_o_ws")  # one CTA per SM, + int num_bh
 # + float* ws after num_bh: the stream-K workspace (kernels/common/sm90/stream_k.cuh), WORKSPACE_BYTES(grid) bytes
 WORKSPACE_ABIS = ("tensor_maps_persistent_o_ws",)
+# A persistent kernel's grid (version.toml `grid`; kernels.launch.persistent_grid): "sms", one CTA per SM (at most one
+# per tile); "whole_heads", the CTAs of one round take whole heads where a grid of at most that many CTAs does so in as
+# few rounds (v42).
+GRID_POLICIES = ("sms", "whole_heads")
 
 
 def workspace_bytes(grid_x: int, consumers: int = 2, head_dim: int = 128) -> int:
@@ -71,6 +75,7 @@ class Version:
     family: str = "fwd"  # config family (kernels.config.FAMILIES): template signature + name parser
     abi: str = "pointers"  # launch ABI (ABIS)
     source_version: str = ""  # a config-only rung compiles this version's kernel.cu in its own namespace
+    grid: str = "sms"  # a persistent ABI's grid policy (GRID_POLICIES): kernels.launch.persistent_grid
 
     @property
     def source(self) -> Path:
@@ -188,6 +193,11 @@ def _load(path: Path) -> Version:
             raise WhowaitsError(f"{where}: {key!r} must be a list of strings")
         return tuple(value)
 
+    grid = data.get("grid", "sms")
+    if grid not in GRID_POLICIES:
+        raise WhowaitsError(f"{where}: grid {grid!r} not in {', '.join(GRID_POLICIES)}")
+    if grid != "sms" and abi not in PERSISTENT_ABIS:
+        raise WhowaitsError(f"{where}: grid {grid!r} needs a persistent abi ({', '.join(PERSISTENT_ABIS)})")
     allow_spills = data.get("allow_spills", False)
     if not isinstance(allow_spills, bool):
         raise WhowaitsError(f"{where}: 'allow_spills' must be true/false")
@@ -217,6 +227,7 @@ def _load(path: Path) -> Version:
         family=family,
         abi=abi,
         source_version=source_version,
+        grid=grid,
     )
 
 

@@ -245,7 +245,8 @@ def run(version_name: str, shape_key: str = "b1_h64_s1024_d128_fp16", out_dir: P
     if persistent:  # as kernels.launch.forward: one CTA per SM (at most one per tile), B·H as an argument
         width = L.cluster_width(fn)
         grid = L.persistent_grid(grid[0] * h * b, q.device, width,
-                                 L.resident_clusters(fn, config.threads, dyn, width))
+                                 L.resident_clusters(fn, config.threads, dyn, width), policy=ver.grid,
+                                 m_blocks=grid[0], causal=config.causal)
         capacity = WAIT_CAPACITY_PERSISTENT if waits else CAPACITY_PERSISTENT
     ctas = grid[0] * grid[1] * grid[2]
     if waits:  # WhowaitsWaitBuffer: records, max_ctas | capacity << 32; one 8-byte record each

@@ -158,3 +158,78 @@ def test_o_map_box_rows_match_the_kernels_epilogue():
         assert O_BOX_ROWS[v.abi] == (16 if warp_epilogue else 64), v.id
         seen.add(v.abi)
     assert seen == set(O_BOX_ROWS)  # both ABIs have a landed rung
+
+
+def _positions(b: int, g: int, tiles: int, paired: bool) -> list[int]:
+    """The tile positions CTA b of g walks: tile_scheduler.cuh (b, b + g, ...) or tile_scheduler_pairs.cuh's paired
+    order (2b and 2b + 1 of every chunk of 2g), transcribed."""
+    out, k = [], 0
+    while True:
+        pos = (k >> 1) * 2 * g + 2 * b + (k & 1) if paired else b + k * g
+        if pos >= tiles:
+            return out
+        out.append(pos)
+        k += 1
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_whole_head_ctas_properties(paired):
+    """v42's grid policy over 1,080 problems (m_blocks 1-40 tiles a head, 1-60 heads, 132, 114 or 78 SMs): the grid it
+    picks takes no more rounds than one CTA per SM, every tile is walked once, and where it narrows the grid each
+    round (per_round x G consecutive positions) holds whole heads, or lies inside one head; no larger grid in range
+    would; the shapes named in v42's version.toml get 128."""
+    from kernels.launch import whole_head_ctas
+
+    per = 2 if paired else 1
+    checked = narrowed = 0
+    for m_blocks in range(1, 41):
+        for heads in (1, 2, 3, 5, 7, 8, 16, 33, 60):
+            tiles = m_blocks * heads
+            for sms in (132, 114, 78):
+                ctas = min(tiles, sms)
+                if paired and tiles < 2 * ctas:
+                    continue  # the kernel pairs only with two tiles a CTA (PairedTileScheduler.paired)
+                g = whole_head_ctas(tiles, m_blocks, ctas, per)
+                assert 1 <= g <= ctas
+                walks = [_positions(b, g, tiles, paired) for b in range(g)]
+                assert sorted(p for w in walks for p in w) == list(range(tiles))
+                base = [_positions(b, ctas, tiles, paired) for b in range(ctas)]
+                assert max(map(len, walks)) == max(map(len, base)), (tiles, m_blocks, ctas, g)
+                span = per * g
+                aligned = span % m_blocks == 0 or m_blocks % span == 0
+                if g != ctas:
+                    narrowed += 1
+                    assert aligned
+                    for start in range(0, tiles, span):  # a round: positions [start, start + span)
+                        heads_in = {p // m_blocks for p in range(start, min(start + span, tiles))}
+                        for h in heads_in:
+                            inside = range(h * m_blocks, (h + 1) * m_blocks)
+                            assert all(start <= p < start + span for p in inside) or span <= m_blocks
+                for bigger in range(g + 1, ctas + 1):
+                    rounds_same = max(len(_positions(b, bigger, tiles, paired)) for b in range(bigger)) == max(
+                        map(len, base))
+                    assert not (rounds_same and ((per * bigger) % m_blocks == 0 or m_blocks % (per * bigger) == 0))
+                checked += 1
+    assert checked > 300 and narrowed > 50
+    assert whole_head_ctas(512, 8, 132) == 128  # the seed shape: 4 rounds of 16 heads
+    assert whole_head_ctas(2048, 32, 132) == 128  # b4_h16_s4096_d128: 16 rounds of 4 heads
+    assert whole_head_ctas(2048, 128, 132) == 128  # b1_h16_s16384_d128: a head a round
+    assert whole_head_ctas(2816, 22, 132) == 132  # b4_h32_s4096_d64 (192-row tiles): 132 holds 6 heads already
+    assert whole_head_ctas(2048, 32, 132, 2) == 128  # b4 causal, pairs: 8 heads a round
+    with pytest.raises(WhowaitsError, match="must be >= 1"):
+        whole_head_ctas(0, 8, 132)
+
+
+def test_persistent_grid_policy(monkeypatch):
+    """The launcher applies a version's grid policy (v42 `grid = "whole_heads"`) after the SM count and the cap."""
+    from kernels import launch, registry
+
+    monkeypatch.setenv("WHOWAITS_MAX_CTAS", "132")
+    assert registry.get("v42_whole_head_rounds").grid == "whole_heads"
+    assert registry.get("v34_q_regs").grid == "sms"
+    assert launch.persistent_grid(2048, None, policy="whole_heads", m_blocks=32) == (128, 1, 1)
+    assert launch.persistent_grid(2048, None, policy="sms", m_blocks=32) == (132, 1, 1)
+    assert launch.persistent_grid(2048, None, policy="whole_heads", m_blocks=32, causal=True) == (128, 1, 1)
+    assert launch.persistent_grid(2048, None, 2, policy="whole_heads", m_blocks=32) == (132, 1, 1)  # clusters: as is
+    with pytest.raises(WhowaitsError, match="unknown persistent grid policy"):
+        launch.persistent_grid(2048, None, policy="tiles")

@@ -47,7 +47,9 @@ HOISTED_IV = ["v20_three_consumers", "v21_causal_pairs", "v22_d64_stages4", "v23
               # v38, v39: v34's consumers with K/V multicast over clusters of 4 and 8 (the release arrives on every CTA)
               "v38_kv_multicast4", "v39_kv_multicast8",
               # v40: v34's softmax with stream-K's partial tiles around it
-              "v40_stream_k", "v41_stream_k_tail"]
+              "v40_stream_k", "v41_stream_k_tail",
+              # v42, v43: v34's and v36's kernels on a grid of whole-head rounds (the launcher's policy alone)
+              "v42_whole_head_rounds", "v43_warp_epilogue_whole_heads"]
 # the rungs the committed wait logs cover (reports/h200/traces-waits, measured 2026-12-02 01:30-02:00 UTC on v10-v19);
 # rungs landed after that study have no logs yet (their wait-log builds are still checked statically above)
 WAIT_LOG_STUDY = [v for v in STATIC_WS if int(v[1:3]) <= 19]

@@ -248,6 +248,13 @@ def barrier_opcodes() -> frozenset[str]:
     return frozenset(_load("opcode_classes.toml")["barriers"]["opcodes"])
 
 
+@lru_cache(maxsize=None)
+def exit_tail_opcodes() -> frozenset[str]:
+    """Base opcodes of a kernel's exit path (``[exit_tail]`` of ``opcode_classes.toml``: the run that ends in an
+    EXIT, where warps with no work left wait for the others; :func:`profiler.analyze.stalls.exit_tail`)."""
+    return frozenset(_load("opcode_classes.toml")["exit_tail"]["opcodes"])
+
+
 # --- GPUs ---------------------------------------------------------------------------------------
 
 

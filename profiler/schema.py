@@ -137,7 +137,8 @@ class Roofline(TypedDict):
 ClassRow = TypedDict("ClassRow", {"class": str, "samples": int, "share": float, "top_reason": Optional[str]})
 WhoWaitsRow = TypedDict("WhoWaitsRow", {
     "class": str, "reason": str, "samples": int, "share": float,
-    "top_opcode": Optional[str], "top_address": Optional[int], "top_sass": Optional[str]})
+    "top_opcode": Optional[str], "top_address": Optional[int], "top_sass": Optional[str],
+    "at_exit": int})  # of the samples, those on the kernel's exit path (idle warps: profiler.analyze.stalls.exit_tail)
 WaitsOnRow = TypedDict("WaitsOnRow", {
     "class": str, "opcode": str, "reason": str, "producer_class": str, "producer_opcode": str,
     "samples": float, "share": float})

@@ -62,6 +62,30 @@ def stall_breakdown(launch) -> pd.DataFrame:
     return with_missing(df, gone)
 
 
+def exit_tail(sass: pd.DataFrame) -> np.ndarray:
+    """Per PC of ``sass`` (address order): whether it lies on the kernel's exit path, the run of instructions that
+    ends in an unpredicated EXIT and holds only ``[exit_tail]`` opcodes of ``data/opcode_classes.toml`` (fences, a
+    cluster's or a CTA's last barrier, CCTL, WARPSYNC, NOP). A warp sampled there has no work left and waits for the
+    others before it may leave (a cluster kernel's spare producer warps, for the whole kernel); a branch, a store or
+    any other work ends the run going back. The SASS text's ``@P`` guard marks a predicated instruction."""
+    n = len(sass)
+    mask = np.zeros(n, dtype=bool)
+    if not n:
+        return mask
+    allowed = M.exit_tail_opcodes()
+    ops = sass["opcode"].to_numpy(dtype=object)
+    text = sass["sass"].to_numpy(dtype=object)
+    base = [str(o).split(".", 1)[0] for o in ops]
+    for i in range(n):
+        if base[i] != "EXIT" or str(text[i]).lstrip().startswith("@"):
+            continue
+        j = i
+        while j >= 0 and base[j] in allowed and not mask[j]:
+            mask[j] = True
+            j -= 1
+    return mask
+
+
 def who_waits(launch) -> pd.DataFrame:
     """Who waits on whom: stall samples per opcode class x reason, non-zero cells only, sorted by
     samples (descending).
@@ -72,12 +96,13 @@ def who_waits(launch) -> pd.DataFrame:
       ``top_opcode`` (str: the opcode with modifiers carrying most of the cell's samples — e.g.
       a ``barrier`` stall on ``WARPGROUP.DEPBAR.LE`` is a wgmma wait, on ``BAR.SYNC`` a CTA
       barrier); ``top_address`` (uint64: the PC of the single instruction carrying most of the
-      cell's samples); ``top_sass`` (str: its SASS text).
+      cell's samples); ``top_sass`` (str: its SASS text); ``at_exit`` (int64: of the cell's samples, those on
+      the kernel's exit path, :func:`exit_tail`: warps with no work left).
     ``attrs["missing"]`` names SourceCounters when the report has no per-PC samples.
     """
     sass = launch.sass
     reasons, mat = launch.stall_matrix()
-    cols = ["opcode_class", "reason", "samples", "share", "top_opcode", "top_address", "top_sass"]
+    cols = ["opcode_class", "reason", "samples", "share", "top_opcode", "top_address", "top_sass", "at_exit"]
     if mat.shape[1] == 0 or len(sass) == 0:
         return with_missing(
             pd.DataFrame(columns=cols), [missing("who_waits", M.stall_config()["per_pc_section"])]
@@ -89,6 +114,8 @@ def who_waits(launch) -> pd.DataFrame:
     opcodes, op_idx = (buildcache.codes(launch, "opcode")
                        or np.unique(sass["opcode"].to_numpy(dtype=object), return_inverse=True))
     cells = group_sum(cls_idx, mat, len(classes))
+    tail = exit_tail(sass)
+    at_exit = group_sum(cls_idx[tail], mat[tail], len(classes)) if tail.any() else np.zeros_like(cells)
     by_op = group_sum(op_idx, mat, len(opcodes))
     op_class = np.zeros(len(opcodes), dtype=np.int64)
     op_class[op_idx] = cls_idx
@@ -108,7 +135,7 @@ def who_waits(launch) -> pd.DataFrame:
         n = int(cells[c, j])
         rows.append(
             (classes[c], reasons[j], n, n / total, opcodes[int(got[1][j])],
-             np.uint64(address[top_pc]), text[top_pc])
+             np.uint64(address[top_pc]), text[top_pc], int(at_exit[c, j]))
         )
     # sorted here, not by DataFrame.sort_values (~1.5 ms on string columns of ~60 rows): the keys
     # (class, reason) are unique, so the order is the same
@@ -116,6 +143,7 @@ def who_waits(launch) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=cols)
     df["samples"] = df["samples"].astype(np.int64)
     df["top_address"] = df["top_address"].astype(np.uint64)
+    df["at_exit"] = df["at_exit"].astype(np.int64)
     return with_missing(df, [])
 
 

@@ -253,10 +253,11 @@ def _summary(launch, top: int) -> dict:
                 "top_opcode": op,
                 "top_address": int(a),
                 "top_sass": tx,
+                "at_exit": int(ax),
             }
-            for c, r, s, sh, op, a, tx in zip(
+            for c, r, s, sh, op, a, tx, ax in zip(
                 ww["opcode_class"], ww["reason"], ww["samples"], ww["share"],
-                ww["top_opcode"], ww["top_address"], ww["top_sass"],
+                ww["top_opcode"], ww["top_address"], ww["top_sass"], ww["at_exit"],
             )
         ],
         "waits_on": [

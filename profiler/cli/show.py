@@ -310,10 +310,19 @@ def render_tables(summaries: list[dict], top: int = 10, verbose: bool = False) -
 
         t = _table("Who waits on whom (opcode class × reason)", [("class", "left"), ("reason", "left"), ("samples", "right"), ("share", "right"), ("sits on", "left"), ("top instruction", "left")])
         for c in s["who_waits"][:top]:
-            t.add_row(c["class"], c["reason"], _num(c["samples"]), _pct(c["share"]), c["top_opcode"], c["top_sass"])
+            sits = c["top_opcode"]
+            if c.get("at_exit"):  # warps with no work left, parked before EXIT (stalls.exit_tail)
+                sits = f"{sits} ({_pct(c['at_exit'] / c['samples'])} at exit)" if c["samples"] else sits
+            t.add_row(c["class"], c["reason"], _num(c["samples"]), _pct(c["share"]), sits, c["top_sass"])
         if len(s["who_waits"]) > top:
             t.caption = f"{len(s['who_waits']) - top} more cells (--top N, or --format json)"
         con.print(t)
+        parked = sum(c.get("at_exit") or 0 for c in s["who_waits"])
+        total = sum(c["samples"] for c in s["who_waits"])
+        if parked and total:
+            con.print(f"  {_pct(parked / total)} of the stall samples sit on the kernel's exit path (the fences and "
+                      "last barrier before EXIT): warps with no work left, waiting for the others; the top waiter "
+                      "leaves them out")
 
         t = _table("Waits by opcode class", [("class", "left"), ("samples", "right"), ("share", "right"), ("top reason", "left")])
         for c in s["opcode_waits"]:

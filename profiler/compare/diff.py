@@ -159,8 +159,18 @@ TIE_Z = 1.96
 
 
 def _waiting_rows(summary: dict) -> list[dict]:
-    return sorted((w for w in summary.get("who_waits") or [] if w.get("reason") not in NOT_WAITING and w.get("samples")),
+    """The cells that wait, by their samples off the kernel's exit path (``samples - at_exit``: a warp parked at
+    the last barrier before EXIT has no work left, profiler.analyze.stalls.exit_tail), heaviest first; each row a
+    copy whose ``samples`` are those."""
+    rows = ({**w, "samples": (w.get("samples") or 0) - (w.get("at_exit") or 0)}
+            for w in summary.get("who_waits") or [] if w.get("reason") not in NOT_WAITING)
+    return sorted((w for w in rows if w["samples"] > 0),
                   key=lambda r: (-r["samples"], r.get("class") or "", r.get("reason") or ""))
+
+
+def at_exit_samples(summary: dict) -> int:
+    """Stall samples on the kernel's exit path (warps with no work left), over all who_waits cells."""
+    return int(sum(w.get("at_exit") or 0 for w in summary.get("who_waits") or []))
 
 
 def no_top_waiter(summary: dict) -> str | None:
@@ -178,7 +188,8 @@ def no_top_waiter(summary: dict) -> str | None:
 
 
 def top_waiter(summary: dict) -> dict | None:
-    """The opcode class x reason with the most stall samples, ``selected``/``not_selected`` aside.
+    """The opcode class x reason with the most stall samples, ``selected``/``not_selected`` aside, and the samples
+    of warps parked on the kernel's exit path (``at_exit``) left out of each cell.
     Returns ``{class, reason, samples, share, opcode, producer, tied_with}`` (share of all samples;
     ``opcode``: the opcode most of those samples sit on, where the summary says; ``producer``: the base opcode
     of the instruction most of them wait on, for scoreboard stalls where the summary has ``waits_on``, else

@@ -45,16 +45,20 @@ def _shares(samples: dict, total: float | None) -> dict:
     return {k: (v / total if total else 0.0) for k, v in samples.items()}
 
 
-def _regroup(rows_list, keys, total, carry=()):
+def _regroup(rows_list, keys, total, carry=(), sums=()):
     """Rows of several launches summed by ``keys``; ``carry`` fields come from the launch row with
-    the most samples of that key (e.g. the instruction the most samples of a class x reason sit on)."""
+    the most samples of that key (e.g. the instruction the most samples of a class x reason sit on);
+    ``sums`` fields are added up like the samples (who_waits' ``at_exit``)."""
     acc: dict = defaultdict(float)
+    extra: dict = defaultdict(lambda: dict.fromkeys(sums, 0))
     best: dict = {}
     for rows in rows_list:
         for r in rows or []:
             key = tuple(r.get(k) for k in keys)
             n = r.get("samples") or 0
             acc[key] += n
+            for s in sums:
+                extra[key][s] += r.get(s) or 0
             if carry and (key not in best or n > best[key][0]):
                 best[key] = (n, {c: r.get(c) for c in carry})
     out = []
@@ -63,6 +67,8 @@ def _regroup(rows_list, keys, total, carry=()):
         row["samples"] = samples
         row["share"] = samples / total if total else 0.0
         row.update(best.get(key, (0, {c: None for c in carry}))[1])
+        if sums:
+            row.update(extra[key])
         out.append(row)
     return out
 
@@ -201,7 +207,7 @@ def merge_launches(launches: list[Summary]) -> Summary:
     merged["tensor_roof_pct"] = (100.0 * rl["achieved_tensor_tflops"] / dense
                                  if rl["achieved_tensor_tflops"] is not None and dense else None)
     who = _ints(_regroup([x.get("who_waits") for x in L], ("class", "reason"), total,
-                         carry=("top_opcode", "top_address", "top_sass")))
+                         carry=("top_opcode", "top_address", "top_sass"), sums=("at_exit",)))
     merged["opcode_waits"] = _top_reason(_ints(_regroup([x.get("opcode_waits") for x in L], ("class",), total)), who)
     merged["who_waits"] = who
     merged["waits_on"] = _regroup([x.get("waits_on") for x in L],

@@ -160,8 +160,10 @@ SUMMARY_MEANINGS: dict[str, str] = {
     "waits_on[].class": "opcode class of the waiter",
     "waits_on[].opcode": "opcode of the waiter",
     "waits_on[].reason": "`short_scoreboard` or `long_scoreboard`",
-    "waits_on[].producer_class": "opcode class of the producer the waiter waits for",
-    "waits_on[].producer_opcode": "opcode of the producer (LDSM, LDG, SYNCS, …)",
+    "waits_on[].producer_class": "opcode class of the producer the waiter waits for; `MEMORY` for a memory fence "
+                                 "(MEMBAR, FENCE, an acquire's CCTL: data/producers.toml [fences]), which waits "
+                                 "for all the warp's memory operations in flight",
+    "waits_on[].producer_opcode": "opcode of the producer (LDSM, LDG, SYNCS, …; `memory in flight` for a fence)",
     "waits_on[].samples": "stall samples attributed (shared among candidate producers, hence fractional)",
     "waits_on[].share": "share of all stall samples",
     "waits_on_unresolved": "scoreboard stall samples no producer could be traced for, per reason (never guessed)",

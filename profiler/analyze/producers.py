@@ -39,8 +39,10 @@ A stall right after ``DEPBAR.LE SBn, k`` (cp.async ``wait_group``; ncu samples i
 instruction) waits for the LDGSTS of the group committed by the (k+1)-th most recent ``LDGDEPBAR``
 (dependency ``depbar``). The candidates left share the consumer's samples equally (they sit on
 different paths, or in no order the SASS can decide). A consumer with none is ``unresolved``: its
-samples are reported, never given to an invented producer (e.g. waits on a TMA store or fence,
-which have no register to follow, or a candidate the path shows had completed).
+samples are reported, never given to an invented producer (e.g. waits on a TMA store, which has no
+register to follow, or a candidate the path shows had completed). A memory fence (MEMBAR, FENCE, the
+CCTL of an ld.acquire: ``data/producers.toml`` [fences]) waits for every memory operation of the warp in
+flight: its samples go to the pseudo-producer ``MEMORY`` / "memory in flight", not to unresolved.
 
 The walk's limits live in ``data/producers.toml``; the ISA facts in ``data/sass.toml``.
 
@@ -91,6 +93,14 @@ def wait_kind(reason: str, producer_opcode: str | None) -> str | None:
     if not producer_opcode:
         return None
     return _kinds().get(reason, {}).get(producer_opcode)
+
+
+@lru_cache(maxsize=1)
+def _fences() -> dict:
+    """``[fences]`` of ``data/producers.toml``: the fence opcodes, and the pseudo-producer their waits go to."""
+    d = M._load("producers.toml")["fences"]
+    return {"opcodes": frozenset(d["opcodes"]), "producer_class": str(d["producer_class"]),
+            "producer_opcode": str(d["producer_opcode"])}
 
 
 @lru_cache(maxsize=1)
@@ -471,12 +481,17 @@ def waits_on(launch, _pcs: pd.DataFrame | None = None) -> pd.DataFrame:
     ops: dict[tuple, dict[str, float]] = {}
     unresolved: dict[str, float] = {}
     per_reason: dict[str, float] = {}
+    fences = _fences()
+    fence_ops = fences["opcodes"]
     for cls, op, reason, pcls, pop, n in seq:
         n = float(n)
         per_reason[reason] = per_reason.get(reason, 0.0) + n
         if not isinstance(pcls, str):
-            unresolved[reason] = unresolved.get(reason, 0.0) + n
-            continue
+            if str(op).split(".", 1)[0] not in fence_ops:
+                unresolved[reason] = unresolved.get(reason, 0.0) + n
+                continue
+            # a memory fence waits for all the warp's memory operations in flight (data/producers.toml [fences])
+            pcls, pop = fences["producer_class"], fences["producer_opcode"]
         key = (cls, reason, pcls, pop)
         cells[key] = cells.get(key, 0.0) + n
         by_op = ops.setdefault(key, {})

@@ -154,7 +154,8 @@ SUMMARY_MEANINGS: dict[str, str] = {
     "who_waits[].top_sass": "SASS text of the cell's heaviest instruction",
     "who_waits[].at_exit": "of the cell's samples, those on the kernel's exit path (the run of fences and last "
                            "barriers before an EXIT, data/opcode_classes.toml [exit_tail]): warps with no work "
-                           "left waiting for the others; the top waiter leaves them out",
+                           "left waiting for the others; the top waiter leaves them out (absent from summaries written "
+                           "before it existed: read as 0)",
     "waits_on": "waiter ← producer: for scoreboard stalls, the instruction each waiting one waits for "
                 "(profiler/analyze/producers.py); every row, never truncated",
     "waits_on[].class": "opcode class of the waiter",

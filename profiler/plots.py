@@ -274,6 +274,10 @@ def _log(x):
     return math.log10(x) if x and x > 0 else None
 
 
+ROOF_LEGEND_PER_ROW = 5  # roofline legend entries a row (a version id is ~25 characters)
+ROOF_LEGEND_ROW_PX = 22  # height of one legend row
+
+
 @_drawn
 def roofline_trajectory(points: pd.DataFrame, roofs: pd.DataFrame,
                         title: str = "Roofline trajectory (one arrow per step)") -> dict:
@@ -319,8 +323,16 @@ def roofline_trajectory(points: pd.DataFrame, roofs: pd.DataFrame,
         layout[f"xaxis{axis}"].update(type="log", title={"text": "FLOP / byte"})
         layout[f"yaxis{axis}"]["type"] = "log"
     layout["yaxis"]["title"] = {"text": "TFLOPS"}
-    layout.update(_layout(title, height=480,
-                          legend={"orientation": "h", "yanchor": "top", "y": -0.18, "xanchor": "left", "x": 0}))
+    # The legend (one entry per version and roof) sits at the figure's bottom edge in a margin sized for its rows
+    # (ROOF_LEGEND_PER_ROW entries a row, a conservative count for a ~1,000 px wide page): anchored below the plot
+    # in paper units instead, a 40-version ladder's legend took plotly's automargin, shrank the plot area and rose
+    # into the axis titles (tests/test_roofline_browser.py).
+    entries = len(shown) + int(roofs["path"].nunique(dropna=False)) if len(roofs) else len(shown)
+    rows = max(1, math.ceil(entries / ROOF_LEGEND_PER_ROW))
+    bottom = 80 + ROOF_LEGEND_ROW_PX * rows
+    layout.update(_layout(title, height=400 + bottom, margin={"b": bottom},
+                          legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0,
+                                  "xanchor": "left", "x": 0}))
     return {"data": data, "layout": layout}
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import types
 import functools
 import typing
-from typing import Any, Optional, TypedDict, Union
+from typing import Any, NotRequired, Optional, TypedDict, Union
 
 from profiler.errors import WhowaitsError
 
@@ -138,7 +138,9 @@ ClassRow = TypedDict("ClassRow", {"class": str, "samples": int, "share": float, 
 WhoWaitsRow = TypedDict("WhoWaitsRow", {
     "class": str, "reason": str, "samples": int, "share": float,
     "top_opcode": Optional[str], "top_address": Optional[int], "top_sass": Optional[str],
-    "at_exit": int})  # of the samples, those on the kernel's exit path (idle warps: profiler.analyze.stalls.exit_tail)
+    # of the samples, those on the kernel's exit path (idle warps: profiler.analyze.stalls.exit_tail); absent from
+    # summaries written before it existed, which read as 0
+    "at_exit": NotRequired[int]})
 WaitsOnRow = TypedDict("WaitsOnRow", {
     "class": str, "opcode": str, "reason": str, "producer_class": str, "producer_opcode": str,
     "samples": float, "share": float})

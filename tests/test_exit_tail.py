@@ -71,10 +71,12 @@ def test_exit_tail_cases(rows, marked):
 
 
 CLUSTER = ["reports/h200/v26_kv_multicast/b4_h16_s4096_d128_fp16.ncu-rep",
+           "reports/h200/v26_kv_multicast/b1_h64_s1024_d128_fp16.ncu-rep",
            "reports/h200/v38_kv_multicast4/b4_h16_s4096_d128_fp16.ncu-rep",
            "reports/h200/v38_kv_multicast4/b1_h64_s1024_d128_fp16.ncu-rep",
            "reports/h200/v39_kv_multicast8/b4_h16_s4096_d128_fp16.ncu-rep"]
 OTHERS = ["reports/h200/v34_q_regs/b4_h16_s4096_d128_fp16.ncu-rep",
+          "reports/h200/v25_wide_kv/b1_h64_s1024_d128_fp16.ncu-rep",
           "reports/h200/v42_whole_head_rounds/b1_h64_s1024_d128_fp16.ncu-rep",
           "reports/h200/v13_persistent/b1_h64_s1024_d128_fp16.ncu-rep",
           "reports/h200/ext-sdpa-cudnn/b1_h64_s1024_d128_fp16.ncu-rep",

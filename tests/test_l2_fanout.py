@@ -185,6 +185,8 @@ WITH_COUNTERS = (
     "reports/h200/ladder4/2026-12-03T1525/same-session/v36_warp_epilogue_only/b4_h16_s4096_d128_fp16.ncu-rep",
     "reports/h200/ladder4/2026-12-03T1525/same-session/v43_warp_epilogue_whole_heads/b1_h64_s1024_d128_fp16.ncu-rep",
     "reports/h200/ladder4/2026-12-03T1525/same-session/v43_warp_epilogue_whole_heads/b4_h16_s4096_d128_fp16.ncu-rep",
+    "reports/h200/v25_wide_kv/b1_h64_s1024_d128_fp16.ncu-rep",
+    "reports/h200/v26_kv_multicast/b1_h64_s1024_d128_fp16.ncu-rep",
     "reports/h200/v38_kv_multicast4/b1_h64_s1024_d128_fp16.ncu-rep",
     "reports/h200/v38_kv_multicast4/b4_h16_s4096_d128_fp16.ncu-rep",
     "reports/h200/v39_kv_multicast8/b1_h64_s1024_d128_fp16.ncu-rep",

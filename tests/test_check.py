@@ -261,6 +261,37 @@ def test_bank_conflicts_ceiling(tmp_path):
                                      "limit <= 1-way")
 
 
+def test_l2_fanout_floor(tmp_path):
+    """The L2 read fan-out floor on real reports: v36's b4 report (1.82x, its CTAs out of step) in v42's place fails
+    v42's 2.2x floor, naming value and limit; v42's own (2.63x) passes; a report without the counters (v34's of
+    07:06 UTC) gives an error result with the reason, never a pass."""
+    b4 = "b4_h16_s4096_d128_fp16"
+    t1525 = REPORTS / "ladder4" / "2026-12-03T1525" / "same-session"
+    cases = {"out_of_step": (t1525 / "v36_warp_epilogue_only" / f"{b4}.ncu-rep", "fail"),
+             "own": (REPORTS / "v42_whole_head_rounds" / f"{b4}.ncu-rep", "pass"),
+             "no_counters": (REPORTS / "v34_q_regs" / f"{b4}.ncu-rep", None)}
+    for name, (report, verdict) in cases.items():
+        reports = tmp_path / name / "reports" / "h200"
+        (reports / "v42_whole_head_rounds").mkdir(parents=True)
+        (reports / "v42_whole_head_rounds" / f"{b4}.ncu-rep").symlink_to(report)
+        pol = tmp_path / name / "whowaits.toml"
+        pol.write_text(f'[check]\nreports = "{reports}"\n[[check.rule]]\nversion = "v42_whole_head_rounds"\n'
+                       f'shape = "{b4}"\nmin_l2_fanout = 2.2\n')
+        res = check.run(policy=pol).results
+        if verdict is None:  # no value: an error result that says why, not a silent pass
+            assert len(res) == 1 and res[0].verdict == "error", res[0].message
+            assert "roofline.l2_reads.fanout = n/a" in res[0].message and "not collected" in res[0].message
+            continue
+        assert len(res) == 1 and res[0].verdict == verdict, (name, res[0].message)
+        if verdict == "fail":
+            assert res[0].message.startswith(f"v42_whole_head_rounds @ {b4}: min_l2_fanout: "
+                                             "roofline.l2_reads.fanout = 1.82x, limit >= 2.2x"), res[0].message
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[check.rule]]\nversion = "v42_whole_head_rounds"\nmin_l2_fanout = "high"\n')
+    with pytest.raises(WhowaitsError, match="min_l2_fanout"):
+        load_policy(bad)
+
+
 # ----------------------------------------------------------------------------- time against a baseline
 
 def with_runs(path: Path, dest: Path, scale: dict[str, float], jitter=(0.99, 1.0, 1.01)) -> Path:

@@ -300,6 +300,11 @@ class _Judge:
             self.add("max_bank_conflict_ways", "roofline.smem.ldsm.ways", ways,
                      "n/a" if ways is None else f"{ways:g}-way", "<=", lim, f"{lim:g}-way",
                      None if ways is None else ways <= lim, src, note)
+        if r.min_l2_fanout is not None:
+            fan, note = fields.l2_fanout(s)
+            lim = r.min_l2_fanout
+            self.add("min_l2_fanout", "roofline.l2_reads.fanout", fan, "n/a" if fan is None else f"{fan:.2f}x",
+                     ">=", lim, f"{lim:g}x", None if fan is None else fan >= lim, src, note)
         if r.no_missing:
             gone = fields.missing(s)
             self.add("no_missing", "missing", gone, "none" if not gone else "; ".join(gone), "==", [], "none",

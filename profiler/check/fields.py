@@ -52,6 +52,16 @@ def bank_conflict_ways(summary: Summary) -> tuple[float | None, str]:
     return None, "roofline.smem.ldsm absent (the report lacks the WhowaitsPipes section)"
 
 
+def l2_fanout(summary: Summary) -> tuple[float | None, str]:
+    """``roofline.l2_reads.fanout``: the bytes the SMs received from the crossbar over the bytes the L2 read for them
+    (SMs served per L2 read); None with the reason when the report did not collect its counters."""
+    l2 = ((summary.get("roofline") or {}).get("l2_reads")) or {}
+    if l2.get("fanout") is not None:
+        return float(l2["fanout"]), ""
+    return None, ("roofline.l2_reads.fanout not collected (the WhowaitsRoofline section, or ncu's full set, "
+                  "collects its counters)")
+
+
 def missing(summary: Summary) -> list[str]:
     """The summary's ``missing`` entries as ``field (section)`` strings; a field whose stand-in has a value
     (:data:`profiler.compare.gaps.STAND_INS`: ``xu_pipe_pct`` by ``xu_pipe_pct_sass``) is not missing, nor is an

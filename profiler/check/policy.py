@@ -22,6 +22,7 @@ Format (every key optional unless said; docs/gate.md has a full example)::
     min_relative = 0.97             # tflops >= 0.97 x the baseline bench's
     max_share = { "wait" = 0.5, "HMMA·wait" = 0.35, "HMMA·short_scoreboard ← LDSM" = 0.15 }
     max_bank_conflict_ways = 1      # roofline.smem.ldsm.ways
+    min_l2_fanout = 2.0             # roofline.l2_reads.fanout: SMs served per L2 read (bytes delivered / read)
     no_regression = true            # vs the baseline: time (bench --repeat spread) and shares (Newcombe)
     no_spills = true                # ptxas: 0 spill bytes (unless version.toml allow_spills)
     sass = true                     # version.toml expect_sass present, forbid_sass absent in the cubin
@@ -49,9 +50,10 @@ POLICY_FILE = "whowaits.toml"
 
 #: every check a rule can hold, in the order results are listed
 CHECKS = ("min_tflops", "min_ratio", "min_relative", "no_regression", "max_share", "max_bank_conflict_ways",
+          "min_l2_fanout",
           "no_missing", "no_collapsed_overlap", "no_spills", "sass")
 BENCH_CHECKS = ("min_tflops", "min_ratio", "min_relative")
-REPORT_CHECKS = ("max_share", "max_bank_conflict_ways", "no_missing", "no_collapsed_overlap")
+REPORT_CHECKS = ("max_share", "max_bank_conflict_ways", "min_l2_fanout", "no_missing", "no_collapsed_overlap")
 BUILD_CHECKS = ("no_spills", "sass")
 SETTINGS = ("reports", "bench", "baseline", "alpha", "share_tolerance", "time_tolerance", "defaults", "rule")
 
@@ -120,6 +122,7 @@ class Rule:
     min_relative: float | None = None
     max_share: dict = field(default_factory=dict)  # ShareKey -> limit (fraction)
     max_bank_conflict_ways: float | None = None
+    min_l2_fanout: float | None = None
     no_regression: bool = False
     no_missing: bool = False
     no_collapsed_overlap: bool = False
@@ -219,7 +222,7 @@ def _rule(where: str, index: int, raw: dict, defaults: dict, line: int | None, l
         if not isinstance(shape, str) or not SHAPE_RE.match(shape):
             raise WhowaitsError(f"{where}: shape {shape!r} is not a shape key like b1_h64_s1024_d128_fp16")
         kw["shape"] = shape
-    for key in ("min_tflops", "min_relative", "max_bank_conflict_ways"):
+    for key in ("min_tflops", "min_relative", "max_bank_conflict_ways", "min_l2_fanout"):
         if merged.get(key) is not None:
             kw[key] = _number(where, key, merged[key])
     if "min_ratio" in merged:

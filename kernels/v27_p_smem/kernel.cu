@@ -110,6 +110,10 @@
                              // through a workspace, the kernel's last argument (common/sm90/stream_k.cuh): 1 over
                              // all tiles (v40), 2 over the last round's only (v41)
 #endif
+#ifndef WHOWAITS_IDLE_ROWS
+#define WHOWAITS_IDLE_ROWS 0  // a consumer whose 64 rows of a tile all lie beyond S issues no wgmma and no softmax for
+                              // it, only the barrier protocol (v44; the steady loop compiled apart for it)
+#endif
 #ifndef WHOWAITS_KV_CLUSTER
 #define WHOWAITS_KV_CLUSTER 1  // d128 without a causal mask: CTAs per cluster sharing each K/V tile by TMA multicast
                                // (v26's scheme, common/sm90/cluster.cuh; v38: 4); 1: no cluster, no attribute
@@ -176,6 +180,9 @@ __global__ void
     static_assert(kCluster == 1 || kPrefetch == 0, "the L2 prefetch walks the paired scheduler's blocks");
     // v40: stream-K (common/sm90/stream_k.cuh): a CTA's tiles are whole tiles between a tail and a head of key blocks.
     constexpr bool kStreamK = WHOWAITS_STREAM_K && kHeadDim == 128 && !kCausal;
+    // v44: consumers with no row below S in a tile skip its work (the partial last tile of a head at d64, S = 4096).
+    constexpr bool kIdleRows = WHOWAITS_IDLE_ROWS && kHeadDim == 64;
+    static_assert(!kIdleRows || (!kStreamK && kCluster == 1), "idle rows: no stream-K, no cluster");
     static_assert(!kStreamK || (kCluster == 1 && kPrefetch == 0), "stream-K: no cluster, no L2 prefetch");
 
     // @region other
@@ -549,6 +556,15 @@ __global__ void
     row_max[0] = row_max[1] = -CUDART_INF_F;
     row_sum[0] = row_sum[1] = 0.f;
     ring.start();  // consumer 0 issues first
+    // v44: this consumer's rows of the tile all lie beyond S. Its steady loop (all but the tile's first QK^T and last
+    // PV, which the cross-tile batches issue as before) keeps every K/V wait, release and turn, and issues no product
+    // and no softmax (no wgmma group is open across it: the batches before and after it wait for all of theirs).
+    // (through a shuffle from lane 0, so that ptxas sees the branch on it warp-uniform and keeps the loop's
+    // descriptors in uniform registers, as for pst above)
+    auto idle_at = [&](int row0) {
+        return kIdleRows && __shfl_sync(0xffffffffu, static_cast<int>(row0 + c * 64 >= seqlen), 0) != 0;
+    };
+    bool idle = idle_at(cta_row0);
 
     // The CTA's first batch: QK^T[0] of its first tile alone.
     mbar_wait(&q_full[0], 0);
@@ -567,17 +583,24 @@ __global__ void
     softmax(0);  // @region softmax  (alpha = 1: O is still zero)
     pack_p();    // @region softmax
 
-    for (;;) {
-        const int qb = it & 1;
-        // Batch n: QK^T[n] then PV[n-1]; softmax[n] as soon as QK^T[n] is done, while PV[n-1] runs.
+    // Batch n: QK^T[n] then PV[n-1]; softmax[n] as soon as QK^T[n] is done, while PV[n-1] runs. Compiled once per
+    // idle state (v44), so that a working consumer's loop has no branch of its own.
+    auto steady = [&](auto idle_tag, int qb) {
+        constexpr bool kIdle = decltype(idle_tag)::value;
         for (int n = 1; n < n_blocks; ++n) {
             const auto prev = PipeState<kStages>::at(kv_base + n - 1);
             const auto cur = PipeState<kStages>::at(kv_base + n);
-            if (!kPvZeroStart || n > 1) rescale_o();  // @region softmax  (alpha[n-1]: PV[n-2] completed in the last
-                                                  // iteration; at n = 1 alpha is 1, and v35's PV[0] ignores O)
+            if (!kIdle && (!kPvZeroStart || n > 1)) rescale_o();  // @region softmax  (alpha[n-1]: PV[n-2] completed
+                                                    // in the last iteration; at n = 1 alpha is 1, v35's PV[0] ignores O)
             mbar_wait(&full_k[cur.index], cur.phase);    // @region sync
             mbar_wait(&full_v[prev.index], prev.phase);  // @region sync
             ring.wait_turn();       // @region sync
+            if constexpr (kIdle) {  // no product: the turn and the K/V releases only
+                ring.pass_turn();               // @region sync
+                release(empty_k, kv_base + n);  // @region sync
+                release(empty_v, kv_base + n - 1);  // @region sync
+                continue;
+            }
             fence_operands(acc_o);
             wgmma_fence();
             issue_qk(kv_base + n, qb);  // @region qk
@@ -592,6 +615,14 @@ __global__ void
             release(empty_v, kv_base + n - 1);  // @region sync
             pack_p();                           // @region softmax
         }
+    };
+
+    for (;;) {
+        const int qb = it & 1;
+        if (kIdleRows && idle)
+            steady(std::true_type{}, qb);
+        else
+            steady(std::false_type{}, qb);
 
         // Every QK^T of this tile has completed: Q buffer qb may take tile it + 2's Q.
         __syncwarp();                              // @region sync
@@ -632,6 +663,7 @@ __global__ void
             release(empty_v, kv_base + n_blocks - 1);  // @region sync
             finish_tile(done_tile, done_bh, done_row0, inv_l);  // @region epilogue
             pack_p();                                  // @region softmax
+            idle = idle_at(cta_row0);
             kv_base = next_kv;
             n_blocks = seg_blocks(next, cta_row0);
             tile = next;

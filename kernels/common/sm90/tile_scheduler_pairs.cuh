@@ -15,6 +15,14 @@
 // Interface: tile_at(k) = the position of the CTA's k-th tile (increasing in k; >= num_tiles: none left),
 // bh(position), row0(position), kv_blocks(row0).
 #pragma once
+// v44 (WHOWAITS_PARTIAL_SPREAD 1): without a causal mask, where S is no multiple of kBlockM, each head's partial last
+// query block (its upper consumers' rows lie beyond S and, with WHOWAITS_IDLE_ROWS, do no work) is moved within its
+// head's window of consecutive positions onto a CTA that takes one tile more than the others (b < tiles mod G), one
+// head per such CTA in turn. The order of the other query blocks is the window rotated; consecutive positions stay
+// within a head. 0 (default): every rung's order as before.
+#ifndef WHOWAITS_PARTIAL_SPREAD
+#define WHOWAITS_PARTIAL_SPREAD 0
+#endif
 
 namespace whowaits { namespace sm90 {
 
@@ -36,9 +44,27 @@ struct PairedTileScheduler {
     __device__ __forceinline__ int bh(int pos) const { return pos / m_blocks; }
     __device__ __forceinline__ int row0(int pos) const {
         const int r = pos % m_blocks;
+#if WHOWAITS_PARTIAL_SPREAD
+        if (!kCausal && seqlen % kBlockM != 0) {  // the partial block (m_blocks - 1) at position partial_at(head)
+            const int m = (m_blocks - 1 - r + partial_at(pos / m_blocks)) % m_blocks;
+            return m * kBlockM;
+        }
+#endif
         const int m = !paired ? m_blocks - 1 - r : (r & 1) ? (r >> 1) : m_blocks - 1 - (r >> 1);
         return m * kBlockM;
     }
+#if WHOWAITS_PARTIAL_SPREAD
+    // Where head h's partial block goes in its window [h m_blocks, (h + 1) m_blocks): onto a CTA b < heavy (the CTAs
+    // with one tile more), spread over them head by head; 0 (its first position, the usual order) where the window
+    // reaches none of them.
+    __device__ __forceinline__ int partial_at(int h) const {
+        const int g = static_cast<int>(gridDim.x), heavy = num_tiles % g;
+        const int base = static_cast<int>((static_cast<long long>(h) * m_blocks) % g);
+        if (heavy == 0 || base >= heavy) return 0;
+        const int span = min(heavy - base, m_blocks), per_round = max(1, g / m_blocks);
+        return (h / per_round) % span;
+    }
+#endif
     __device__ __forceinline__ int kv_blocks(int row0) const {
         const int nb = (seqlen + kBlockN - 1) / kBlockN;
         return kCausal ? min(nb, (row0 + kBlockM + kBlockN - 1) / kBlockN) : nb;

@@ -49,7 +49,9 @@ HOISTED_IV = ["v20_three_consumers", "v21_causal_pairs", "v22_d64_stages4", "v23
               # v40: v34's softmax with stream-K's partial tiles around it
               "v40_stream_k", "v41_stream_k_tail",
               # v42, v43: v34's and v36's kernels on a grid of whole-head rounds (the launcher's policy alone)
-              "v42_whole_head_rounds", "v43_warp_epilogue_whole_heads"]
+              "v42_whole_head_rounds", "v43_warp_epilogue_whole_heads",
+              # v44, v45: v34's with idle consumers' steady loop compiled apart at d64 (the working loop is v34's)
+              "v44_d64_idle_rows", "v45_d64_idle_rows_only"]
 # the rungs the committed wait logs cover (reports/h200/traces-waits, measured 2026-12-02 01:30-02:00 UTC on v10-v19);
 # rungs landed after that study have no logs yet (their wait-log builds are still checked statically above)
 WAIT_LOG_STUDY = [v for v in STATIC_WS if int(v[1:3]) <= 19]

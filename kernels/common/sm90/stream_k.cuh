@@ -165,37 +165,24 @@ struct StreamKSlots {
     // row sums l become those of both pieces.
     __device__ __forceinline__ void merge(int slot, int ct, int warp, float (&acc_o)[kDTiles][4], float (&m)[2],
                                           float (&l)[2], float scale_log2) const {
-        const uint64_t id = grid_id();
-        uint64_t seen;
-        do {
-            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(flag(slot, warp)) : "memory");
-        } while (seen != id);
-        const float4 mlb = __ldcg(reinterpret_cast<const float4*>(ml(slot, ct)));
-        const float mb[2] = {mlb.x, mlb.y}, lb[2] = {mlb.z, mlb.w};
-        float fa[2], fb[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const float mx = fmaxf(m[h], mb[h]);
-            fa[h] = whowaits::common::fast_exp2((m[h] - mx) * scale_log2);
-            fb[h] = whowaits::common::fast_exp2((mb[h] - mx) * scale_log2);
-            l[h] = l[h] * fa[h] + lb[h] * fb[h];
-            m[h] = mx;
-        }
-        const float4* src = reinterpret_cast<const float4*>(o(slot, ct));
-#pragma unroll
-        for (int j = 0; j < kDTiles; ++j) {
-            const float4 b = __ldcg(src + j);
-            acc_o[j][0] = acc_o[j][0] * fa[0] + b.x * fb[0];
-            acc_o[j][1] = acc_o[j][1] * fa[0] + b.y * fb[0];
-            acc_o[j][2] = acc_o[j][2] * fa[1] + b.z * fb[1];
-            acc_o[j][3] = acc_o[j][3] * fa[1] + b.w * fb[1];
-        }
+        float unused[2];
+        merge_piece<false>(slot, ct, warp, acc_o, m, l, scale_log2, unused);
     }
 
     // Merge the previous CTA's head of this tile into this warp's tail (acc_o, raw row maxima m, full row sums l),
     // and return 1/l of the whole rows.
     __device__ __forceinline__ void combine(int slot, int ct, int warp, float (&acc_o)[kDTiles][4], const float (&m)[2],
                                             const float (&l)[2], float scale_log2, float (&inv_l)[2]) const {
+        float mt[2] = {m[0], m[1]}, lt[2] = {l[0], l[1]};
+        merge_piece<true>(slot, ct, warp, acc_o, mt, lt, scale_log2, inv_l);
+    }
+
+  private:
+    // Wait for slot's flag, then rescale acc_o and the slot's O by 2^((m - max) c) and add them. kFinal: the merged
+    // rows are finished, so only 1/l goes out (inv_l); otherwise m and l become the merged ones.
+    template <bool kFinal>
+    __device__ __forceinline__ void merge_piece(int slot, int ct, int warp, float (&acc_o)[kDTiles][4], float (&m)[2],
+                                                float (&l)[2], float scale_log2, float (&inv_l)[2]) const {
         const uint64_t id = grid_id();
         uint64_t seen;
         do {
@@ -211,7 +198,12 @@ struct StreamKSlots {
             fa[h] = whowaits::common::fast_exp2((m[h] - mx) * scale_log2);
             fb[h] = whowaits::common::fast_exp2((mb[h] - mx) * scale_log2);
             const float lt = l[h] * fa[h] + lb[h] * fb[h];
-            inv_l[h] = lt > 0.f ? __fdividef(1.f, lt) : 0.f;
+            if constexpr (kFinal) {
+                inv_l[h] = lt > 0.f ? __fdividef(1.f, lt) : 0.f;
+            } else {
+                l[h] = lt;
+                m[h] = mx;
+            }
         }
         const float4* src = reinterpret_cast<const float4*>(o(slot, ct));
 #pragma unroll

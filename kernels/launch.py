@@ -584,13 +584,13 @@ def persistent_grid(tiles: int, device, cluster: int = 1, resident: int | None =
     start only when one of them ends, and a persistent schedule would take twice as long. ``policy``
     "whole_heads" (a version's ``grid``, registry.GRID_POLICIES; clusters of one CTA) then narrows the grid with
     :func:`whole_head_ctas` (``m_blocks`` query tiles a head; ``causal``: the paired order takes 2 tiles a round)."""
+    if policy not in registry.GRID_POLICIES:
+        raise WhowaitsError(f"unknown persistent grid policy {policy!r}")
     ctas = min(tiles, persistent_ctas(device))
     clusters = ctas // cluster if resident is None else min(ctas // cluster, resident)
     ctas = max(cluster, clusters * cluster)
     if policy == "whole_heads" and cluster == 1 and m_blocks > 0:
         ctas = whole_head_ctas(tiles, m_blocks, ctas, 2 if causal and tiles >= 2 * ctas else 1)
-    elif policy not in ("sms", "whole_heads"):
-        raise WhowaitsError(f"unknown persistent grid policy {policy!r}")
     return (ctas, 1, 1)
 
 

@@ -28,7 +28,7 @@ import pandas as pd
 from profiler import metrics as M
 from profiler.analyze import buildcache
 from profiler.analyze._common import group_sum
-from profiler.analyze.stalls import exit_tail
+from profiler.analyze.stalls import exit_tail_of
 from profiler.sass import parse, register_mask
 
 __all__ = ["attention_evidence", "declared_lines", "pc_regions", "regions", "region_names", "vocabulary_of"]
@@ -186,7 +186,7 @@ def pc_regions(launch, sources: dict | None = None) -> tuple[list[str], str, lis
             # The kernel's exit path (fences and the last barrier before EXIT: stalls.exit_tail) where no line
             # declares it: a barrier wait of warps with no work left, `sync`, not the region of the code before it
             # (v38's spare producer warps parked there for the whole kernel: 25% of its samples read as load_kv).
-            for i in np.flatnonzero(exit_tail(sass)):
+            for i in np.flatnonzero(exit_tail_of(launch)):
                 if inherited[i]:
                     out[i] = "sync"
             return out, "declared", inherited

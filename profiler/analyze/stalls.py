@@ -73,9 +73,9 @@ def exit_tail(sass: pd.DataFrame) -> np.ndarray:
     if not n:
         return mask
     allowed = M.exit_tail_opcodes()
-    ops = sass["opcode"].to_numpy(dtype=object)
     text = sass["sass"].to_numpy(dtype=object)
-    base = [str(o).split(".", 1)[0] for o in ops]
+    base = (sass["base"].tolist() if "base" in sass.columns
+            else [str(o).split(".", 1)[0] for o in sass["opcode"].to_numpy(dtype=object)])
     for i in range(n):
         if base[i] != "EXIT" or str(text[i]).lstrip().startswith("@"):
             continue
@@ -84,6 +84,22 @@ def exit_tail(sass: pd.DataFrame) -> np.ndarray:
             mask[j] = True
             j -= 1
     return mask
+
+
+def exit_tail_of(launch) -> np.ndarray:
+    """:func:`exit_tail` of the launch's SASS, kept with its build's analyses (who_waits and the source regions both
+    read it)."""
+    n = len(launch.sass)
+
+    def decode(s: str) -> np.ndarray:
+        if not isinstance(s, str):  # a damaged entry: dropped and rebuilt (buildcache.part)
+            raise TypeError("exit_tail: not a bitmap string")
+        mask = np.zeros(n, dtype=bool)
+        mask[buildcache.unbits(s, n)] = True
+        return mask
+
+    return buildcache.part(launch, "exit_tail", lambda: buildcache.bits(np.flatnonzero(exit_tail(launch.sass)), n),
+                           decode)
 
 
 def who_waits(launch) -> pd.DataFrame:
@@ -114,7 +130,7 @@ def who_waits(launch) -> pd.DataFrame:
     opcodes, op_idx = (buildcache.codes(launch, "opcode")
                        or np.unique(sass["opcode"].to_numpy(dtype=object), return_inverse=True))
     cells = group_sum(cls_idx, mat, len(classes))
-    tail = exit_tail(sass)
+    tail = exit_tail_of(launch)
     at_exit = group_sum(cls_idx[tail], mat[tail], len(classes)) if tail.any() else np.zeros_like(cells)
     by_op = group_sum(op_idx, mat, len(opcodes))
     op_class = np.zeros(len(opcodes), dtype=np.int64)

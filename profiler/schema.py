@@ -245,6 +245,8 @@ class Timeline(TypedDict):
     duration_ns: Optional[float]
     interval_ns: Optional[float]
     activity: Optional[str]
+    dip_share: NotRequired[Optional[float]]  # the steady state's dips (summaries before them lack both)
+    dip_count: NotRequired[Optional[int]]
     curve: Optional[dict[str, Any]]
     missing: list[Missing]
 

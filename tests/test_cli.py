@@ -98,6 +98,25 @@ def test_every_command_answers_help_through_the_console_script():
         assert f"whowaits {' '.join(c)}" in " ".join(out.split()), (c, out[:300])
 
 
+def test_an_embedding_caller_of_main_runs_on_in_one_process_only():
+    """main() called from other code (a test catching SystemExit): the supervisor's forked child runs the CLI and
+    ends there, so the caller's code after main() runs once, in the parent, with the child's exit code. (Before:
+    the child returned into the caller, which then ran on in both processes; a pytest run of main() hung, the
+    parent waiting for a child that had gone back to running the test session.)"""
+    code = ("import os, sys\n"
+            "from profiler.cli import main\n"
+            "sys.argv = ['whowaits', 'timeline', sys.argv[1], '--format', 'json']\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    print('caller after main', os.getpid(), e.code, flush=True)\n")
+    report = ROOT / "reports/h200/v34_q_regs/b1_h64_s1024_d128_fp16.ncu-rep"
+    proc = subprocess.run([sys.executable, "-c", code, str(report)], capture_output=True, text=True, env=_env(),
+                          timeout=300, cwd=ROOT)
+    after = [line for line in proc.stdout.splitlines() if line.startswith("caller after main")]
+    assert proc.returncode == 0 and len(after) == 1, (proc.stdout[-500:], proc.stderr[-500:])
+    _, _, _, pid, exit_code = after[0].split()
+    assert exit_code == "0" and int(pid) > 0
+    assert proc.stdout.count('"kernel"') == 1  # the timeline printed once, by the child
+
+
 def test_show_and_one_bad_input_through_the_console_script(tmp_path):
     ok = subprocess.run([EXE, "show", str(V03), "--top", "2"], capture_output=True, text=True,
                         env=_env(), timeout=120)

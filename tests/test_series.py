@@ -33,6 +33,7 @@ def cli(capsys, monkeypatch):
     def run(*args: str, env: dict | None = None) -> Result:
         monkeypatch.delenv("WHOWAITS_NCU", raising=False)
         monkeypatch.setenv("COLUMNS", "300")
+        monkeypatch.setenv("WHOWAITS_NO_SUPERVISOR", "1")  # in this process, so that capsys sees the output
         for k, v in (env or {}).items():
             monkeypatch.setenv(k, v)
         monkeypatch.setattr(sys, "argv", ["whowaits", *args])

@@ -22,6 +22,19 @@ the smoothed A over the window; **ramp** = the samples before the first one reac
 Shares are of the window's duration; ``steady_tensor_pct`` is the mean (unsmoothed) tensor-pipe % over
 the steady samples; ``tail_share`` the tail's share. The resolution is one PM interval (about 1.5 us on
 the H200: ~1.5% of a 100 us kernel).
+
+Dips, inside the steady state: the runs of samples whose smoothed activity falls under ``DIP_FRACTION`` x the
+level around them (the rolling median of ``DIP_WINDOW`` steady samples: a drop longer than half of it is a
+level of its own, such as a partial last round) — a persistent kernel's tile boundaries, a burst of loads
+or stores that stalls every SM at once — widened by one sample on each side (the smoothing spreads a one-sample dip over three); a run on the steady phase's
+first or last sample is the ramp's or the tail's edge, not a dip. A dip's ``level`` is the median
+activity of the calm steady samples around it (``DIP_BASELINE_SAMPLES`` on each side; L without any), and a
+run none of whose samples falls under ``DIP_FRACTION`` x that level is the smoothing's echo of the ramp or
+the tail, not a dip. ``deficit_ns`` is the activity the dip lost, in time at its level: the sum over its
+samples of max(0, level - A) / level x the interval; its ``share`` is that over the window. ``rose`` names the series that rose in it: each one's mean over the
+dip's samples against its median over the rest of the steady state, from ``DIP_RISE`` x on (a DRAM burst, more
+warps waiting on a scoreboard). From ``DIP_PERIOD_MIN`` dips on, ``dip_period_ns`` is the median spacing of
+their centres: dips at a steady period are the kernel's rounds.
 """
 
 from __future__ import annotations
@@ -46,6 +59,19 @@ PHASE_NOISE_INTERVALS = 2
 #: duration (profiler.compare.stats.DURATION_NOISE). Fewer (a 10 µs kernel sampled every ~1.5 µs has ~7) give
 #: no phases, and the timeline says why; the curve itself is kept.
 MIN_PM_SAMPLES = 20
+#: a steady-state sample whose smoothed activity is under this fraction of the level around it is in a dip
+DIP_FRACTION = 0.9
+#: the level around a sample: the rolling median of this many steady samples centred on it, so that a drop of up
+#: to half of it (4 samples, ~6 us on the H200) is a dip and a longer one (a partial last round) a level of its own
+DIP_WINDOW = 9
+#: another series "rose" in a dip from this ratio of its dip mean to its steady median on
+DIP_RISE = 1.25
+#: the most risers listed per dip (highest ratio first)
+DIP_RISERS = 4
+#: dips needed for a period
+DIP_PERIOD_MIN = 3
+#: a dip's own level: the median activity of the calm steady samples this close before and after it
+DIP_BASELINE_SAMPLES = 3
 
 
 def _missing(field: str, section: str) -> dict:
@@ -97,14 +123,16 @@ def timeline(launch) -> dict:
     ``duration_ns`` (the window: ``t_ns[-1]``), ``series`` {series: [float]} (one value per ``t_ns``),
     ``sources`` {series: ncu metric}, ``activity`` (the series the phases come from), ``steady_level``,
     ``phases`` [{name, start_ns, end_ns, duration_ns, share, samples}], ``steady_tensor_pct``,
-    ``tail_share``, ``ramp_share``, ``missing`` [{field, section}]. Without PM sampling every value is
-    null and ``missing`` names the section.
+    ``tail_share``, ``ramp_share``, ``dips`` [{start_ns, end_ns, samples, level, min_pct, deficit_ns, share, rose
+    {series: ratio}}], ``dip_share``, ``dip_period_ns``, ``missing`` [{field, section}]. Without PM sampling
+    every value is null and ``missing`` names the section.
     """
     cfg = M.timeline_config()
     out = {"report": launch.report, "launch_index": int(launch.index), "kernel": launch.kernel,
            "t_ns": None, "interval_ns": None, "duration_ns": None, "series": None, "sources": None,
            "activity": None, "steady_level": None, "phases": None, "steady_tensor_pct": None,
-           "tail_share": None, "ramp_share": None, "missing": []}
+           "tail_share": None, "ramp_share": None, "dips": None, "dip_share": None, "dip_period_ns": None,
+           "missing": []}
     smap = series_map(launch)
     base = [s for s in smap if not s.startswith("warps_")]
     if not base:
@@ -175,9 +203,73 @@ def timeline(launch) -> dict:
         "tail_share": phases[2]["share"],
         "ramp_share": phases[0]["share"],
     })
+    found = dips(np.asarray(t, dtype=float), np.array(series[activity], dtype=float), sm, level, i, j, series,
+                 activity)
+    out.update({"dips": found, "dip_share": float(sum(d["share"] for d in found)),
+                "dip_period_ns": dip_period(found)})
     if not tensor.size:
         out["missing"].append(_missing("steady_tensor_pct", cfg["section"]))
     return out
+
+
+def dips(t: np.ndarray, raw: np.ndarray, sm: np.ndarray, level: float, i: int, j: int,
+         series: dict[str, list[float]], activity: str) -> list[dict]:
+    """The dips of the steady samples i..j (module docstring): the runs with ``sm`` (the smoothed activity)
+    under ``DIP_FRACTION`` x the rolling median of ``raw`` around them, each widened by a sample on either side (within i..j). ``t`` the
+    samples' times (a sample covers the interval ending there), ``raw`` the activity's samples, ``series``
+    every series on the same times. Each dip: ``start_ns``, ``end_ns``, ``samples`` (the widened run),
+    ``level``, ``min_pct``, ``deficit_ns``, ``share`` (of ``t[-1]``), ``rose`` {series: ratio}."""
+    if level <= 0 or j - i < 2:
+        return []
+    ref = pd.Series(raw[i:j + 1]).rolling(DIP_WINDOW, center=True, min_periods=1).median().to_numpy()
+    low = np.flatnonzero(sm[i:j + 1] < DIP_FRACTION * ref) + i
+    if not low.size:
+        return []
+    splits = np.flatnonzero(np.diff(low) > 1) + 1
+    # a run on the steady phase's first or last sample is the ramp's or the tail's edge, not a dip
+    spans = [(max(i, int(r[0]) - 1), min(j, int(r[-1]) + 1)) for r in np.split(low, splits)
+             if int(r[0]) > i and int(r[-1]) < j]
+    merged: list[list[int]] = []  # widened runs that touch become one dip
+    for a, b in spans:
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    calm = np.zeros(raw.size, dtype=bool)
+    calm[i:j + 1] = True
+    for a, b in merged:
+        calm[a:b + 1] = False
+    base = ({s: float(np.median(np.asarray(v, dtype=float)[calm])) for s, v in series.items() if s != activity}
+            if calm.any() else {})
+    interval = float(np.median(np.diff(t))) if t.size > 1 else 0.0
+    total = float(t[-1]) or 1.0
+    idx = np.arange(raw.size)
+    out = []
+    for a, b in merged:
+        seg = raw[a:b + 1]
+        near = calm & (idx >= a - DIP_BASELINE_SAMPLES) & (idx <= b + DIP_BASELINE_SAMPLES)
+        local = float(np.median(raw[near])) if near.any() else level
+        if local <= 0 or float(seg.min()) >= DIP_FRACTION * local:
+            continue  # the smoothing's echo of the ramp or the tail: no sample of it fell
+        deficit = float(np.clip(local - seg, 0.0, None).sum() / local * interval)
+        rose = {}
+        for s, b0 in base.items():
+            if b0 > 0:
+                ratio = float(np.mean(np.asarray(series[s], dtype=float)[a:b + 1])) / b0
+                if ratio >= DIP_RISE:
+                    rose[s] = ratio
+        out.append({"start_ns": float(t[a - 1]) if a > 0 else 0.0, "end_ns": float(t[b]), "samples": b - a + 1,
+                    "level": local, "min_pct": float(seg.min()), "deficit_ns": deficit, "share": deficit / total,
+                    "rose": dict(sorted(rose.items(), key=lambda kv: -kv[1])[:DIP_RISERS])})
+    return out
+
+
+def dip_period(found: list[dict]) -> float | None:
+    """The median spacing of the dips' centres, from ``DIP_PERIOD_MIN`` dips on (else None)."""
+    if len(found) < DIP_PERIOD_MIN:
+        return None
+    centres = np.array([(d["start_ns"] + d["end_ns"]) / 2 for d in found], dtype=float)
+    return float(np.median(np.diff(centres)))
 
 
 def _other_pass(t_s: np.ndarray, v_s: np.ndarray, t: np.ndarray) -> list[float]:
@@ -217,11 +309,13 @@ def normalised(tl: dict, points: int = 50) -> pd.DataFrame:
 def brief(launch, points: int = 50) -> dict:
     """The ``timeline`` field of a launch summary (what diff, migration and the HTML report compare):
     ``phases`` [{name, share, duration_ns}], ``steady_tensor_pct``, ``tail_share``, ``ramp_share``,
-    ``duration_ns``, ``interval_ns``, ``activity``, ``curve`` {x, tensor_pct, issue_pct, warps {reason:
-    [share]}} on ``points`` bins of normalised time (None without PM sampling), ``missing``."""
+    ``duration_ns``, ``interval_ns``, ``activity``, ``dip_share``, ``dip_count`` (the steady state's dips),
+    ``curve`` {x, tensor_pct, issue_pct, warps {reason: [share]}} on ``points`` bins of normalised time (None
+    without PM sampling), ``missing``."""
     tl = timeline(launch)
     out = {k: tl[k] for k in ("steady_tensor_pct", "tail_share", "ramp_share", "duration_ns", "interval_ns",
-                              "activity", "missing")}
+                              "activity", "dip_share", "missing")}
+    out["dip_count"] = None if tl["dips"] is None else len(tl["dips"])
     out["phases"] = ([{"name": p["name"], "share": p["share"], "duration_ns": p["duration_ns"]}
                       for p in tl["phases"]] if tl["phases"] else None)
     curve = None

@@ -274,11 +274,18 @@ def _supervised() -> int | None:
     except OSError:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
         return None
-    if pid == 0:  # the child: the CLI itself, which then exits normally (finalizers run)
+    if pid == 0:  # the child: the CLI itself; it ends here, never back in the caller's stack
         signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
         os.close(rfd)
         _note_fd_on_import(wfd)
-        return _finish(run())
+        code = _finish(run())
+        # A caller that embeds main() (a test catching SystemExit) would go on running its own code in this
+        # child while the parent waits for it: exit here, after the atexit handlers a normal exit runs.
+        import atexit  # noqa: PLC0415
+
+        atexit._run_exitfuncs()
+        _finish(code)
+        os._exit(code)
     os.close(wfd)
 
     def forward(signum, _frame) -> None:

@@ -155,6 +155,8 @@ def _render_diff(d, console) -> None:
             pt.add_column(c, justify="left" if c in ("phase", "") else "right")
         for r in d.phases.to_dict(orient="records"):
             mark = "" if r["significant"] is None else ("[bold]changed" if r["significant"] else "[dim]within 2 samples")
+            if r["phase"] == "dips":
+                r = {**r, "phase": "dips (lost)"}
             us = [None if v is None else v / 1e3 for v in (r["duration_ns_a"], r["duration_ns_b"])]
             pt.add_row(r["phase"], _pct(r["share_a"]), _pct(r["share_b"]), _pct(r["delta"], True),
                        _num(us[0], "{:.1f}"), _num(us[1], "{:.1f}"), mark)
@@ -298,14 +300,15 @@ def _render_migration(m, console) -> None:
         from profiler.cli.timeline import sparkline  # noqa: PLC0415
 
         ph = Table(title="Phases per version (PM sampling: share of the kernel's time)", title_justify="left")
-        for c in ("version", "ramp", "steady", "tail", "steady tensor pipe", "tensor pipe over normalised time"):
+        for c in ("version", "ramp", "steady", "tail", "dips", "steady tensor pipe",
+                  "tensor pipe over normalised time"):
             ph.add_column(c, justify="left" if c in ("version", "tensor pipe over normalised time") else "right",
                           no_wrap=True)
         tl = m.timelines
         for r in m.table.to_dict(orient="records"):
             vals = tl[(tl["version"] == r["version"]) & (tl["series"] == "tensor_pct")]["value"].tolist() if len(tl) else []
             ph.add_row(r["version"], _pct(r["ramp_share"]), _pct(r["steady_share"]), _pct(r["tail_share"]),
-                       _num(r["steady_tensor_pct"], "{:.1f}%"), sparkline(vals, 40, 100.0) if vals else "—")
+                       _pct(r.get("dip_share")), _num(r["steady_tensor_pct"], "{:.1f}%"), sparkline(vals, 40, 100.0) if vals else "—")
         console.print(ph)
     if len(m.steps):
         by = {r["version"]: r for r in rows}

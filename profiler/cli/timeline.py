@@ -38,9 +38,9 @@ def timeline_cmd(
 
 
 def write_csv(tls: list[dict], stream) -> None:
-    """Long rows: report, launch, kernel, record (sample | phase | summary), name (series, phase or
-    field), t_ns (sample time or phase start), end_ns (phase end), value (sample value, phase share,
-    summary value); empty cells for null."""
+    """Long rows: report, launch, kernel, record (sample | phase | dip | summary), name (series, phase,
+    ``dip`` or field), t_ns (sample time, phase or dip start), end_ns (phase or dip end), value (sample value,
+    phase share, the dip's share of the time lost, summary value); empty cells for null."""
     w = csv.writer(stream, lineterminator="\n")
     w.writerow(["report", "launch", "kernel", "record", "name", "t_ns", "end_ns", "value"])
 
@@ -50,12 +50,14 @@ def write_csv(tls: list[dict], stream) -> None:
     for tl in tls:
         head = [tl["report"], tl["launch_index"], tl["kernel"]]
         for key in ("duration_ns", "interval_ns", "activity", "steady_level", "steady_tensor_pct",
-                    "ramp_share", "tail_share"):
+                    "ramp_share", "tail_share", "dip_share", "dip_period_ns"):
             w.writerow([*head, "summary", key, "", "", cell(tl[key])])
         for m in tl["missing"]:
             w.writerow([*head, "summary", "missing", "", "", f"{m['field']} ({m['section']})"])
         for p in tl["phases"] or []:
             w.writerow([*head, "phase", p["name"], p["start_ns"], p["end_ns"], p["share"]])
+        for d in tl.get("dips") or []:
+            w.writerow([*head, "dip", "dip", d["start_ns"], d["end_ns"], d["share"]])
         for s, values in (tl["series"] or {}).items():
             for t, v in zip(tl["t_ns"], values):
                 w.writerow([*head, "sample", s, t, "", v])
@@ -72,6 +74,28 @@ def sparkline(values: list[float], width: int, top: float | None = None) -> str:
     cols = [v[int(a):max(int(b), int(a) + 1)].mean() for a, b in zip(edges[:-1], edges[1:])]
     top = top if top else (max(cols) or 1.0)
     return "".join(_BARS[min(len(_BARS) - 1, int(round(c / top * (len(_BARS) - 1))))] for c in cols)
+
+
+def render_dips(console, tl: dict) -> None:
+    """The steady state's dips: where, how deep, the time they lost and what rose in them."""
+    found = tl.get("dips") or []
+    if not found:
+        console.print(f"  no dips in the steady state (no run under 90% of the {tl['activity']} around it)")
+        return
+    from rich.table import Table  # noqa: PLC0415
+
+    dt = Table(title=f"Dips in the steady state ({tl['activity']} under 90% of the level around it)",
+               title_justify="left", show_header=True, header_style="bold")
+    for col in ("start us", "end us", "level", "lowest", "lost us", "share", "rose (x its steady median)"):
+        dt.add_column(col, justify="left" if col.startswith("rose") else "right")
+    for d in found:
+        rose = ", ".join(f"{s} {r:.1f}x" for s, r in d["rose"].items()) or "—"
+        dt.add_row(f"{d['start_ns'] / 1e3:.1f}", f"{d['end_ns'] / 1e3:.1f}", f"{d['level']:.1f}",
+                   f"{d['min_pct']:.1f}", f"{d['deficit_ns'] / 1e3:.2f}", f"{d['share']:.1%}", rose)
+    console.print(dt)
+    period = tl.get("dip_period_ns")
+    console.print(f"  {len(found)} dip{'s' if len(found) > 1 else ''} lost {tl['dip_share']:.1%} of the kernel's time"
+                  + (f", one every {period / 1e3:.1f} us" if period else ""))
 
 
 def render(tls: list[dict], width: int = 60) -> None:
@@ -105,6 +129,7 @@ def render(tls: list[dict], width: int = 60) -> None:
         st = tl["steady_tensor_pct"]
         console.print(f"  steady-state tensor activity {'—' if st is None else f'{st:.1f}%'}, "
                       f"tail {tl['tail_share']:.1%} of the kernel's time")
+        render_dips(console, tl)
         st_table = Table(show_header=True, header_style="bold")
         st_table.add_column("series")
         st_table.add_column("max", justify="right")

@@ -55,8 +55,9 @@ class Diff:
       (:data:`~profiler.compare.stats.DURATION_NOISE`, ±5%); None where a side is unknown.
     - ``regions``: region, source_a, source_b + :data:`SHARE_COLUMNS`: samples by source region (summary
       ``regions``; compared by name, the same vocabulary in every version).
-    - ``phases``: phase (ramp|steady|tail), share_a, share_b, delta, duration_ns_a, duration_ns_b,
-      significant (beyond two PM intervals of the kernel's time: the boundaries are known to one sample).
+    - ``phases``: phase (ramp|steady|tail, then dips: the steady state's dips, their lost activity as a share
+      and as time), share_a, share_b, delta, duration_ns_a, duration_ns_b, significant (beyond two PM
+      intervals of the kernel's time: the boundaries are known to one sample).
     ``verdict`` is one sentence (the time, the top waiter, then the region that moved most and a changed
     ramp or tail); ``top_a``/``top_b`` the top waiters ({class, reason, share});
     ``warnings`` the confounds (:mod:`profiler.compare.confound`); ``notes`` what could not be compared.
@@ -362,6 +363,13 @@ def _phase_frame(a: dict, b: dict) -> pd.DataFrame:
                      "duration_ns_a": (pa.get(ph) or {}).get("duration_ns"),
                      "duration_ns_b": (pb.get(ph) or {}).get("duration_ns"),
                      "significant": None if delta is None or noise is None else abs(delta) > noise})
+    # the steady state's dips (timeline.dip_share; summaries made before dips lack it: None)
+    da, db = ta.get("dip_share"), tb.get("dip_share")
+    delta = None if da is None or db is None else db - da
+    rows.append({"phase": "dips", "share_a": da, "share_b": db, "delta": delta,
+                 "duration_ns_a": None if da is None else da * (ta.get("duration_ns") or 0.0),
+                 "duration_ns_b": None if db is None else db * (tb.get("duration_ns") or 0.0),
+                 "significant": None if delta is None or noise is None else abs(delta) > noise})
     return pd.DataFrame(rows, columns=PHASE_COLUMNS)
 
 
@@ -391,13 +399,16 @@ def region_sentence(label_b: str, regions: pd.DataFrame) -> str | None:
 
 
 def phase_sentence(phases: pd.DataFrame) -> str | None:
-    """``the tail 13% → 5% of the kernel's time``: ramp and tail shares that changed beyond noise."""
+    """``the tail 13% → 5% of the kernel's time``: ramp and tail shares (and the steady state's dips) that
+    changed beyond noise."""
     if phases is None or not len(phases):
         return None
     parts = []
     for _, r in phases.iterrows():
         if r["phase"] in ("ramp", "tail") and r["significant"] is True:
             parts.append(f"the {r['phase']} {_pct(r['share_a'])} → {_pct(r['share_b'])}")
+        elif r["phase"] == "dips" and r["significant"] is True:
+            parts.append(f"the steady state's dips {_pct(r['share_a'])} → {_pct(r['share_b'])}")
     return " and ".join(parts) + " of the kernel's time" if parts else None
 
 

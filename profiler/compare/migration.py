@@ -62,7 +62,7 @@ class Migration:
       ``regions``).
     - ``timelines``: version, x (normalised time, 0..1], series (``tensor_pct``, ``issue_pct``,
       ``warps_<reason>`` as a share of the sampled warp states), value (long; PM sampling, empty for
-      versions without it). ``table`` also has ramp_share, steady_share, tail_share, steady_tensor_pct.
+      versions without it). ``table`` also has ramp_share, steady_share, tail_share, steady_tensor_pct, dip_share.
     - ``roofs``: path, level, intensity, tflops: points of each roof (a bandwidth slope then the
       compute ceiling) for the tensor paths used, from ``roofline.ceilings`` of the summaries
       (:data:`PATH_CEILING`).
@@ -345,7 +345,9 @@ def _bases(profiled: list) -> list[int | None]:
 
 
 def _phase_columns(tl: dict | None) -> dict:
-    """ramp_share, steady_share, tail_share, steady_tensor_pct of a summary's ``timeline`` (None without)."""
+    """ramp_share, steady_share, tail_share, steady_tensor_pct, dip_share of a summary's ``timeline`` (None
+    without; dip_share None in summaries made before dips)."""
     phases = {p["name"]: p["share"] for p in ((tl or {}).get("phases") or [])}
     return {"ramp_share": phases.get("ramp"), "steady_share": phases.get("steady"),
-            "tail_share": phases.get("tail"), "steady_tensor_pct": (tl or {}).get("steady_tensor_pct")}
+            "tail_share": phases.get("tail"), "steady_tensor_pct": (tl or {}).get("steady_tensor_pct"),
+            "dip_share": (tl or {}).get("dip_share")}

@@ -355,6 +355,8 @@ OUTPUTS: tuple[Output, ...] = (
         "edges[].partial": "[offset, reason, samples] taken from instructions shared with other work",
         "unresolved.samples": "samples of wait sites with no releaser",
         "unresolved.reasons": "why, per wait site", "unresolved.reasons.*": "samples",
+        "missing[].field": "what needs per-PC stall samples the report lacks (`edges`, `roles[].samples`)",
+        "missing[].section": "the ncu section that would supply them (SourceCounters)",
     }),
     Output("Diff", "whowaits diff A B --format json", "one object", {
         "a": "label of A (the baseline)", "b": "label of B", "speedup": "A's time / B's time",

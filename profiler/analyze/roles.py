@@ -123,7 +123,8 @@ class Edge:
 @dataclass
 class RoleGraph:
     """The wait graph of one launch: ``roles``, ``edges`` (heaviest first), ``unresolved``
-    {samples, reasons {reason: samples}}, ``total_samples`` of the launch."""
+    {samples, reasons {reason: samples}}, ``total_samples`` of the launch, ``missing`` [{field, section}]
+    (the section whose per-PC stall samples the edges and shares need, when the report has none)."""
 
     kernel: str
     launch_index: int
@@ -132,6 +133,7 @@ class RoleGraph:
     unresolved: dict
     total_samples: int
     sites: list[WaitSite] = field(default_factory=list)
+    missing: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """The JSON contract of ``whowaits roles --format json`` (one object per launch)."""
@@ -142,6 +144,7 @@ class RoleGraph:
             "roles": [asdict(r) for r in self.roles],
             "edges": [asdict(e) for e in self.edges],
             "unresolved": self.unresolved,
+            "missing": self.missing,
         }
 
     def heaviest(self) -> Edge | None:
@@ -670,8 +673,11 @@ def role_graph(launch) -> RoleGraph:
                   g["evidence"], sorted(g["pcs"]), sorted(g["partial"]))
              for (w, b, r), g in grouped.items()]
     edges.sort(key=lambda e: (-e.samples, e.waiter, e.barrier))
+    sampled = "samples" in sf.columns and bool(sf["samples"].notna().any()) and bool(scols)
+    missing = [] if sampled else [{"field": f, "section": M.stall_config()["per_pc_section"]}
+                                  for f in ("edges", "roles[].samples")]
     return RoleGraph(launch.kernel, launch.index, role_list, edges,
-                     {"samples": int(sum(unresolved.values())), "reasons": unresolved}, total, sites)
+                     {"samples": int(sum(unresolved.values())), "reasons": unresolved}, total, sites, missing)
 
 
 def mbarrier_labels(launch) -> dict[int, str]:

@@ -75,6 +75,12 @@ def _num(x, fmt: str = "{:.3g}") -> str:
     return fmt.format(x) if isinstance(x, (int, float)) else str(x)
 
 
+def _ratio_text(x) -> str:
+    from profiler.compare.diff import fmt_ratio  # noqa: PLC0415
+
+    return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else fmt_ratio(x)
+
+
 def _share_table(title: str, df, keys: list[str], a: str, b: str, limit: int | None = None):
     from rich.table import Table  # noqa: PLC0415
 
@@ -125,8 +131,10 @@ def _render_diff(d, console) -> None:
         fa, fb = r["a"], r["b"]
         if r["metric"] == "duration_ns":
             fa, fb = fmt_ns(fa), fmt_ns(fb)
-        mark = "" if r["significant"] is None else ("[bold]significant" if r["significant"] else "[dim]within ±5%")
-        mt.add_row(r["metric"], _num(fa), _num(fb), _num(r["ratio"], "{:.3g}x"), mark)
+        numeric = all(isinstance(v, (int, float)) for v in (r["a"], r["b"]) if v is not None)
+        mark = ("" if r["significant"] is None or not numeric
+                else ("[bold]significant" if r["significant"] else "[dim]within ±5%"))
+        mt.add_row(r["metric"], _num(fa), _num(fb), _ratio_text(r["ratio"]), mark)
     console.print(mt)
     console.print(_share_table("Stall reasons (share of all stall samples; 95% family-wise intervals)",
                                d.stalls, ["reason"], d.a, d.b))
@@ -143,7 +151,7 @@ def _render_diff(d, console) -> None:
             bt.add_column(c, justify="right" if c not in ("kind", "opcode", "") else "left")
         for r in d.barriers.to_dict(orient="records"):
             mark = "" if r["significant"] is None else ("[bold]changed" if r["significant"] else "[dim]same")
-            bt.add_row(r["kind"], r["opcode"], _num(r["a"], "{:,}"), _num(r["b"], "{:,}"), _num(r["ratio"], "{:.3g}x"),
+            bt.add_row(r["kind"], r["opcode"], _num(r["a"], "{:,}"), _num(r["b"], "{:,}"), _ratio_text(r["ratio"]),
                        mark)
         console.print(bt)
     if len(d.regions):
@@ -244,7 +252,8 @@ def _render_migration(m, console) -> None:
     beside_dst = set(m.steps["dst"][m.steps["beside"]]) if "beside" in m.steps and len(m.steps) else set()
     above = [None if r["version"] in beside_dst else v for r, v in zip(rows, [None] + [r["version"] for r in rows[:-1]])]
     for r, prev in zip(rows, above):
-        top = f"{escape(str(r['top_class']))}·{escape(str(r['top_reason']))}" if r["top_class"] else "— (too few samples)"
+        top = (f"{escape(str(r['top_class']))}·{escape(str(r['top_reason']))}" if r["top_class"]
+               else "— (no stall sampling)" if r.get("top_note") == "no stall samples" else "— (too few samples)")
         if isinstance(r.get("top_producer"), str):
             top += f" ← {escape(r['top_producer'])}"
         if r.get("top_opcode"):

@@ -66,6 +66,13 @@ def roles(
     con = Console(width=width or (None if sys.stdout.isatty() else 150), soft_wrap=False, highlight=False)
     for g in gs:
         con.print(f"[bold]launch {g.launch_index}[/bold] {escape(g.kernel[:120])}  ({g.total_samples} samples)")
+        if g.missing:
+            sections = ", ".join(sorted({m["section"] for m in g.missing}))
+            con.print(f"  no stall samples in this report: who waits on whom needs ncu's {sections} section "
+                      "(PC sampling); " + ("the roles below come from the SASS alone" if g.roles
+                                           else "the report holds no SASS either, so there is nothing to show"))
+            if not g.roles:
+                continue
         t = Table(title="roles (inferred from thread-index branches, else setmaxnreg)", title_justify="left")
         for c in ("role", "does", "warps", "setmaxnreg", "PCs", "instructions executed", "samples", "share"):
             t.add_column(c, justify="left" if c in ("role", "does", "warps") else "right")

@@ -271,6 +271,17 @@ def render_overlap(con, s: dict) -> None:
     con.print(t)
 
 
+def _dims(d, none_is_zero: bool = False) -> str:
+    """A launch dimension ``[x, y, z]``; unknown: ``—``. A cluster of [0, 0, 0] (ncu's value for a launch
+    without clusters) and, with ``none_is_zero``, an unknown one (GPUs before clusters) read ``none``."""
+    if d is None:
+        return "none" if none_is_zero else "—"
+    d = list(d)
+    if none_is_zero and all(v == 0 for v in d):
+        return "none"
+    return f"[{', '.join(str(v) for v in d)}]"
+
+
 def render_tables(summaries: list[dict], top: int = 10, verbose: bool = False) -> None:
     """Rich tables for each launch summary (stdout)."""
     con = _console()
@@ -279,14 +290,14 @@ def render_tables(summaries: list[dict], top: int = 10, verbose: bool = False) -
         con.rule(f"[bold]launch {s['launch_index']}[/bold] · {s['report']}")
         con.print(f"[bold]{s['kernel']}[/bold]", soft_wrap=True)
         shape = (
-            f"grid {la['grid']}  block {la['block']}  cluster {la['cluster']}  "
-            f"regs/thread {_num(la['registers_per_thread'])}  smem/block {_num(la['shared_mem_bytes'])} B  "
+            f"grid {_dims(la['grid'])}  block {_dims(la['block'])}  cluster {_dims(la['cluster'], none_is_zero=True)}  "
+            f"regs/thread {_num(la['registers_per_thread'])}  smem/block {_num(la['shared_mem_bytes'], '{:,} B')}  "
             f"waves/SM {_num(la['waves_per_sm'], '{:.2f}')}  achieved occupancy "
-            f"{_num(la['achieved_occupancy_pct'], '{:.1f}')}%"
+            f"{_num(la['achieved_occupancy_pct'], '{:.1f}%')}"
         )
         con.print(
             f"{dev['name']} (cc {dev['cc']}, {dev['sm_count']} SMs) · duration "
-            f"{_num(None if s['duration_ns'] is None else s['duration_ns'] / 1e3, '{:,.2f}')} µs"
+            f"{_num(None if s['duration_ns'] is None else s['duration_ns'] / 1e3, '{:,.2f} µs')}"
         )
         con.print(shape)
         b = s.get("build") or {}

@@ -222,7 +222,7 @@ def waiter_name(w: dict | None, opcode: bool = False) -> str:
     """``CLASS·reason`` (``CLASS·reason on OPCODE`` with ``opcode`` where the summary names it; ``, tied with
     X·r`` when another cell is within noise of it)."""
     if not w:
-        return "nothing (too few samples)"
+        return "nothing (too few stall samples, or none)"
     name = f"{w['class']}·{w['reason']}"
     if opcode and w.get("opcode"):
         name = f"{name} on {w['opcode']}"
@@ -238,15 +238,21 @@ def _pct(x) -> str:
 
 
 def fmt_ns(ns) -> str:
-    """A duration for people: ns, µs or ms with 3 significant figures."""
+    """A duration for people: ns, µs, ms or s with 3 significant figures (never an exponent: a value that would
+    round up to 1000 of a unit is given in the next)."""
     if ns is None:
         return "n/a"
     ns = float(ns)
-    if ns >= 1e6:
-        return f"{ns / 1e6:.3g} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.3g} µs"
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if abs(ns) >= 0.9995 * scale:
+            v = ns / scale
+            return f"{v:,.0f} {unit}" if unit == "s" and abs(v) >= 999.5 else f"{v:.3g} {unit}"
     return f"{ns:.3g} ns"
+
+
+def fmt_ratio(x, digits: int = 3) -> str:
+    """A ratio for people: ``digits`` significant figures, and whole numbers from 1000 on (never an exponent)."""
+    return f"{x:,.0f}x" if abs(x) >= 999.5 else f"{x:.{digits}g}x"
 
 
 def _ratio(a, b):
@@ -439,9 +445,9 @@ def verdict(label_a: str, label_b: str, sa: dict, sb: dict, top_a: dict | None, 
     elif not dur["significant"]:
         head = f"{label_b} runs as fast as {label_a} within noise (±{100 * stats.DURATION_NOISE:.0f}%, {times})"
     elif dur["speedup"] > 1:
-        head = f"{label_b} is {dur['speedup']:.2g}x faster than {label_a} ({times})"
+        head = f"{label_b} is {fmt_ratio(dur['speedup'], 2)} faster than {label_a} ({times})"
     else:
-        head = f"{label_b} is {1 / dur['speedup']:.2g}x slower than {label_a} ({times})"
+        head = f"{label_b} is {fmt_ratio(1 / dur['speedup'], 2)} slower than {label_a} ({times})"
 
     def share_in(summary, w):
         n = total_samples(summary)

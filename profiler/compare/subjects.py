@@ -362,7 +362,59 @@ def match_launches(profiled: list[Profiled]) -> None:
                     f"left out {', '.join(f'{n} ×{c}' for n, c in gone.items())}")
                 p.parts, p.summary, p.launches = keep, dict(merge_launches(keep)), len(keep)
     for p in profiled:
+        _take_repeats(p)
         _say_summed(p)
+
+
+#: launches of one kernel with one grid and block whose durations all lie within this fraction of their median are
+#: repeats of one piece of work (ncu run without ``-c 1`` on a loop); beyond it the work differed (a grid-stride
+#: kernel keeps its grid for any size), and the launches add up
+REPEAT_SPREAD = 0.10
+
+
+def repeats(parts: list[dict]) -> list[dict] | None:
+    """When ``parts`` (one report's launches) are the same launches repeated, each the same number of times n >= 2
+    (every (kernel, grid, block) group n launches, their durations within ``REPEAT_SPREAD`` of the group's
+    median), the median-duration launch of each group, in report order; else None (the launches are summed)."""
+    if len(parts) < 2:
+        return None
+    groups: dict[tuple, list[dict]] = {}
+    for s in parts:
+        name, grid = launch_key(s)
+        block = tuple((s.get("launch") or {}).get("block") or ())
+        groups.setdefault((name, grid, block), []).append(s)
+    counts = {len(g) for g in groups.values()}
+    if len(counts) != 1 or counts.pop() < 2:
+        return None
+    chosen = []
+    for g in groups.values():
+        times = [s.get("duration_ns") for s in g]
+        if any(t is None for t in times):
+            return None
+        mid = sorted(times)[len(times) // 2]
+        if mid <= 0 or any(abs(t - mid) > REPEAT_SPREAD * mid for t in times):
+            return None
+        chosen.append(next(s for s in g if s.get("duration_ns") == mid))
+    return sorted(chosen, key=lambda s: s.get("launch_index") or 0)
+
+
+def _take_repeats(p: Profiled) -> None:
+    """A subject whose launches are repeats (:func:`repeats`) is compared by one of each, not by their sum (three
+    repeats against one launch would read 3x slower), and says so."""
+    one = repeats(p.parts)
+    if one is None:
+        return
+    from profiler.compare.diff import fmt_ns  # noqa: PLC0415
+    from profiler.compare.merge import merge_launches  # noqa: PLC0415
+
+    n = len(p.parts) // len(one)
+    times = sorted(s["duration_ns"] for s in p.parts)
+    kept = ", ".join(f"launch {s.get('launch_index')}" for s in one)
+    p.meta.setdefault("left_out", []).append(
+        f"{p.label}: {len(p.parts)} launches are {n} repeats of the same {'launch' if len(one) == 1 else 'launches'} "
+        f"({', '.join(_key_text(launch_key(s)) for s in one)}; {fmt_ns(times[0])} to {fmt_ns(times[-1])}): "
+        f"compared by the median one ({kept}), not their sum")
+    p.parts, p.summary, p.launches = list(one), dict(merge_launches(list(one))), len(one)
 
 
 def _say_summed(p: Profiled) -> None:

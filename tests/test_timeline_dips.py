@@ -143,3 +143,24 @@ def test_dips_travel_to_diff_migration_and_the_cli(monkeypatch, capsys):
     rows = list(csv.DictReader(io.StringIO(out)))
     assert code == 0 and sum(r["record"] == "dip" for r in rows) == 3
     assert {r["name"] for r in rows if r["record"] == "summary"} >= {"dip_share", "dip_period_ns"}
+
+
+@pytest.mark.parametrize("path", SUBJECTS + sorted((ROOT / "tests/public-reports").glob("*/*.ncu-rep")),
+                         ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_phases_come_from_the_tensor_pipe_only_where_mma_runs(path):
+    """The activity series is the tensor pipe's only for a kernel that executes MMA instructions (where the report
+    counts them): ncu's tensor-pipe counter reads a few % on Hopper for elementwise kernels that execute none
+    (a public H100 SiLU report: 3%), and phases taken from that noise would be noise."""
+    from profiler.analyze.timeline import TENSOR_USED_PCT, mma_executed
+    from profiler.report import load_report
+
+    for la in load_report(path).launches:
+        t = timeline(la)
+        if t["activity"] is None:
+            continue
+        mma = mma_executed(la)
+        tensor = t["series"].get("tensor_pct") or []
+        if mma == 0:
+            assert t["activity"] != "tensor_pct"
+        elif mma and tensor and max(tensor) >= TENSOR_USED_PCT:
+            assert t["activity"] == "tensor_pct"

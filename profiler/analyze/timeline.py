@@ -15,7 +15,9 @@ active sample to the last active one, and ``t_ns`` counts from that start. Serie
 read at the same times from their own window (nearest sample after aligning their starts).
 
 Phases, from the activity series A (tensor-pipe % of peak when the kernel uses the tensor pipe, i.e.
-its peak sample reaches ``TENSOR_USED_PCT``; else instruction issue %), smoothed over 3 samples
+its peak sample reaches ``TENSOR_USED_PCT`` and, where the report counts executed instructions, it executes
+MMA instructions (ncu's tensor-pipe counter reads a few % on Hopper for kernels that execute none); else
+instruction issue %), smoothed over 3 samples
 (PM intervals alias with the main loop and alternate high/low): the steady level L is the median of
 the smoothed A over the window; **ramp** = the samples before the first one reaching
 ``STEADY_FRACTION`` x L, **tail** = the samples after the last one reaching it, **steady** = between.
@@ -167,7 +169,7 @@ def timeline(launch) -> dict:
         else:
             series[s] = [float(x) for x in v_s[a:b + 1]]
     tensor = np.array(series.get("tensor_pct", []), dtype=float)
-    use_tensor = tensor.size and float(tensor.max()) >= TENSOR_USED_PCT
+    use_tensor = tensor.size and float(tensor.max()) >= TENSOR_USED_PCT and mma_executed(launch) != 0
     activity = "tensor_pct" if use_tensor else ("issue_pct" if "issue_pct" in series else primary)
     sm = _smooth(np.array(series[activity], dtype=float))
     level = float(np.median(sm))
@@ -210,6 +212,19 @@ def timeline(launch) -> dict:
     if not tensor.size:
         out["missing"].append(_missing("steady_tensor_pct", cfg["section"]))
     return out
+
+
+#: the opcode classes of tensor-core MMA instructions (data/opcode_classes.toml)
+MMA_CLASSES = ("HMMA", "HGMMA", "UTCMMA")
+
+
+def mma_executed(launch) -> int | None:
+    """Executed MMA instructions of the launch (every class of :data:`MMA_CLASSES`), None when the report does
+    not count executed instructions."""
+    from profiler.analyze.kernel import _class_executed  # noqa: PLC0415
+
+    counts = [_class_executed(launch, c) for c in MMA_CLASSES]
+    return None if any(c is None for c in counts) else int(sum(counts))
 
 
 def dips(t: np.ndarray, raw: np.ndarray, sm: np.ndarray, level: float, i: int, j: int,

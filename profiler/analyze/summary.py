@@ -7,7 +7,8 @@ import re
 from profiler import gcpause
 from profiler.analyze import buildcache
 from profiler.analyze._common import py
-from profiler.names import L2_READ_COUNTERS, L2_READ_DERIVED
+from profiler import metrics as M
+from profiler.names import L2_READ_COUNTERS, L2_READ_DERIVED, NO_SECTION
 from profiler.schema import Summary, validate_summary
 from profiler.analyze.kernel import LEVELS, SMEM_OPS, _dedup, barriers, launch_stats, tensor_util
 from profiler.analyze.roofline import compute_pipe, roofline
@@ -304,8 +305,22 @@ def _summary(launch, top: int) -> dict:
         "overlap": ov,
         "throughput": throughput(roofline_json, py(duration)),
         "build": _build_signs(launch),
-        "missing": _dedup(gone),
+        "missing": _dedup(gone) + _recorded_nan(launch),
     }
+
+
+#: why a launch whose metrics ncu recorded as NaN has no values: not a section missing from the profile
+RECORDED_NAN = ("ncu recorded NaN for this launch's metrics (the launch did not finish under the profiler, or its "
+                "replay failed): re-profile it (the other launches of the report are read as usual)")
+
+
+def _recorded_nan(launch) -> list[dict]:
+    """A ``missing`` entry (field ``launch``, section ``none``, :data:`RECORDED_NAN`) for a launch whose
+    duration metric is in the report but NaN, so that the views do not blame its sections."""
+    name = M.metric_spec("duration_ns").names[0]
+    if launch.has(name) and launch.value(name) is None:
+        return [{"field": "launch", "section": NO_SECTION, "reason": RECORDED_NAN}]
+    return []
 
 
 def summarize(path, kernel: str | None = None, top: int = 10) -> list[dict]:

@@ -163,7 +163,11 @@ def _join(words: list[str], conj: str = "or") -> str:
 
 def gap_line(label: str, summary: dict, verbose: bool = False) -> list[str]:
     """The note for one subject: ``[]`` when nothing is missing, else one line (``verbose``: plus one
-    line per null field)."""
+    line per null field). A launch ncu recorded as NaN says so instead (its sections were collected)."""
+    nan = next((m for m in (summary or {}).get("missing") or []
+                if isinstance(m, dict) and m.get("field") == "launch" and m.get("reason")), None)
+    if nan is not None:
+        return [f"{label}: {nan['reason']}"]
     g = gaps(summary)
     if not g:
         return []

@@ -310,7 +310,7 @@ def _summary(launch, top: int) -> dict:
 
 
 #: why a launch whose metrics ncu recorded as NaN has no values: not a section missing from the profile
-RECORDED_NAN = ("ncu recorded NaN for this launch's metrics (the launch did not finish under the profiler, or its "
+RECORDED_NAN = ("ncu recorded no values for this launch (every metric empty: the launch did not finish under the profiler, or its "
                 "replay failed): re-profile it (the other launches of the report are read as usual)")
 
 

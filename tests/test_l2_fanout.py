@@ -208,7 +208,9 @@ WITH_COUNTERS = (
     "tests/public-reports/cutlass-panjd123/report-s4.ncu-rep",
     "tests/public-reports/cutlass-panjd123/report-s8-persist.ncu-rep",
     "tests/public-reports/cutlass-panjd123/report-s8.ncu-rep",
+    "tests/public-reports/indexspaces-eschnett/a40-julia-frb-full.ncu-rep",
     "tests/public-reports/sglang-flyinglandlord/h800-sampling-flash-full.ncu-rep",
+    "tests/public-reports/speedy-scan/rtx3070-scan-ncu2020-full.ncu-rep",
 )
 
 COMMITTED = sorted(p.relative_to(ROOT).as_posix() for base in ("reports", "tests/public-reports")

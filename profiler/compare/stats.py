@@ -110,3 +110,21 @@ def duration_change(a_ns, b_ns, noise: float = DURATION_NOISE) -> dict:
         return {"ratio": None, "speedup": None, "significant": None}
     ratio = float(b_ns) / float(a_ns)
     return {"ratio": ratio, "speedup": 1.0 / ratio, "significant": abs(ratio - 1.0) > noise}
+
+
+def fmt_ns(ns) -> str:
+    """A duration for people: ns, µs, ms or s with 3 significant figures (never an exponent: a value that would
+    round up to 1000 of a unit is given in the next)."""
+    if ns is None:
+        return "n/a"
+    ns = float(ns)
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if abs(ns) >= 0.9995 * scale:
+            v = ns / scale
+            return f"{v:,.0f} {unit}" if unit == "s" and abs(v) >= 999.5 else f"{v:.3g} {unit}"
+    return f"{ns:.3g} ns"
+
+
+def fmt_ratio(x, digits: int = 3) -> str:
+    """A ratio for people: ``digits`` significant figures, and whole numbers from 1000 on (never an exponent)."""
+    return f"{x:,.0f}x" if abs(x) >= 999.5 else f"{x:.{digits}g}x"

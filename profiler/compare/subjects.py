@@ -404,7 +404,7 @@ def _take_repeats(p: Profiled) -> None:
     one = repeats(p.parts)
     if one is None:
         return
-    from profiler.compare.diff import fmt_ns  # noqa: PLC0415
+    from profiler.compare.stats import fmt_ns  # noqa: PLC0415
     from profiler.compare.merge import merge_launches  # noqa: PLC0415
 
     n = len(p.parts) // len(one)

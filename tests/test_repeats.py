@@ -83,3 +83,16 @@ def test_roles_without_stall_sampling_say_which_section(monkeypatch, capsys):
     assert code == 0 and out.count("needs ncu's SourceCounters section") == len(got)
     code, out, _ = run_cli(monkeypatch, capsys, "roles", SEED, "--format", "json")
     assert code == 0 and json.loads(out)[0]["missing"] == []
+
+
+def test_a_report_sharing_no_kernel_is_named_when_matching_stops():
+    """Launches are matched by kernel name only when every report has the name: the two CUTLASS A100 reports
+    share theirs, the A10G SGEMM report shares none, so with it nothing is matched, and the note says which
+    report turned matching off (the sweep's 26x -> 18x step came from such a third report, unannounced)."""
+    pub = ROOT / "tests/public-reports"
+    two = load_many(resolve([str(pub / "cutlass-panjd123/report-s4.ncu-rep"), str(pub / "cutlass-panjd123/report-s8.ncu-rep")]))
+    assert not any("no kernel is common" in n for p in two for n in p.meta.get("left_out", []))
+    three = load_many(resolve([str(pub / "cutlass-panjd123/report-s4.ncu-rep"), str(pub / "cutlass-panjd123/report-s8.ncu-rep"),
+                               str(pub / "esmm-research/a10g-sgemm-default-set.ncu-rep")]))
+    notes = [n for p in three for n in p.meta.get("left_out", []) if "no kernel is common" in n]
+    assert len(notes) == 1 and "a10g-sgemm-default-set shares no kernel with the others" in notes[0]

@@ -339,6 +339,8 @@ def match_launches(profiled: list[Profiled]) -> None:
     merges several launches says ``N launches summed`` with their names and grids."""
     if len(profiled) > 1 and all(p.parts for p in profiled) and any(len(p.parts) > 1 for p in profiled):
         names = set.intersection(*({kernel_name(s.get("kernel")) for s in p.parts} for p in profiled))
+        if not names:
+            _say_unmatched(profiled)
         grids: dict[str, set] = {}
         for n in names:
             per = [{launch_key(s)[1] for s in p.parts if kernel_name(s.get("kernel")) == n} for p in profiled]
@@ -415,6 +417,18 @@ def _take_repeats(p: Profiled) -> None:
         f"({', '.join(_key_text(launch_key(s)) for s in one)}; {fmt_ns(times[0])} to {fmt_ns(times[-1])}): "
         f"compared by the median one ({kept}), not their sum")
     p.parts, p.summary, p.launches = list(one), dict(merge_launches(list(one))), len(one)
+
+
+def _say_unmatched(profiled: list[Profiled]) -> None:
+    """No kernel name is common to every subject, so none of their launches are matched: say which subjects
+    share no kernel with the rest (the ones whose presence turned matching off for all)."""
+    own = [{kernel_name(s.get("kernel")) for s in p.parts} for p in profiled]
+    alone = [p.label for i, p in enumerate(profiled)
+             if not own[i] & set().union(*(own[j] for j in range(len(profiled)) if j != i))]
+    who = f" ({', '.join(alone)} shares no kernel with the others)" if alone else ""
+    profiled[0].meta.setdefault("left_out", []).append(
+        f"no kernel is common to every report{who}: each report's launches are summed as they are; "
+        "compare fewer reports, or name one --kernel per report")
 
 
 def _say_summed(p: Profiled) -> None:

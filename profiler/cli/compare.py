@@ -76,7 +76,7 @@ def _num(x, fmt: str = "{:.3g}") -> str:
 
 
 def _ratio_text(x) -> str:
-    from profiler.compare.diff import fmt_ratio  # noqa: PLC0415
+    from profiler.compare.stats import fmt_ratio  # noqa: PLC0415
 
     return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else fmt_ratio(x)
 

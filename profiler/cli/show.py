@@ -291,7 +291,7 @@ def render_tables(summaries: list[dict], top: int = 10, verbose: bool = False) -
         con.print(f"[bold]{s['kernel']}[/bold]", soft_wrap=True)
         shape = (
             f"grid {_dims(la['grid'])}  block {_dims(la['block'])}  cluster {_dims(la['cluster'], none_is_zero=True)}  "
-            f"regs/thread {_num(la['registers_per_thread'])}  smem/block {_num(la['shared_mem_bytes'], '{:,} B')}  "
+            f"regs/thread {_num(la['registers_per_thread'])}  smem/block {_num(la['shared_mem_bytes'], '{:,.0f} B')}  "
             f"waves/SM {_num(la['waves_per_sm'], '{:.2f}')}  achieved occupancy "
             f"{_num(la['achieved_occupancy_pct'], '{:.1f}%')}"
         )

@@ -114,6 +114,10 @@
 #define WHOWAITS_IDLE_ROWS 0  // a consumer whose 64 rows of a tile all lie beyond S issues no wgmma and no softmax for
                               // it, only the barrier protocol (v44; the steady loop compiled apart for it)
 #endif
+#ifndef WHOWAITS_PV_WAIT_LATE
+#define WHOWAITS_PV_WAIT_LATE 0  // the steady loop waits on V[n-1]'s (complete) full barrier after the softmax, so that
+                                 // ptxas keeps PV[n-1]'s wait_group 0 after it: softmax under PV (v46)
+#endif
 #ifndef WHOWAITS_KV_CLUSTER
 #define WHOWAITS_KV_CLUSTER 1  // d128 without a causal mask: CTAs per cluster sharing each K/V tile by TMA multicast
                                // (v26's scheme, common/sm90/cluster.cuh; v38: 4); 1: no cluster, no attribute
@@ -610,6 +614,11 @@ __global__ void
             fence_operands(s[0]);
             release(empty_k, kv_base + n);  // @region sync
             softmax(n);                     // @region softmax
+#if WHOWAITS_PV_WAIT_LATE
+            // v46: V[n-1]'s full barrier, complete since PV[n-1] was issued: its try-wait loop ends the basic
+            // block, so ptxas cannot hoist PV[n-1]'s wait_group 0 above the softmax (v15's switch, on v34)
+            mbar_wait(&full_v[prev.index], prev.phase);  // @region sync
+#endif
             wgmma_wait<0>();                // PV[n-1] done: O and P[n-1]'s registers are free again
             fence_operands(acc_o);
             release(empty_v, kv_base + n - 1);  // @region sync

@@ -143,8 +143,15 @@ def _windows_of(version):
     return _trace_windows().analyse(version)
 
 
+#: v46 waits on an mbarrier inside its PV window by design (the try-wait that keeps ptxas from hoisting the PV
+#: wait): that wait's stamps are ordinary ones (a load and stores), so its windows hold unparked stamps
+IN_WINDOW_WAIT = {"v46_pv_wait_late": "v46's own mbarrier wait sits inside the PV window (its design): the wait's "
+                                      "begin/end stamps are ordinary (LDS, STG) and the window grows by them"}
+
+
 @pytest.mark.parametrize("version", [
-    pytest.param(v, marks=pytest.mark.xfail(strict=True, reason=TRACED_SPILLS[v])) if v in TRACED_SPILLS else v
+    pytest.param(v, marks=pytest.mark.xfail(strict=True, reason={**TRACED_SPILLS, **IN_WINDOW_WAIT}[v]))
+    if v in TRACED_SPILLS or v in IN_WINDOW_WAIT else v
     for v in STATIC_WS])
 def test_stamps_inside_wgmma_windows_are_parked(version):
     _nvcc()
@@ -172,7 +179,8 @@ COUNT_MISSES = {
 
 
 @pytest.mark.parametrize("version", [
-    pytest.param(v, marks=pytest.mark.xfail(strict=True, reason=COUNT_MISSES[v])) if v in COUNT_MISSES else v
+    pytest.param(v, marks=pytest.mark.xfail(strict=True, reason={**COUNT_MISSES, **IN_WINDOW_WAIT}[v]))
+    if v in COUNT_MISSES or v in IN_WINDOW_WAIT else v
     for v in STATIC_WS])
 def test_stamps_inside_wgmma_windows_are_short(version):
     _nvcc()

@@ -425,11 +425,13 @@ __global__ void
     // Online softmax of S[n] on the warp's 16 rows (rows g and g + 8 of each quad), touching neither O nor P
     // (PV[n-1] may still be reading P[n-1] and accumulating into O): new row max, alpha[h] for the deferred
     // rescale, row sums, exponentiate in place (fp32, in the S registers).
-    auto softmax = [&](int n) {
+    auto softmax = [&](int n, bool pv_waits_late = false) {
         const int key0 = (kv0 + n) * kBlockN;
         if (tile_needs_mask<kBlockM, kBlockN, kCausal>(key0, cta_row0, seqlen))
             apply_mask<kBlockN, 1, kCausal>(s, key0, cta_row0 + warp_row0, seqlen, lane);
-        WHOWAITS_TRACE_PV_WAIT_AS_COMPILED();  // issue 12: the wait-log build waits for PV[n-1] here, as ptxas does
+        // issue 12: the wait-log build waits for PV[n-1] here, as ptxas does (but in v46's steady loop, where
+        // ptxas keeps that wait after the softmax)
+        if (!pv_waits_late) WHOWAITS_TRACE_PV_WAIT_AS_COMPILED();
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float mx = row_max[h];
@@ -613,7 +615,7 @@ __global__ void
             wgmma_wait<1>();  // QK^T[n] done (groups complete in order), PV[n-1] may still run
             fence_operands(s[0]);
             release(empty_k, kv_base + n);  // @region sync
-            softmax(n);                     // @region softmax
+            softmax(n, WHOWAITS_PV_WAIT_LATE != 0);  // @region softmax
 #if WHOWAITS_PV_WAIT_LATE
             // v46: V[n-1]'s full barrier, complete since PV[n-1] was issued: its try-wait loop ends the basic
             // block, so ptxas cannot hoist PV[n-1]'s wait_group 0 above the softmax (v15's switch, on v34)

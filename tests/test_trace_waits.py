@@ -57,7 +57,7 @@ HOISTED_IV = ["v20_three_consumers", "v21_causal_pairs", "v22_d64_stages4", "v23
               "v42_whole_head_rounds", "v43_warp_epilogue_whole_heads",
               # v44, v45: v34's with idle consumers' steady loop compiled apart at d64 (the working loop is v34's)
               "v44_d64_idle_rows", "v45_d64_idle_rows_only",
-              # v46: v34's kernel.cu holds the hook's text, compiled out by WHOWAITS_PV_WAIT_LATE (v46 keeps the PV
+              # v46: v34's kernel.cu holds the hook's text, passed over in v46's steady loop (v46 keeps the PV
               # wait after the softmax: scripts/sass_loop_counts.py puts its 66 MUFU.EX2 between the two waits)
               "v46_pv_wait_late"]
 # the rungs the committed wait logs cover (reports/h200/traces-waits, measured 2026-12-02 01:30-02:00 UTC on v10-v19);

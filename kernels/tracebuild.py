@@ -74,7 +74,10 @@ def build_traced(version, config, mode: str = "events", classes: str = "all",
     h = hashlib.sha256()
     h.update(B.nvcc_version().encode() + " ".join(B.NVCC_FLAGS).encode()
              + traced_unit(version, config, mode, classes, per_warp).encode())
-    for path in [version.source, *sorted((B.KERNELS_DIR / "common").glob("**/*"))]:
+    # the rung's own source, every kernel.cu it includes (v34's includes v27's: an edit there must rebuild v28-v46's
+    # traced cubins too), and the shared headers
+    rungs = B.included_files(version.source.read_text(), version.source)
+    for path in dict.fromkeys([version.source, *rungs, *sorted((B.KERNELS_DIR / "common").glob("**/*"))]):
         if path.is_file():
             h.update(str(_rel(path)).encode() + path.read_bytes())
     folder = "trace" if mode == "events" else f"trace-{mode}"

@@ -31,11 +31,6 @@ STATIC_WS = [v.id for v in (*registry.versions(), *registry.wip_versions()) if v
 TRACED_SPILLS = {"v26_kv_multicast": "v26's producer spills in the traced builds (cluster addresses + trace cursors)",
                  "v38_kv_multicast4": "v38's producer spills in the traced builds (cluster addresses + trace cursors)",
                  "v39_kv_multicast8": "v39's producer spills in the traced builds (cluster addresses + trace cursors)"}
-# rungs whose wait-log build does not keep one of the untraced windows (measured: scripts/trace_windows.py)
-TRACED_WINDOWS = {"v46_pv_wait_late": "v46's wait-log build leaves the next tile's softmax(0) (66 MUFU) in PV[last]'s "
-                                      "window of the cross-tile batch, where its untraced build waits for PV first: the "
-                                      "hook is passed over in the steady loop only, yet the traced cross-tile batch "
-                                      "loses it too (scripts/trace_windows.py v46_pv_wait_late waits)"}
 # the rungs whose untraced build has ptxas move the PV wait above the softmax (their softmax lambda holds
 # WHOWAITS_TRACE_PV_WAIT_AS_COMPILED, trace.cuh); v15/v16 pin it below by design, v10/v11 do not overlap
 HOISTED = ["v12_intra_wg_overlap", "v13_persistent", "v14_cross_tile_qk", "v17_tma_store_o", "v18_desc_iterator_o",
@@ -118,8 +113,7 @@ def test_wait_log_unit_and_sass():
 
 
 @pytest.mark.parametrize("version", [
-    pytest.param(v, marks=pytest.mark.xfail(strict=True, reason={**TRACED_SPILLS, **TRACED_WINDOWS}[v]))
-    if v in TRACED_SPILLS or v in TRACED_WINDOWS else v
+    pytest.param(v, marks=pytest.mark.xfail(strict=True, reason=TRACED_SPILLS[v])) if v in TRACED_SPILLS else v
     for v in STATIC_WS])
 def test_wait_log_keeps_the_untraced_windows(version):
     """Every HGMMA group -> the DEPBAR that retires it, wait-log build vs the rung's own build (same windows,

@@ -353,11 +353,7 @@ def _forward_full(q, k, v, causal, version, config, out, pkey):
     if pkey is not None and _launcher() is not None and _handle(fn):
         if not _empty_like:
             _empty_like.append(torch.empty_like)
-        box_rows: tuple[int, ...] = ()
-        if ver.abi in registry.TMA_ABIS:
-            box_rows = (config.block_m, config.block_n // cluster, config.block_n // cluster)
-            if ver.abi in registry.O_BOX_ROWS:
-                box_rows += (registry.O_BOX_ROWS[ver.abi],)
+        box_rows = map_box_rows(ver, config, cluster) if ver.abi in registry.TMA_ABIS else ()
         device = q.device.index if q.device.index is not None else torch.cuda.current_device()
         new_ws = None
         if ws is not None:
@@ -438,17 +434,24 @@ def _launch_packed(plan: LaunchPlan, params) -> None:
 
 
 def tensor_maps(ver, config, q, k, v, out, cluster: int = 1) -> tuple:
-    """The tensor maps a TMA ABI passes first: Q, K, V (boxes of block_m, block_n, block_n rows), and for
+    """The tensor maps a TMA ABI passes first: Q, K, V (boxes of block_m (or ``q_box_rows``), block_n, block_n rows), and for
     ``tensor_maps_persistent_o`` O's too, with boxes of 64 rows: each consumer warpgroup stores its own 64 rows
     (kernels/common/sm90/tma_store.cuh); ``tensor_maps_persistent_o16`` boxes of 16 rows: each consumer warp stores its
     own 16 (kernels/common/sm90/epilogue_warp.cuh). A kernel launched in clusters of ``cluster`` CTAs (:func:`cluster_width`)
     loads each K/V tile as ``cluster`` slices, one per CTA, multicast to all (kernels/common/sm90/cluster.cuh): its
     K and V boxes are block_n / cluster rows."""
+    return tuple(tensor_map(t, rows) for t, rows in zip((q, k, v, out), map_box_rows(ver, config, cluster)))
+
+
+def map_box_rows(ver, config, cluster: int = 1) -> tuple[int, ...]:
+    """Rows of the boxes of the maps a TMA ABI passes, in argument order: Q (block_m, or the version's
+    ``q_box_rows``: v47 loads Q as one 64-row box per consumer), K and V (block_n / cluster), and O's where the ABI
+    has one (``kernels.registry.O_BOX_ROWS``)."""
     kv_rows = config.block_n // cluster
-    maps: tuple = (tensor_map(q, config.block_m), tensor_map(k, kv_rows), tensor_map(v, kv_rows))
+    rows: tuple[int, ...] = (ver.q_box_rows or config.block_m, kv_rows, kv_rows)
     if ver.abi in registry.O_BOX_ROWS:
-        maps += (tensor_map(out, registry.O_BOX_ROWS[ver.abi]),)
-    return maps
+        rows += (registry.O_BOX_ROWS[ver.abi],)
+    return rows
 
 
 def tensor_map(t, box_rows: int):

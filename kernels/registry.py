@@ -26,6 +26,7 @@ ABIS = ("pointers", "tensor_maps", "tensor_maps_persistent", "tensor_maps_persis
 TENSOR_MAPS = {"tensor_maps": 3, "tensor_maps_persistent": 3, "tensor_maps_persistent_o": 4,
                "tensor_maps_persistent_o16": 4, "tensor_maps_persistent_o_ws": 4}
 # The rows of tmap_o's box: one consumer warpgroup's 64 rows (v17), or one warp's 16 (v35: each warp stores its own)
+Q_BOX_ROWS_ALLOWED = (0, 64)  # version.toml q_box_rows: 0 = block_m rows (one box a tile), 64 = one box per consumer
 O_BOX_ROWS = {"tensor_maps_persistent_o": 64, "tensor_maps_persistent_o16": 16, "tensor_maps_persistent_o_ws": 64}
 TMA_ABIS = tuple(TENSOR_MAPS)
 PERSISTENT_ABIS = ("tensor_maps_persistent", "tensor_maps_persistent_o",
@@ -76,6 +77,7 @@ class Version:
     abi: str = "pointers"  # launch ABI (ABIS)
     source_version: str = ""  # a config-only rung compiles this version's kernel.cu in its own namespace
     grid: str = "sms"  # a persistent ABI's grid policy (GRID_POLICIES): kernels.launch.persistent_grid
+    q_box_rows: int = 0  # rows of Q's TMA box (a TMA ABI only); 0: block_m, one box a tile (v47: 64, one per consumer)
 
     @property
     def source(self) -> Path:
@@ -198,6 +200,9 @@ def _load(path: Path) -> Version:
         raise WhowaitsError(f"{where}: grid {grid!r} not in {', '.join(GRID_POLICIES)}")
     if grid != "sms" and abi not in PERSISTENT_ABIS:
         raise WhowaitsError(f"{where}: grid {grid!r} needs a persistent abi ({', '.join(PERSISTENT_ABIS)})")
+    q_box_rows = data.get("q_box_rows", 0)
+    if q_box_rows not in Q_BOX_ROWS_ALLOWED or (q_box_rows and abi not in TMA_ABIS):
+        raise WhowaitsError(f"{where}: q_box_rows {q_box_rows!r}: 0 (block_m) or 64, and only with a tensor-map abi")
     allow_spills = data.get("allow_spills", False)
     if not isinstance(allow_spills, bool):
         raise WhowaitsError(f"{where}: 'allow_spills' must be true/false")
@@ -228,6 +233,7 @@ def _load(path: Path) -> Version:
         abi=abi,
         source_version=source_version,
         grid=grid,
+        q_box_rows=q_box_rows,
     )
 
 

@@ -54,7 +54,9 @@ HOISTED_IV = ["v20_three_consumers", "v21_causal_pairs", "v22_d64_stages4", "v23
               "v44_d64_idle_rows", "v45_d64_idle_rows_only",
               # v46: v34's kernel.cu holds the hook's text, passed over in v46's steady loop (v46 keeps the PV
               # wait after the softmax: scripts/sass_loop_counts.py puts its 66 MUFU.EX2 between the two waits)
-              "v46_pv_wait_late"]
+              "v46_pv_wait_late",
+              # v47: v36's loops; only the producer's Q loads and the consumers' Q barriers differ
+              "v47_q_split"]
 # the rungs the committed wait logs cover (reports/h200/traces-waits, measured 2026-12-02 01:30-02:00 UTC on v10-v19);
 # rungs landed after that study have no logs yet (their wait-log builds are still checked statically above)
 WAIT_LOG_STUDY = [v for v in STATIC_WS if int(v[1:3]) <= 19]

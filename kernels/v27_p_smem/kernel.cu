@@ -118,6 +118,11 @@
 #define WHOWAITS_PV_WAIT_LATE 0  // the steady loop waits on V[n-1]'s (complete) full barrier after the softmax, so that
                                  // ptxas keeps PV[n-1]'s wait_group 0 after it: softmax under PV (v46)
 #endif
+#ifndef WHOWAITS_Q_SPLIT
+#define WHOWAITS_Q_SPLIT 0  // Q as one 64-row box per consumer warpgroup, each with its own full barrier, and the CTA's
+                            // first tile's loads in the order its consumers need them: consumer 0's Q rows, K[0], the
+                            // other consumers' rows, then V[0], ... (v47; version.toml q_box_rows = 64)
+#endif
 #ifndef WHOWAITS_KV_CLUSTER
 #define WHOWAITS_KV_CLUSTER 1  // d128 without a causal mask: CTAs per cluster sharing each K/V tile by TMA multicast
                                // (v26's scheme, common/sm90/cluster.cuh; v38: 4); 1: no cluster, no attribute
@@ -164,6 +169,8 @@ __global__ void
     static_assert(kStages >= 2 && kStages <= 4, "a ring of 2 to 4 K/V stages");
     constexpr int kNTiles = kBlockN / 8, kDTiles = kHeadDim / 8;
     constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
+    // v47: Q in kQParts boxes of 64 rows, one per consumer, each completing its own barrier q_full[b * kQParts + c].
+    constexpr int kQParts = WHOWAITS_Q_SPLIT ? kConsumers : 1;
     constexpr uint32_t kTileBytes = kBlockN * kHeadDim * sizeof(Element);
     // d64: P through shared memory (smem_layout tma_q2_kv_o_p64 adds kBlockM x kBlockN elements), and the
     // exponentials of every kPolyEvery-th column tile on the FMA pipe (0: none); d128: P in registers, as v21.
@@ -188,6 +195,7 @@ __global__ void
     constexpr bool kIdleRows = WHOWAITS_IDLE_ROWS && kHeadDim == 64;
     static_assert(!kIdleRows || (!kStreamK && kCluster == 1), "idle rows: no stream-K, no cluster");
     static_assert(!kStreamK || (kCluster == 1 && kPrefetch == 0), "stream-K: no cluster, no L2 prefetch");
+    static_assert(kQParts == 1 || (kCluster == 1 && !kStreamK), "Q in parts: no cluster, no stream-K");
 
     // @region other
     WHOWAITS_TRACE_INIT();  // issue 12: the measured trace's per-warpgroup cursors (nothing when off)
@@ -198,7 +206,7 @@ __global__ void
     Element* sO = sV + kStages * kBlockN * kHeadDim;  // sO[c]: consumer c's 64 x kHeadDim staging tile (1024-aligned)
     Element* sP = sO + kBlockM * kHeadDim;            // sP[c]: consumer c's 64 x kBlockN P tile (d64; 1024-aligned)
     __shared__ uint64_t full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
-    __shared__ uint64_t q_full[2], q_empty[2];  // Q buffer b = tile counter & 1
+    __shared__ uint64_t q_full[2 * kQParts], q_empty[2];  // Q buffer b = tile counter & 1 (v47: a full barrier per part)
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wg = warp >> 2, warp_in_wg = warp & 3;
@@ -232,10 +240,10 @@ __global__ void
         prefetch_tensor_map(&tmap_v);
         prefetch_tensor_map(&tmap_o);
 #pragma unroll
-        for (int b = 0; b < 2; ++b) {
-            mbar_init(&q_full[b], 1);
+        for (int b = 0; b < 2; ++b)
             mbar_init(&q_empty[b], kConsumers * 4);  // one release per consumer warp once its last QK^T of a tile is done
-        }
+#pragma unroll
+        for (int b = 0; b < 2 * kQParts; ++b) mbar_init(&q_full[b], 1);
 #pragma unroll
         for (int s = 0; s < kStages; ++s) {
             mbar_init(&full_k[s], 1);
@@ -260,6 +268,15 @@ __global__ void
         if (tid == 0) {
             int kv = 0;  // K/V tiles issued so far by this CTA: ring index and phase continue across tiles
             int it = 0;
+            // Q's part `part` of tile (row0, bh) into buffer b (v47: the part's 64 rows; else the whole tile).
+            auto load_q_part = [&](int b, int part, int row0, int bh) {
+                mbar_arrive_expect_tx(&q_full[b * kQParts + part], kQBytes / kQParts);
+                if constexpr (kQParts == 1)
+                    tma_load_tile<kBlockM, kHeadDim>(sQ + b * kBlockM * kHeadDim, &tmap_q, &q_full[b], row0, bh);
+                else
+                    tma_load_rows<kBlockM, 64, kHeadDim>(sQ + b * kBlockM * kHeadDim, &tmap_q,
+                                                         &q_full[b * kQParts + part], row0, part, bh);
+            };
             for (int tile = sched.tile_at(0); tile < num_tiles; tile = sched.tile_at(++it)) {
                 const int bh = tile_bh(tile), row0 = tile_row0(tile), n_blocks = seg_blocks(tile, row0);
                 const int kv0 = seg_kv0(tile);
@@ -269,8 +286,10 @@ __global__ void
                     // (phase (it >> 1) - 1 of q_empty[it & 1]), long done by the time the ring lets us get here.
                     const int b = it & 1;
                     if (it >= 2) mbar_wait(&q_empty[b], ((it >> 1) - 1) & 1);  // @region sync
-                    mbar_arrive_expect_tx(&q_full[b], kQBytes);
-                    tma_load_tile<kBlockM, kHeadDim>(sQ + b * kBlockM * kHeadDim, &tmap_q, &q_full[b], row0, bh);
+                    // v47, the CTA's first tile: consumer 0's rows now, the others' after K[0] (below).
+#pragma unroll
+                    for (int part = 0; part < (kQParts > 1 && it == 0 ? 1 : kQParts); ++part)
+                        load_q_part(b, part, row0, bh);
                 }
 #if WHOWAITS_L2_PREFETCH_D64 || WHOWAITS_L2_PREFETCH_D128
                 // @region load_kv
@@ -320,6 +339,12 @@ __global__ void
                     mbar_arrive_expect_tx(&full_k[st.index], kTileBytes);
                     tma_load_tile<kBlockN, kHeadDim>(sK + st.index * kBlockN * kHeadDim, &tmap_k, &full_k[st.index],
                                                      (kv0 + t) * kBlockN, bh);
+                    if (kQParts > 1 && it == 0 && t == 0) {
+                        // @region load_q
+#pragma unroll
+                        for (int part = 1; part < kQParts; ++part) load_q_part(0, part, row0, bh);
+                    }
+                    // @region load_kv
                     if (kv >= kStages) mbar_wait(&empty_v[st.index], st.phase ^ 1u);  // @region sync
                     mbar_arrive_expect_tx(&full_v[st.index], kTileBytes);
                     tma_load_tile<kBlockN, kHeadDim>(sV + st.index * kBlockN * kHeadDim, &tmap_v, &full_v[st.index],
@@ -573,7 +598,7 @@ __global__ void
     bool idle = idle_at(cta_row0);
 
     // The CTA's first batch: QK^T[0] of its first tile alone.
-    mbar_wait(&q_full[0], 0);
+    mbar_wait(&q_full[kQParts > 1 ? c : 0], 0);
     load_q(0);  // @region qk
     {
         const auto first = PipeState<kStages>::at(kv_base);
@@ -647,7 +672,7 @@ __global__ void
             const int next_bh = tile_bh(next), next_row0 = tile_row0(next), next_kv = kv_base + n_blocks;
             const auto first = PipeState<kStages>::at(next_kv);
             rescale_o();                                     // @region softmax
-            mbar_wait(&q_full[qb ^ 1], ((it + 1) >> 1) & 1);  // @region sync
+            mbar_wait(&q_full[(qb ^ 1) * kQParts + (kQParts > 1 ? c : 0)], ((it + 1) >> 1) & 1);  // @region sync
             load_q(qb ^ 1);  // @region qk  (every QK^T of this tile has completed: the fragments are free)
             mbar_wait(&full_k[first.index], first.phase);    // @region sync
             mbar_wait(&full_v[last.index], last.phase);      // @region sync

@@ -36,6 +36,19 @@ __device__ __forceinline__ void tma_load_tile(Element* smem_dst, const CUtensorM
         tma_load_3d(smem_dst + sub * kRows * 64, map, bar, sub * 64, row0, bh);
 }
 
+// Rows [part * kBoxRows, (part + 1) * kBoxRows) of a [kRows][kD] tile, from a map whose boxes are kBoxRows rows
+// (v47: one box per consumer warpgroup): each 64-column sub-tile's rows land where tma_load_tile puts them, so the
+// tile's layout is the same (kBoxRows a multiple of 8: the 128-byte swizzle's period is 8 rows = 1024 bytes).
+template <int kRows, int kBoxRows, int kD, typename Element>
+__device__ __forceinline__ void tma_load_rows(Element* tile_dst, const CUtensorMap* map, uint64_t* bar, int row0,
+                                              int part, int bh) {
+    static_assert(kBoxRows % 8 == 0 && kRows % kBoxRows == 0, "whole 8-row swizzle periods, whole boxes");
+#pragma unroll
+    for (int sub = 0; sub < kD / 64; ++sub)
+        tma_load_3d(tile_dst + sub * kRows * 64 + part * kBoxRows * 64, map, bar, sub * 64, row0 + part * kBoxRows,
+                    bh);
+}
+
 // An L2 prefetch of one 3-D box (v30): no shared memory, no barrier, nothing to wait for; the box's lines are read
 // from DRAM into the L2 so that a later load of them hits. One thread issues it.
 __device__ __forceinline__ void tma_prefetch_3d(const CUtensorMap* map, int c0, int c1, int c2) {

@@ -162,6 +162,14 @@ def test_registry_validates_fields(tmp_path):
     _write_version(bad4, "v05_bad", GOOD.format(vid="v05_bad").replace('title = "t"\n', ""))
     with pytest.raises(WhowaitsError, match="'title'"):
         registry.versions(bad4)
+    bad5 = tmp_path / "bad5"  # Q boxes of 64 rows need a tensor-map ABI (GOOD is a pointer-ABI rung)
+    _write_version(bad5, "v06_bad", GOOD.format(vid="v06_bad").replace('title = "t"\n', 'title = "t"\nq_box_rows = 64\n'))
+    with pytest.raises(WhowaitsError, match="q_box_rows 64: 0 \\(block_m\\) or 64, and only with a tensor-map abi"):
+        registry.versions(bad5)
+    bad6 = tmp_path / "bad6"
+    _write_version(bad6, "v07_bad", GOOD.format(vid="v07_bad").replace('title = "t"\n', 'title = "t"\nq_box_rows = 48\n'))
+    with pytest.raises(WhowaitsError, match="q_box_rows 48"):
+        registry.versions(bad6)
 
 
 # --- build (real nvcc) --------------------------------------------------------------------------------

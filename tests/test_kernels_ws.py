@@ -153,11 +153,45 @@ def test_o_map_box_rows_match_the_kernels_epilogue():
     for v in registry.versions():
         if v.abi not in O_BOX_ROWS:
             continue
-        src = v.source.read_text()
+        src = _rung_source_chain(v.source)
         warp_epilogue = re.search(r"^#define WHOWAITS_EPI_WARP 1\b", src, re.M) is not None
         assert O_BOX_ROWS[v.abi] == (16 if warp_epilogue else 64), v.id
         seen.add(v.abi)
     assert seen == set(O_BOX_ROWS)  # both ABIs have a landed rung
+
+
+def _rung_source_chain(path) -> str:
+    """A rung's kernel.cu followed by every rung kernel.cu it includes (v47 includes v36's, which includes v34's):
+    the macros a rung compiles with may be defined anywhere along the chain."""
+    import re
+
+    text, seen = "", set()
+    while path is not None and path not in seen:
+        seen.add(path)
+        src = path.read_text()
+        text += src + "\n"
+        m = re.search(r'^#include "(v\d+_\w+/kernel\.cu)"', src, re.M)
+        path = (registry.KERNELS_DIR / m.group(1)) if m else None
+    return text
+
+
+def test_q_map_box_rows_match_the_kernels_q_loads():
+    # version.toml's q_box_rows (kernels.launch.map_box_rows) must be the rows one Q load of the kernel covers:
+    # 64 with WHOWAITS_Q_SPLIT 1 (v47: one box per consumer, common/sm90/tma.cuh tma_load_rows), else the tile's
+    # block_m. A split kernel under block_m-row boxes would load each consumer's part as a whole tile (past the buffer
+    # into K's stages), and the other way round leave half of Q unloaded: kernels.check catches it on the GPU, this here.
+    import re
+
+    split_rungs = []
+    for v in registry.versions():
+        split = re.search(r"^#define WHOWAITS_Q_SPLIT 1\b", _rung_source_chain(v.source), re.M) is not None
+        assert v.q_box_rows == (64 if split else 0), v.id
+        if split:
+            split_rungs.append(v.id)
+            for hd in v.head_dims:
+                c = v.config_for(hd, "fp16", False)
+                assert c.block_m == 64 * c.consumers, (v.id, hd)  # one 64-row box per consumer covers the tile
+    assert split_rungs == ["v47_q_split"]
 
 
 def _positions(b: int, g: int, tiles: int, paired: bool) -> list[int]:
@@ -233,3 +267,15 @@ def test_persistent_grid_policy(monkeypatch):
     assert launch.persistent_grid(2048, None, 2, policy="whole_heads", m_blocks=32) == (132, 1, 1)  # clusters: as is
     with pytest.raises(WhowaitsError, match="unknown persistent grid policy"):
         launch.persistent_grid(2048, None, policy="tiles")
+
+
+def test_map_box_rows_per_rung():
+    # The boxes the launcher encodes, in argument order (Q, K, V[, O]): Q's from q_box_rows where a rung sets it.
+    from kernels.launch import map_box_rows
+
+    v36, v47, v26 = (registry.get(x) for x in ("v36_warp_epilogue_only", "v47_q_split", "v26_kv_multicast"))
+    assert map_box_rows(v36, v36.config_for(128, "fp16", False)) == (128, 128, 128, 16)
+    assert map_box_rows(v47, v47.config_for(128, "fp16", False)) == (64, 128, 128, 16)
+    assert map_box_rows(v47, v47.config_for(64, "bf16", True)) == (64, 128, 128, 16)
+    assert map_box_rows(v36, v36.config_for(64, "bf16", True)) == (192, 128, 128, 16)
+    assert map_box_rows(v26, v26.config_for(128, "fp16", False), cluster=2)[:3] == (128, 64, 64)

@@ -239,11 +239,18 @@ __global__ void
         prefetch_tensor_map(&tmap_k);
         prefetch_tensor_map(&tmap_v);
         prefetch_tensor_map(&tmap_o);
+        if constexpr (kQParts == 1) {
 #pragma unroll
-        for (int b = 0; b < 2; ++b)
-            mbar_init(&q_empty[b], kConsumers * 4);  // one release per consumer warp once its last QK^T of a tile is done
+            for (int b = 0; b < 2; ++b) {
+                mbar_init(&q_full[b], 1);
+                mbar_init(&q_empty[b], kConsumers * 4);  // one release per consumer warp once its last QK^T of a tile is done
+            }
+        } else {  // v47: a full barrier per (buffer, part)
 #pragma unroll
-        for (int b = 0; b < 2 * kQParts; ++b) mbar_init(&q_full[b], 1);
+            for (int b = 0; b < 2; ++b) mbar_init(&q_empty[b], kConsumers * 4);
+#pragma unroll
+            for (int b = 0; b < 2 * kQParts; ++b) mbar_init(&q_full[b], 1);
+        }
 #pragma unroll
         for (int s = 0; s < kStages; ++s) {
             mbar_init(&full_k[s], 1);

@@ -1,4 +1,5 @@
-"""Regenerate the ladder table of docs/ladder.md from one bench run: ``python -m kernels.ladder_table DATE``.
+"""Regenerate the ladder table of docs/ladder.md from one bench run: ``python -m kernels.ladder_table DATE``,
+and ladder IV's targets table of docs/ladder-iv.md: ``python -m kernels.ladder_table --ladder-iv DATE``.
 
 Reads ``reports/h200/bench/<DATE>-<shape>.json`` for the two target shapes and rewrites the block between
 ``<!-- ladder-table`` and ``<!-- /ladder-table -->`` in docs/ladder.md (tests/test_docs.py checks it against
@@ -50,6 +51,22 @@ CHANGES = {
 }
 BASELINE_ROWS = ("sdpa-flash", "sdpa-cudnn", "flex-attention", "flashinfer")  # those present in every file
 
+# Ladder IV's targets (docs/ladder-iv.md, issue 29): shape -> (reference, minimum ratio of the best version to it);
+# "cudnn-best" is the faster of the sdpa-cudnn and sdpa-auto rows of the run (the bench summary's cudnn_best), as in
+# whowaits.toml's rules. Shapes with no target are reported beside them (and against flex, which is >= 1.3x everywhere).
+TARGETS_IV: dict[str, tuple[tuple[str, float], ...]] = {
+    "b4_h16_s4096_d128_fp16": (("cudnn-best", 1.10), ("flex-attention", 1.3)),
+    "b4_h16_s4096_d128_bf16": (("cudnn-best", 1.10), ("flex-attention", 1.3)),
+    "b4_h32_s4096_d64_fp16": (("cudnn-best", 1.05), ("flex-attention", 1.3)),
+    "b4_h16_s4096_d128_fp16_causal": (("cudnn-best", 1.05), ("flex-attention", 1.3)),
+    "b1_h64_s1024_d128_fp16": (("cudnn-best", 1.05), ("flex-attention", 1.3)),
+    "b1_h16_s16384_d128_fp16": (("flex-attention", 1.3),),
+    "b4_h16_s4096_d128_bf16_causal": (("flex-attention", 1.3),),
+    "b4_h32_s4096_d64_bf16": (("flex-attention", 1.3),),
+    "b4_h32_s4096_d64_fp16_causal": (("flex-attention", 1.3),),
+}
+LADDER_IV_DOC = ROOT / "docs" / "ladder-iv.md"
+
 
 def table(date: str) -> str:
     benches, files = [], []
@@ -91,21 +108,89 @@ def table(date: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _reference(data: dict, name: str) -> tuple[str, float] | None:
+    """(row, TFLOPS) of a target's reference in one bench file: cudnn-best from the summary (suspect rows left out),
+    else the named row; None where the run has no usable row."""
+    if name == "cudnn-best":
+        best = (data.get("summary") or {}).get("cudnn_best")
+        return (best["implementation"], best["tflops"]) if best else None
+    suspect = set((data.get("summary") or {}).get("suspect") or ())
+    row = next((r for r in data["rows"] if r["implementation"] == name and r.get("tflops")), None)
+    return (name, row["tflops"]) if row and name not in suspect else None
+
+
+def table_iv(date: str) -> str:
+    """Ladder IV's targets from one bench run: per shape, every ladder version's TFLOPS and its ratio to cuDNN at its
+    best, the references, and each target's ratio for the run's best version with its verdict."""
+    files = {}
+    for shape in TARGETS_IV:
+        path = ROOT / "reports/h200/bench" / f"{date}-{shape}.json"
+        if path.exists():
+            files[shape] = json.loads(path.read_text())
+    if not files:
+        raise FileNotFoundError(2, "no bench file", str(ROOT / "reports/h200/bench" / f"{date}-<shape>.json"))
+    versions = sorted({r["implementation"] for d in files.values() for r in d["rows"]
+                       if re.match(r"v\d\d_", r["implementation"]) and r.get("tflops")})
+    short = [v.split("_", 1)[0] for v in versions]
+    lines = [
+        f"<!-- ladder-iv-table: generated from reports/h200/bench/{date}-*.json by python -m kernels.ladder_table "
+        f"--ladder-iv {date}; tests/test_docs.py checks it -->",
+        "| shape | " + " | ".join(f"{s} TFLOPS (× cuDNN)" for s in short)
+        + " | cuDNN at its best | flex | target: best version / reference | held |",
+        "| --- | " + " | ".join("---:" for _ in versions) + " | ---: | ---: | --- | --- |",
+    ]
+    for shape, data in files.items():
+        rows = {r["implementation"]: r["tflops"] for r in data["rows"] if r.get("tflops")}
+        cudnn = _reference(data, "cudnn-best")
+        flex = _reference(data, "flex-attention")
+        present = [v for v in versions if v in rows]
+        best = max(present, key=lambda v: rows[v]) if present else None
+        cells = []
+        for v in versions:
+            if v not in rows:
+                cells.append("—")
+                continue
+            text = f"{rows[v]:.1f}" + (f" ({rows[v] / cudnn[1]:.3f}×)" if cudnn else "")
+            cells.append(f"**{text}**" if v == best else text)
+        targets, held = [], []
+        for ref, ratio in TARGETS_IV[shape]:
+            got = _reference(data, ref)
+            if best is None or got is None:
+                targets.append(f"{ref} ≥ {ratio:.2f}×: no row")
+                held.append("—")
+                continue
+            r = rows[best] / got[1]
+            targets.append(f"{best.split('_', 1)[0]} / {got[0]} {r:.3f}× (≥ {ratio:.2f}×)")
+            held.append("yes" if r >= ratio else "no")
+        lines.append(f"| {shape} | " + " | ".join(cells)
+                     + f" | {f'{cudnn[1]:.1f} ({cudnn[0]})' if cudnn else '—'} | {f'{flex[1]:.1f}' if flex else '—'}"
+                     + f" | {'; '.join(targets)} | {' / '.join(held)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _rewrite(doc: Path, marker: str, block: str) -> None:
+    text = doc.read_text()
+    head, rest = text.split(f"<!-- {marker}", 1)
+    _, tail = rest.split(f"<!-- /{marker} -->", 1)
+    write_atomic(doc, head + block + f"<!-- /{marker} -->" + tail)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1 or not re.fullmatch(r"\d{4}-\d\d-\d\d(T\d{4})?", argv[0]):
-        print("usage: python -m kernels.ladder_table YYYY-MM-DD[THHMM] (the bench run's name prefix)", file=sys.stderr)
+    iv = bool(argv) and argv[0] == "--ladder-iv"
+    args = argv[1:] if iv else argv
+    if len(args) != 1 or not re.fullmatch(r"\d{4}-\d\d-\d\d(T\d{4})?", args[0]):
+        print("usage: python -m kernels.ladder_table [--ladder-iv] YYYY-MM-DD[THHMM] (the bench run's name prefix)",
+              file=sys.stderr)
         return 2
-    readme = ROOT / "docs" / "ladder.md"
-    text = readme.read_text()
-    head, rest = text.split("<!-- ladder-table", 1)
-    _, tail = rest.split("<!-- /ladder-table -->", 1)
     try:
-        new = head + table(argv[0]) + "<!-- /ladder-table -->" + tail
+        if iv:
+            _rewrite(LADDER_IV_DOC, "ladder-iv-table", table_iv(args[0]))
+        else:
+            _rewrite(ROOT / "docs" / "ladder.md", "ladder-table", table(args[0]))
     except FileNotFoundError as err:
         print(f"kernels.ladder_table: error: no bench file {err.filename}", file=sys.stderr)
         return 2
-    write_atomic(readme, new)
     return 0
 
 

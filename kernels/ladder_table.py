@@ -51,7 +51,7 @@ CHANGES = {
 }
 BASELINE_ROWS = ("sdpa-flash", "sdpa-cudnn", "flex-attention", "flashinfer")  # those present in every file
 
-# Ladder IV's targets (docs/ladder-iv.md, issue 29): shape -> (reference, minimum ratio of the best version to it);
+# Ladder IV's targets (docs/ladder-iv.md): shape -> (reference, minimum ratio of the best version to it);
 # "cudnn-best" is the faster of the sdpa-cudnn and sdpa-auto rows of the run (the bench summary's cudnn_best), as in
 # whowaits.toml's rules. Shapes with no target are reported beside them (and against flex, which is >= 1.3x everywhere).
 TARGETS_IV: dict[str, tuple[tuple[str, float], ...]] = {

@@ -55,6 +55,54 @@ def test_ladder_table_is_what_its_generator_writes():
     assert "<!-- ladder-table" + block == ladder_table.table(date)
 
 
+# ----------------------------------------------------------------------------- ladder IV's targets table
+LADDER_IV = (DOCS / "ladder-iv.md").read_text()
+
+
+def test_ladder_iv_table_is_what_its_generator_writes():
+    from kernels import ladder_table
+
+    date = re.search(r"by python -m kernels\.ladder_table --ladder-iv (\S+);", LADDER_IV).group(1)
+    block = LADDER_IV.split("<!-- ladder-iv-table", 1)[1].split("<!-- /ladder-iv-table -->")[0]
+    assert "<!-- ladder-iv-table" + block == ladder_table.table_iv(date)
+
+
+def test_ladder_iv_table_verdicts_follow_the_bench_json():
+    """Each row's bold cell is the run's fastest version at that shape, its ratio is over cuDNN at its best (the
+    faster of the sdpa-cudnn and sdpa-auto rows), and "held" says whether that ratio reaches the target."""
+    from kernels.ladder_table import TARGETS_IV
+
+    date = re.search(r"by python -m kernels\.ladder_table --ladder-iv (\S+);", LADDER_IV).group(1)
+    block = LADDER_IV.split("<!-- ladder-iv-table", 1)[1].split("<!-- /ladder-iv-table -->")[0]
+    rows = [ln for ln in block.splitlines() if ln.startswith("| b")]
+    assert len(rows) == len(TARGETS_IV)
+    for ln in rows:
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        shape = cells[0]
+        d = json.loads((ROOT / "reports/h200/bench" / f"{date}-{shape}.json").read_text())
+        tf = {r["implementation"]: r["tflops"] for r in d["rows"] if r.get("tflops")}
+        best = max((v for v in tf if re.match(r"v\d\d_", v)), key=tf.get)
+        cudnn = max(tf["sdpa-cudnn"], tf["sdpa-auto"])
+        assert sum(c.startswith("**") for c in cells) == 1
+        bold = next(c for c in cells if c.startswith("**"))
+        assert bold.startswith(f"**{tf[best]:.1f} ({tf[best] / cudnn:.3f}×)"), (shape, bold)
+        held = cells[-1].split(" / ")
+        for (ref, ratio), verdict in zip(TARGETS_IV[shape], held):
+            r = tf[best] / (cudnn if ref == "cudnn-best" else tf[ref])
+            assert verdict == ("yes" if r >= ratio else "no"), (shape, ref, r)
+
+
+def test_ladder_table_cli_refuses_a_run_it_cannot_find(tmp_path, capsys):
+    from kernels import ladder_table
+
+    before = (DOCS / "ladder-iv.md").read_bytes()
+    assert ladder_table.main(["--ladder-iv", "1999-01-01T0000"]) == 2
+    assert ladder_table.main(["--ladder-iv"]) == 2
+    err = capsys.readouterr().err
+    assert "no bench file" in err and "usage:" in err
+    assert (DOCS / "ladder-iv.md").read_bytes() == before
+
+
 # ----------------------------------------------------------------------------- the command reference
 def _commands():
     from profiler.cli.reference import commands

@@ -191,6 +191,8 @@ WITH_COUNTERS = (
     "reports/h200/ladder4/2026-12-03T1938/v34-same-session/b4_h16_s4096_d128_fp16.ncu-rep",
     "reports/h200/ladder4/2026-12-03T2152/v34-same-session/b1_h64_s1024_d128_fp16.ncu-rep",
     "reports/h200/ladder4/2026-12-03T2152/v36-same-session/b1_h64_s1024_d128_fp16.ncu-rep",
+    "reports/h200/ladder4/2026-12-03T2206/v34-same-session/b1_h64_s1024_d128_fp16.ncu-rep",
+    "reports/h200/ladder4/2026-12-03T2206/v34-same-session/b4_h32_s4096_d64_fp16.ncu-rep",
     "reports/h200/v25_wide_kv/b1_h64_s1024_d128_fp16.ncu-rep",
     "reports/h200/v26_kv_multicast/b1_h64_s1024_d128_fp16.ncu-rep",
     "reports/h200/v38_kv_multicast4/b1_h64_s1024_d128_fp16.ncu-rep",

@@ -146,30 +146,22 @@ def test_registry_validates_fields(tmp_path):
     with pytest.raises(WhowaitsError, match="does not support head_dim=96"):
         v.config_for(96, "fp16", False)
 
-    bad = tmp_path / "bad"
-    _write_version(bad, "v02_bad", GOOD.format(vid="v02_bad").replace('arch = "sm_90a"', 'arch = "sm_99"'))
-    with pytest.raises(WhowaitsError, match="arch"):
-        registry.versions(bad)
-    bad2 = tmp_path / "bad2"
-    _write_version(bad2, "v03_bad", GOOD.format(vid="v03_other"))
-    with pytest.raises(WhowaitsError, match="folder name"):
-        registry.versions(bad2)
-    bad3 = tmp_path / "bad3"
-    _write_version(bad3, "v04_bad", GOOD.format(vid="v04_bad").replace("warps = 4", "wraps = 4"))
-    with pytest.raises(WhowaitsError, match="unknown \\[config\\] field 'wraps'"):
-        registry.versions(bad3)
-    bad4 = tmp_path / "bad4"
-    _write_version(bad4, "v05_bad", GOOD.format(vid="v05_bad").replace('title = "t"\n', ""))
-    with pytest.raises(WhowaitsError, match="'title'"):
-        registry.versions(bad4)
-    bad5 = tmp_path / "bad5"  # Q boxes of 64 rows need a tensor-map ABI (GOOD is a pointer-ABI rung)
-    _write_version(bad5, "v06_bad", GOOD.format(vid="v06_bad").replace('title = "t"\n', 'title = "t"\nq_box_rows = 64\n'))
-    with pytest.raises(WhowaitsError, match="q_box_rows 64: 0 \\(block_m\\) or 64, and only with a tensor-map abi"):
-        registry.versions(bad5)
-    bad6 = tmp_path / "bad6"
-    _write_version(bad6, "v07_bad", GOOD.format(vid="v07_bad").replace('title = "t"\n', 'title = "t"\nq_box_rows = 48\n'))
-    with pytest.raises(WhowaitsError, match="q_box_rows 48"):
-        registry.versions(bad6)
+    # (the version id written, what of GOOD's text is replaced, the error expected): one bad folder each
+    bad_cases = [
+        ("v02_bad", ('arch = "sm_90a"', 'arch = "sm_99"'), "arch"),
+        ("v03_other", ("", ""), "folder name"),  # an id that is not its folder's name (v03_bad)
+        ("v04_bad", ("warps = 4", "wraps = 4"), "unknown \\[config\\] field 'wraps'"),
+        ("v05_bad", ('title = "t"\n', ""), "'title'"),
+        # Q boxes of 64 rows need a tensor-map ABI (GOOD is a pointer-ABI rung), and only 0 or 64 rows are known
+        ("v06_bad", ('title = "t"\n', 'title = "t"\nq_box_rows = 64\n'),
+         "q_box_rows 64: 0 \\(block_m\\) or 64, and only with a tensor-map abi"),
+        ("v07_bad", ('title = "t"\n', 'title = "t"\nq_box_rows = 48\n'), "q_box_rows 48"),
+    ]
+    for k, (vid, (old, new), match) in enumerate(bad_cases):
+        folder = tmp_path / f"bad{k}"
+        _write_version(folder, f"v0{k + 2}_bad", GOOD.format(vid=vid).replace(old, new) if old else GOOD.format(vid=vid))
+        with pytest.raises(WhowaitsError, match=match):
+            registry.versions(folder)
 
 
 # --- build (real nvcc) --------------------------------------------------------------------------------

@@ -26,8 +26,8 @@ ABIS = ("pointers", "tensor_maps", "tensor_maps_persistent", "tensor_maps_persis
 TENSOR_MAPS = {"tensor_maps": 3, "tensor_maps_persistent": 3, "tensor_maps_persistent_o": 4,
                "tensor_maps_persistent_o16": 4, "tensor_maps_persistent_o_ws": 4}
 # The rows of tmap_o's box: one consumer warpgroup's 64 rows (v17), or one warp's 16 (v35: each warp stores its own)
-Q_BOX_ROWS_ALLOWED = (0, 64)  # version.toml q_box_rows: 0 = block_m rows (one box a tile), 64 = one box per consumer
 O_BOX_ROWS = {"tensor_maps_persistent_o": 64, "tensor_maps_persistent_o16": 16, "tensor_maps_persistent_o_ws": 64}
+Q_BOX_ROWS_ALLOWED = (0, 64)  # version.toml q_box_rows: 0 = block_m rows (one box a tile), 64 = one box per consumer
 TMA_ABIS = tuple(TENSOR_MAPS)
 PERSISTENT_ABIS = ("tensor_maps_persistent", "tensor_maps_persistent_o",
                    "tensor_maps_persistent_o16", "tensor_maps_persistent_o_ws")  # one CTA per SM, + int num_bh

@@ -161,18 +161,12 @@ def test_o_map_box_rows_match_the_kernels_epilogue():
 
 
 def _rung_source_chain(path) -> str:
-    """A rung's kernel.cu followed by every rung kernel.cu it includes (v47 includes v36's, which includes v34's):
-    the macros a rung compiles with may be defined anywhere along the chain."""
-    import re
+    """A rung's kernel.cu and every file it includes, transitively (v47 includes v36's, which includes v34's): the
+    macros a rung compiles with may be defined anywhere along the chain (kernels.build.included_files)."""
+    from kernels.build import included_files
 
-    text, seen = "", set()
-    while path is not None and path not in seen:
-        seen.add(path)
-        src = path.read_text()
-        text += src + "\n"
-        m = re.search(r'^#include "(v\d+_\w+/kernel\.cu)"', src, re.M)
-        path = (registry.KERNELS_DIR / m.group(1)) if m else None
-    return text
+    src = path.read_text()
+    return "\n".join([src, *(p.read_text() for p in included_files(src, path) if p.name == "kernel.cu")])
 
 
 def test_q_map_box_rows_match_the_kernels_q_loads():
